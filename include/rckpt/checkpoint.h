@@ -1,0 +1,110 @@
+// Checkpoint: the complete state of a training run held in memory, as it is
+// saved and as a load returns it: sections, tensors, RNG records, the state
+// tree and user metadata.
+//
+// Thread-safety: not synchronised; one thread mutates a Checkpoint at a time.
+#ifndef RCKPT_CHECKPOINT_H_
+#define RCKPT_CHECKPOINT_H_
+
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rckpt/rng.h"
+#include "rckpt/status.h"
+#include "rckpt/tensor.h"
+#include "rckpt/tree.h"
+
+namespace rckpt {
+
+// What a load does with a tensor (DESIGN: relocation rules). Stored in files.
+enum class Role : uint8_t {
+  kModel = 0,  // follows model_device
+  kHost = 1,   // always restored to host memory
+  kData = 2,   // follows map_location; host under model_device
+};
+std::string_view RoleName(Role role);  // "model" "host" "data"
+bool ParseRole(std::string_view name, Role* out);
+bool IsValidRole(uint8_t raw);
+
+// The role of a canonical section: model, loss, optimizer -> model;
+// scheduler, controller, metrics, evaluator -> host; anything else -> data.
+Role DefaultRoleForSection(std::string_view section);
+
+// The role a tensor gets when none is given: its section's role, except that
+// 0-d tensors named "...step" in a model-role "optimizer" section are host
+// (torch keeps Adam's step counters on the CPU).
+Role DefaultRoleForTensor(std::string_view section, Role section_role,
+                          std::string_view name, const Shape& shape);
+
+struct SectionInfo {
+  std::string name;
+  Role role = Role::kData;
+};
+
+struct TensorEntry {
+  std::string name;     // unique in the checkpoint
+  std::string section;
+  Role role = Role::kData;
+  Tensor tensor;        // its device() is the origin device when saved
+};
+
+class Checkpoint {
+ public:
+  Checkpoint() = default;
+
+  // Declares a section with an explicit role. Sections are also created
+  // implicitly by AddTensor with DefaultRoleForSection. InvalidArgument if
+  // the section exists with another role or the name is empty.
+  Status AddSection(std::string_view name, Role role);
+
+  // Adds a tensor that borrows `view`'s memory (no copy): the caller keeps it
+  // alive and unchanged until Save returns. The view's device is recorded as
+  // the tensor's origin. InvalidArgument for an empty or duplicate name, a
+  // null pointer with a non-zero size, or a shape whose byte size overflows.
+  Status AddTensor(std::string_view section, std::string_view name,
+                   const TensorView& view, std::optional<Role> role = {});
+  // Adds a tensor sharing ownership of `tensor`'s bytes.
+  Status AddTensor(std::string_view section, std::string_view name,
+                   Tensor tensor, std::optional<Role> role = {});
+
+  // Adds an RNG record (a copy of `bytes`). InvalidArgument for an empty or
+  // duplicate name; Corruption if ValidateRngState rejects the bytes.
+  Status AddRng(std::string_view name, RngKind kind,
+                std::span<const std::byte> bytes, Device origin = Device::Cpu());
+
+  Value& Tree() { return tree_; }
+  const Value& Tree() const { return tree_; }
+  std::map<std::string, std::string>& Metadata() { return metadata_; }
+  const std::map<std::string, std::string>& Metadata() const { return metadata_; }
+
+  const std::vector<SectionInfo>& sections() const { return sections_; }
+  const std::vector<TensorEntry>& tensors() const { return tensors_; }
+  std::vector<TensorEntry>& mutable_tensors() { return tensors_; }
+  const std::vector<RngRecord>& rng() const { return rng_; }
+
+  // nullptr when absent.
+  const TensorEntry* FindTensor(std::string_view name) const;
+  const RngRecord* FindRng(std::string_view name) const;
+  const SectionInfo* FindSection(std::string_view name) const;
+
+  // Total raw bytes of all tensors.
+  uint64_t TensorBytes() const;
+
+ private:
+  Status CheckNewName(std::string_view name) const;
+
+  std::vector<SectionInfo> sections_;
+  std::vector<TensorEntry> tensors_;
+  std::map<std::string, size_t, std::less<>> tensor_index_;
+  std::vector<RngRecord> rng_;
+  Value tree_;
+  std::map<std::string, std::string> metadata_;
+};
+
+}  // namespace rckpt
+
+#endif  // RCKPT_CHECKPOINT_H_

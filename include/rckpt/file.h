@@ -1,0 +1,105 @@
+// File access: every byte rckpt reads or writes goes through these small
+// interfaces, with a POSIX implementation and an in-memory one (for tests and
+// fuzzers, with fault injection).
+#ifndef RCKPT_FILE_H_
+#define RCKPT_FILE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rckpt/status.h"
+
+namespace rckpt {
+
+// A file opened for reading at arbitrary offsets.
+// Thread-safety: ReadAt may be called concurrently.
+class RandomAccessFile {
+ public:
+  virtual ~RandomAccessFile() = default;
+  virtual uint64_t Size() const = 0;
+  // Reads exactly dst.size() bytes at `offset`. IoError on an OS failure,
+  // Corruption ("truncated") when the file ends first.
+  virtual Status ReadAt(uint64_t offset, std::span<std::byte> dst) const = 0;
+};
+
+// A file being written sequentially. Not thread-safe.
+class WritableFile {
+ public:
+  virtual ~WritableFile() = default;
+  // Appends all of `data` (loops over short writes and > 2 GiB writes).
+  virtual Status Append(std::span<const std::byte> data) = 0;
+  // Flushes to stable storage (fsync).
+  virtual Status Sync() = 0;
+  virtual Status Close() = 0;
+};
+
+// A file system: where files are opened, renamed and removed.
+// Thread-safety: all methods may be called concurrently.
+class FileSystem {
+ public:
+  virtual ~FileSystem() = default;
+  // NotFound for a missing path, InvalidArgument for a directory, IoError
+  // otherwise.
+  virtual Result<std::unique_ptr<RandomAccessFile>> OpenForRead(
+      const std::string& path) = 0;
+  // Creates or truncates.
+  virtual Result<std::unique_ptr<WritableFile>> OpenForWrite(
+      const std::string& path) = 0;
+  // Atomically replaces `to` with `from`.
+  virtual Status Rename(const std::string& from, const std::string& to) = 0;
+  virtual Status Remove(const std::string& path) = 0;
+  // fsync of the directory holding `path`, so a rename is durable.
+  virtual Status SyncParentDir(const std::string& path) = 0;
+  // Names (not paths) of the entries of `dir`.
+  virtual Result<std::vector<std::string>> ListDir(const std::string& dir) = 0;
+  virtual bool Exists(const std::string& path) = 0;
+};
+
+// The process-wide POSIX file system.
+FileSystem& PosixFileSystem();
+
+// An in-memory file system, for tests and fuzzers.
+class MemFileSystem : public FileSystem {
+ public:
+  MemFileSystem();
+  ~MemFileSystem() override;
+
+  // Puts bytes at a path directly.
+  void SetFile(const std::string& path, std::vector<std::byte> bytes);
+  // nullptr when absent.
+  const std::vector<std::byte>* GetFile(const std::string& path) const;
+
+  // Fault injection. `fail_write_after_bytes`: an Append that would take a
+  // file's total past this many bytes fails with IoError ("no space left").
+  // `fail_sync`: Sync fails with IoError. `short_reads`: ReadAt is served in
+  // pieces of at most this many bytes (0 = whole), to exercise read loops.
+  struct Faults {
+    uint64_t fail_write_after_bytes = UINT64_MAX;
+    bool fail_sync = false;
+    bool fail_rename = false;
+  };
+  void SetFaults(const Faults& faults);
+
+  Result<std::unique_ptr<RandomAccessFile>> OpenForRead(
+      const std::string& path) override;
+  Result<std::unique_ptr<WritableFile>> OpenForWrite(
+      const std::string& path) override;
+  Status Rename(const std::string& from, const std::string& to) override;
+  Status Remove(const std::string& path) override;
+  Status SyncParentDir(const std::string& path) override;
+  Result<std::vector<std::string>> ListDir(const std::string& dir) override;
+  bool Exists(const std::string& path) override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rckpt
+
+#endif  // RCKPT_FILE_H_
