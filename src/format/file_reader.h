@@ -1,0 +1,103 @@
+// FileReader: opens a .rckpt file in verify-then-trust order and exposes its
+// manifest as plain C++ values, plus chunk-level reads for the load engine.
+#ifndef RCKPT_SRC_FORMAT_FILE_READER_H_
+#define RCKPT_SRC_FORMAT_FILE_READER_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "rckpt/checkpoint.h"
+#include "rckpt/file.h"
+#include "rckpt/options.h"
+
+namespace rckpt {
+
+// One stored chunk: the raw bytes [tensor_offset, tensor_offset + raw_size)
+// of its tensor, stored at [offset, offset + stored_size) of the file.
+struct ChunkMeta {
+  uint64_t offset = 0;
+  uint64_t stored_size = 0;
+  uint64_t raw_size = 0;
+  uint64_t tensor_offset = 0;
+  uint64_t checksum = 0;  // XXH3-64 of the stored bytes
+  Codec codec = Codec::kNone;
+  uint32_t shuffle_elem = 0;  // 0: no shuffle filter; else element size
+};
+
+struct TensorMeta {
+  std::string name;
+  std::string section;
+  Role role = Role::kData;
+  DType dtype = DType::kF32;
+  Shape shape;
+  Device origin;
+  uint64_t nbytes = 0;
+  std::vector<ChunkMeta> chunks;  // ordered by tensor_offset, covering nbytes
+};
+
+struct Manifest {
+  uint32_t version_major = 0;
+  uint32_t version_minor = 0;
+  std::string writer;
+  int64_t created_unix_ms = 0;
+  uint32_t alignment = 0;
+  uint64_t data_begin = 0;  // data region [data_begin, data_end)
+  uint64_t data_end = 0;
+  std::map<std::string, std::string> metadata;
+  std::vector<SectionInfo> sections;
+  std::vector<TensorMeta> tensors;
+  std::vector<RngRecord> rng;
+  Value tree;
+  uint64_t manifest_offset = 0;
+  uint64_t manifest_size = 0;
+  uint64_t file_size = 0;
+};
+
+class FileReader {
+ public:
+  // Opens and fully validates the structure (not the chunk checksums).
+  // NotFound, InvalidArgument (a directory), Corruption, Unsupported.
+  static Result<std::unique_ptr<FileReader>> Open(FileSystem& fs,
+                                                  const std::string& path);
+  static Result<std::unique_ptr<FileReader>> Open(
+      std::unique_ptr<RandomAccessFile> file, const std::string& path);
+
+  const Manifest& manifest() const { return manifest_; }
+  const RandomAccessFile& file() const { return *file_; }
+  const std::string& path() const { return path_; }
+
+  // Reads a chunk's stored bytes into `stored` (size == chunk.stored_size).
+  Status ReadStored(const ChunkMeta& chunk, std::span<std::byte> stored) const;
+
+  // Turns stored bytes into raw bytes: checks the checksum when `verify`,
+  // decompresses, unshuffles. `dst` has chunk.raw_size bytes. `scratch` is
+  // resized as needed (used when a chunk is both compressed and shuffled).
+  // When `keep_shuffled` is true the shuffle filter is not undone (the caller
+  // unshuffles on the device). Corruption names tensor, chunk and what failed.
+  Status DecodeChunk(const TensorMeta& tensor, size_t chunk_index,
+                     std::span<const std::byte> stored, std::span<std::byte> dst,
+                     std::vector<std::byte>& scratch, bool verify,
+                     bool keep_shuffled = false) const;
+
+  // Reads and decodes a whole tensor into host memory `dst` (nbytes).
+  Status ReadTensorToHost(const TensorMeta& tensor, std::span<std::byte> dst,
+                          bool verify) const;
+
+  // Checks every chunk's checksum and decodability. Corruption on the first
+  // failure.
+  Status VerifyAll(const ProgressCallback& progress = {}) const;
+
+ private:
+  FileReader() = default;
+  std::unique_ptr<RandomAccessFile> file_;
+  std::string path_;
+  Manifest manifest_;
+};
+
+}  // namespace rckpt
+
+#endif  // RCKPT_SRC_FORMAT_FILE_READER_H_
