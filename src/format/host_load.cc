@@ -68,6 +68,7 @@ Result<Checkpoint> LoadTensorsToHost(const FileReader& reader, const std::vector
   for (size_t k = 0; k < indices.size(); ++k) {
     const TensorMeta& tm = m.tensors[indices[k]];
     RCKPT_RETURN_IF_ERROR(ck.AddTensor(tm.section, tm.name, std::move(tensors[k]), tm.role));
+    ck.mutable_tensors().back().origin = tm.origin;
   }
   return ck;
 }

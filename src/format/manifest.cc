@@ -38,7 +38,7 @@ std::vector<uint8_t> BuildManifest(const ManifestInput& in) {
     tensors.push_back(fb::CreateTensor(
         b, b.CreateString(e.name), section_index.at(e.section), static_cast<uint8_t>(e.role),
         static_cast<uint8_t>(e.tensor.dtype()), b.CreateVector(e.tensor.shape()),
-        DeviceTypeByte(e.tensor.device()), e.tensor.device().index, e.tensor.nbytes(), first,
+        DeviceTypeByte(e.Origin()), e.Origin().index, e.tensor.nbytes(), first,
         end - first));
   }
   std::vector<fb::Chunk> chunks;
