@@ -102,33 +102,40 @@ Status MappedUnavailable(const TensorMeta& t, Device target,
 
 }  // namespace
 
-Result<LoadPlan> PlanPlacements(const std::vector<SectionInfo>& sections,
-                                const std::vector<TensorMeta>& tensors,
-                                const std::vector<RngRecord>& rng,
-                                const LoadOptions& options,
-                                int cuda_device_count,
-                                const std::vector<size_t>* only) {
+Result<std::vector<size_t>> SelectTensors(
+    const std::vector<SectionInfo>& sections,
+    const std::vector<TensorMeta>& tensors, const LoadOptions& options) {
   std::set<std::string> known(CanonicalSections().begin(),
                               CanonicalSections().end());
   for (const SectionInfo& s : sections) known.insert(s.name);
   RCKPT_RETURN_IF_ERROR(CheckSectionNames(options.sections, "sections", known));
   RCKPT_RETURN_IF_ERROR(
       CheckSectionNames(options.skip_sections, "skip_sections", known));
+  const std::set<std::string> want(options.sections.begin(),
+                                   options.sections.end());
+  const std::set<std::string> skip(options.skip_sections.begin(),
+                                   options.skip_sections.end());
+  std::vector<size_t> chosen;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const std::string& s = tensors[i].section;
+    if (!want.empty() && want.count(s) == 0) continue;
+    if (skip.count(s) != 0) continue;
+    chosen.push_back(i);
+  }
+  return chosen;
+}
 
+Result<LoadPlan> PlanPlacements(const std::vector<SectionInfo>& sections,
+                                const std::vector<TensorMeta>& tensors,
+                                const std::vector<RngRecord>& rng,
+                                const LoadOptions& options,
+                                int cuda_device_count,
+                                const std::vector<size_t>* only) {
   std::vector<size_t> chosen;
   if (only != nullptr) {
     chosen = *only;
   } else {
-    const std::set<std::string> want(options.sections.begin(),
-                                     options.sections.end());
-    const std::set<std::string> skip(options.skip_sections.begin(),
-                                     options.skip_sections.end());
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      const std::string& s = tensors[i].section;
-      if (!want.empty() && want.count(s) == 0) continue;
-      if (skip.count(s) != 0) continue;
-      chosen.push_back(i);
-    }
+    RCKPT_ASSIGN_OR_RETURN(chosen, SelectTensors(sections, tensors, options));
   }
 
   const std::optional<Device> model_device =

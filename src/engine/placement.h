@@ -30,6 +30,14 @@ Status CheckLoadOptions(const LoadOptions& options, int cuda_device_count);
 // skip_sections accept even when the file lacks them.
 const std::vector<std::string>& CanonicalSections();
 
+// The indices of the tensors a load with `options` reads: those of
+// `sections` (all when empty) and not of `skip_sections` (a name in both is
+// skipped). InvalidArgument for a name that is neither a section of the file
+// nor a canonical one, listing the known names.
+Result<std::vector<size_t>> SelectTensors(
+    const std::vector<SectionInfo>& sections,
+    const std::vector<TensorMeta>& tensors, const LoadOptions& options);
+
 struct LoadPlan {
   // The selected tensors in file order, then every RNG record.
   std::vector<Placement> placements;
@@ -38,9 +46,7 @@ struct LoadPlan {
   std::vector<size_t> tensor_index;
 };
 
-// Plans a load. Checks sections / skip_sections against the file's sections
-// and the canonical names (InvalidArgument listing the known ones), selects
-// the tensors (a name in both lists is skipped), then places each by the
+// Plans a load: selects the tensors (SelectTensors), then places each by the
 // policy: RNG records and host-role tensors to cpu (nothing consulted);
 // model-role tensors to model_device when given, data-role tensors to cpu
 // under model_device; otherwise map_location's answer, or the origin.
