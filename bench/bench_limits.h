@@ -50,12 +50,18 @@ struct CodecRates {
   double xxh3_bps = 0;        // checksum of the raw bytes
   uint64_t raw_bytes = 0;
   uint64_t stored_bytes = 0;
+  // The same work split over `threads` threads at once (diagnostic: on an
+  // idle machine it is threads x the single-thread rate; on a shared one it
+  // shows how much of the other cores this run actually got).
+  double compress_bps_all = 0;
+  double decompress_bps_all = 0;
 };
 struct CodecChunk {
   std::span<const std::byte> raw;
   uint32_t shuffle_elem = 0;
 };
-CodecRates MeasureCodec(const std::vector<CodecChunk>& chunks, int level, int reps);
+CodecRates MeasureCodec(const std::vector<CodecChunk>& chunks, int level, int reps,
+                        int threads = 1);
 
 // Pinned host-to-device copy bandwidth of `runtime` on `device` (bytes/s),
 // copying `bytes` in 64 MiB pieces; 0 when it cannot be measured.

@@ -142,6 +142,7 @@ std::string RenderJson(const Report& r) {
   w.Key("sweep").BeginArray();
   for (const SweepRow& s : r.sweep) {
     w.BeginObject();
+    w.Key("series").String(s.series);
     w.Key("case").String(s.name);
     w.Key("bytes").Uint(s.bytes);
     w.Key("tensors").Uint(s.tensors);
@@ -166,7 +167,7 @@ std::string RenderCsv(const Report& r) {
            Fmt("%.4f", c.peer_gbps) + "\n";
   }
   for (const SweepRow& s : r.sweep) {
-    out += "sweep," + s.name + "," + std::to_string(s.bytes) + "," + std::to_string(s.tensors) +
+    out += "sweep-" + s.series + "," + s.name + "," + std::to_string(s.bytes) + "," + std::to_string(s.tensors) +
            "," + Fmt("%.6f", s.seconds) + "," +
            Fmt("%.4f", s.seconds > 0 ? s.bytes / s.seconds / 1e9 : 0) + ",,\n";
   }

@@ -45,6 +45,7 @@ struct RatioRow {
 
 // Rows of the size / tensor-count sweep, for the plot.
 struct SweepRow {
+  std::string series;  // "size" or "tensors": what the sweep varies
   std::string name;
   uint64_t bytes = 0;
   size_t tensors = 0;
