@@ -50,6 +50,12 @@ struct TensorEntry {
   std::string section;
   Role role = Role::kData;
   Tensor tensor;        // its device() is the origin device when saved
+  // The origin device to record when it differs from tensor.device(): a host
+  // copy of a tensor saved from cuda:1 (an imported .pt file, a checkpoint
+  // loaded to host, an offline --set-device rewrite). Unset: tensor.device().
+  std::optional<Device> origin;
+
+  Device Origin() const { return origin ? *origin : tensor.device(); }
 };
 
 class Checkpoint {
