@@ -1,0 +1,7 @@
+# Format conversion: PyTorch (.pt zip + restricted unpickler) and safetensors.
+target_sources(rckpt PRIVATE
+  ${RCKPT_SRC}/convert/zip.cc
+  ${RCKPT_SRC}/convert/pickle_reader.cc
+  ${RCKPT_SRC}/convert/import_common.cc
+  ${RCKPT_SRC}/convert/pytorch_import.cc
+)
