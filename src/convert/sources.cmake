@@ -5,3 +5,8 @@ target_sources(rckpt PRIVATE
   ${RCKPT_SRC}/convert/import_common.cc
   ${RCKPT_SRC}/convert/pytorch_import.cc
 )
+target_sources(rckpt PRIVATE
+  ${RCKPT_SRC}/convert/pickle_writer.cc
+  ${RCKPT_SRC}/convert/atomic_write.cc
+  ${RCKPT_SRC}/convert/pytorch_export.cc
+)
