@@ -104,7 +104,7 @@ Status Exporter::Build() {
         "') are not referenced by the state tree and the tree is not a dict to add them to");
   }
   for (auto& e : extra) {
-    if (target->Find(e.first)) {
+    if (target->FindKey(e.first)) {
       return Status::InvalidArgument("export: unreferenced tensor '" + e.first.as_string() +
                                      "' collides with a top-level key of the tree");
     }
