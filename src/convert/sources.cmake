@@ -10,3 +10,9 @@ target_sources(rckpt PRIVATE
   ${RCKPT_SRC}/convert/atomic_write.cc
   ${RCKPT_SRC}/convert/pytorch_export.cc
 )
+target_sources(rckpt PRIVATE
+  ${RCKPT_SRC}/convert/json.cc
+  ${RCKPT_SRC}/convert/tree_json.cc
+  ${RCKPT_SRC}/convert/safetensors.cc
+  ${RCKPT_SRC}/convert/convert_any.cc
+)
