@@ -75,6 +75,12 @@ Status Importer::ReadRecord(const std::string& name, std::vector<std::byte>* out
     return Status::Corruption("pytorch: archive has no record '" + Printable(prefix_ + name) +
                               "'");
   }
+  if (e->method != 0) {
+    return Status::Unsupported("pytorch: record '" + Printable(e->name) +
+                               "' is compressed (zip method " + std::to_string(e->method) +
+                               "); torch.save writes stored records: the archive was re-zipped "
+                               "by another tool, re-save it with torch.save");
+  }
   out->resize(e->size);
   RCKPT_RETURN_IF_ERROR(file_.ReadAt(e->data_offset, *out));
   uint32_t crc = Crc32(*out);

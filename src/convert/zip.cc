@@ -255,19 +255,13 @@ Result<ZipDirectory> ReadZipDirectory(const RandomAccessFile& f, const ZipLimits
     e.name = cd.substr(pos + kCentralSize, name_len);
     std::string where = "entry '" + Printable(e.name) + "'";
     if (flags & 1) return Status::Unsupported("zip: " + where + " is encrypted");
-    if (method != 0) {
-      return Status::Unsupported("zip: " + where + " uses compression method " +
-                                 std::to_string(method) +
-                                 "; only stored entries are supported (torch.save writes "
-                                 "stored entries; re-save with torch.save)");
-    }
     Zip64Fields z{Load32(c + 24), Load32(c + 20), Load32(c + 42), Load16(c + 34)};
     RCKPT_RETURN_IF_ERROR(ApplyZip64Extra(
         std::string_view(cd).substr(pos + kCentralSize + name_len, extra_len), &z,
         z.uncompressed == k32Max, z.compressed == k32Max, z.header_offset == k32Max,
         z.disk == 0xffff, where));
     if (z.disk != 0) return Status::Unsupported("zip: multi-disk archives are not supported");
-    if (z.compressed != z.uncompressed) {
+    if (method == 0 && z.compressed != z.uncompressed) {
       return Status::Corruption("zip: stored " + where + " has compressed size " +
                                 std::to_string(z.compressed) + " != uncompressed size " +
                                 std::to_string(z.uncompressed));
@@ -275,7 +269,8 @@ Result<ZipDirectory> ReadZipDirectory(const RandomAccessFile& f, const ZipLimits
     if (!names.insert(e.name).second) {
       return Status::Corruption("zip: duplicate " + where);
     }
-    e.size = z.uncompressed;
+    e.size = method == 0 ? z.uncompressed : z.compressed;
+    e.method = method;
     e.crc32 = Load32(c + 16);
     e.header_offset = z.header_offset;
     // The local header: only its own name and extra lengths are trusted, to

@@ -35,6 +35,7 @@ struct ZipEntry {
   uint64_t size = 0;         // uncompressed == stored size
   uint32_t crc32 = 0;        // from the central directory
   uint64_t header_offset = 0;
+  uint16_t method = 0;       // 0: stored; anything else cannot be read here
 };
 
 struct ZipLimits {
@@ -51,8 +52,9 @@ struct ZipDirectory {
 
 // Parses the directory of the archive held by `file` (reading only the end
 // records, the central directory and each local header). Corruption for any
-// structural error; Unsupported for compressed or encrypted entries and
-// multi-disk archives.
+// structural error; Unsupported for encrypted entries and multi-disk
+// archives. Compressed entries are listed (method != 0) but their data
+// cannot be read; callers refuse them when they need one.
 Result<ZipDirectory> ReadZipDirectory(const RandomAccessFile& file,
                                       const ZipLimits& limits = {});
 
