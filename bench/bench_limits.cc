@@ -51,6 +51,73 @@ double Median(int warmup, int reps, const std::function<double()>& run) {
   return t.size() % 2 ? t[t.size() / 2] : (t[t.size() / 2 - 1] + t[t.size() / 2]) / 2;
 }
 
+std::vector<double> Interleaved(int warmup, int reps,
+                                const std::vector<std::function<double()>>& runs) {
+  for (int i = 0; i < warmup; ++i) {
+    for (const auto& run : runs) run();
+  }
+  std::vector<std::vector<double>> t(runs.size());
+  for (int i = 0; i < std::max(reps, 1); ++i) {
+    for (size_t k = 0; k < runs.size(); ++k) t[k].push_back(runs[k]());
+  }
+  std::vector<double> medians;
+  for (auto& v : t) {
+    std::sort(v.begin(), v.end());
+    medians.push_back(v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2);
+  }
+  return medians;
+}
+
+CodecSample::CodecSample(std::vector<CodecChunk> chunks, int level)
+    : chunks_(std::move(chunks)), level_(level), stored_(chunks_.size()) {
+  size_t max_raw = 0;
+  for (const CodecChunk& c : chunks_) {
+    raw_bytes_ += c.raw.size();
+    max_raw = std::max(max_raw, c.raw.size());
+  }
+  tmp_.assign(max_raw, std::byte{0});
+  out_.assign(max_raw, std::byte{0});
+  for (size_t i = 0; i < chunks_.size(); ++i) {
+    std::span<const std::byte> in = chunks_[i].raw;
+    if (chunks_[i].shuffle_elem) {
+      ShuffleBytes(in, std::span(tmp_).first(in.size()), chunks_[i].shuffle_elem);
+      in = std::span(tmp_).first(in.size());
+    }
+    stored_[i].resize(ZstdBound(in.size()));
+    auto n = ZstdCompress(in, stored_[i], level_);
+    stored_[i].resize(n.ok() ? *n : 0);
+  }
+}
+
+double CodecSample::CompressSeconds() {
+  std::vector<std::byte> dst(ZstdBound(tmp_.size()));
+  const double t0 = Now();
+  for (const CodecChunk& c : chunks_) {
+    std::span<const std::byte> in = c.raw;
+    if (c.shuffle_elem) {
+      ShuffleBytes(in, std::span(tmp_).first(in.size()), c.shuffle_elem);
+      in = std::span(tmp_).first(in.size());
+    }
+    (void)ZstdCompress(in, dst, level_);
+  }
+  return Now() - t0;
+}
+
+double CodecSample::DecompressSeconds() {
+  const double t0 = Now();
+  for (size_t i = 0; i < chunks_.size(); ++i) {
+    const size_t raw = chunks_[i].raw.size();
+    if (chunks_[i].shuffle_elem) {
+      (void)ZstdDecompressExact(stored_[i], std::span(tmp_).first(raw));
+      UnshuffleBytes(std::span(tmp_).first(raw), std::span(out_).first(raw),
+                     chunks_[i].shuffle_elem);
+    } else {
+      (void)ZstdDecompressExact(stored_[i], std::span(out_).first(raw));
+    }
+  }
+  return Now() - t0;
+}
+
 double FirstTouchSeconds(uint64_t bytes, int threads, bool huge) {
   Mapping m(bytes);
   if (m.p == MAP_FAILED) return 0;

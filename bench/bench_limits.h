@@ -19,6 +19,12 @@ namespace rckpt::bench {
 // `warmup` untimed calls.
 double Median(int warmup, int reps, const std::function<double()>& run);
 
+// Interleaved medians: each rep runs every function once, in turn, so a
+// case and its limit see the same machine (on a shared machine the load
+// changes within seconds). Returns the median seconds of each function.
+std::vector<double> Interleaved(int warmup, int reps,
+                                const std::vector<std::function<double()>>& runs);
+
 // Monotonic wall clock in seconds.
 double Now();
 
@@ -62,6 +68,22 @@ struct CodecChunk {
 };
 CodecRates MeasureCodec(const std::vector<CodecChunk>& chunks, int level, int reps,
                         int threads = 1);
+
+// Chunks compressed once (untimed), then timed single-thread passes.
+class CodecSample {
+ public:
+  CodecSample(std::vector<CodecChunk> chunks, int level);
+  double CompressSeconds();    // shuffle (when elem) + compress, all chunks
+  double DecompressSeconds();  // decompress (+ unshuffle), all chunks
+  uint64_t raw_bytes() const { return raw_bytes_; }
+
+ private:
+  std::vector<CodecChunk> chunks_;
+  int level_;
+  std::vector<std::vector<std::byte>> stored_;
+  std::vector<std::byte> tmp_, out_;
+  uint64_t raw_bytes_ = 0;
+};
 
 // Pinned host-to-device copy bandwidth of `runtime` on `device` (bytes/s),
 // copying `bytes` in 64 MiB pieces; 0 when it cannot be measured.

@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -170,10 +172,19 @@ class Bench {
   Report Run();
 
  private:
-  double TimeSave(const CodecCase& c, const std::string& path);
-  double TimeLoad(const std::string& path, const LoadOptions& o);
-  double TimeLoadInto(const std::string& path, const std::vector<LoadTarget>& targets,
-                      const LoadOptions& o, bool cold = false);
+  using Timed = std::function<double()>;
+  // One timed run of each operation (seconds); setup stays outside.
+  Timed SaveRun(const CodecCase& c);
+  Timed LoadRun(const std::string& path, const LoadOptions& o);
+  Timed LoadIntoRun(const std::string& path, const std::vector<LoadTarget>& targets,
+                  const LoadOptions& o, bool cold = false);
+  Timed WriteRun();
+  Timed FirstTouchRun();
+  Timed PreadRun(const std::string& path, bool cold = false);
+  CodecSample& Sample(const CodecCase& c);
+  // Rate (bytes/s) of a limit run from its median seconds.
+  double PreadBps(double s) const { return s > 0 ? file_bytes_ / s : 0; }
+  double DataBps(double s) const { return s > 0 ? data_.bytes / s : 0; }
   std::vector<LoadTarget> HostTargets();
   void MeasureLimits();
   void SaveCases();
@@ -201,44 +212,76 @@ class Bench {
   std::vector<CodecCase> codecs_;
   std::vector<std::vector<std::byte>> into_buffers_;
   Report report_;
-  double write_bps_ = 0, first_touch_bps_ = 0, pread_bps_ = 0;
+  uint64_t file_bytes_ = 0;  // size of the uncompressed file
+  std::map<std::string, std::unique_ptr<CodecSample>> samples_;
 };
 
-double Bench::TimeSave(const CodecCase& c, const std::string& path) {
-  SaveOptions o;
-  o.codec = c.codec;
-  o.level = c.level;
-  o.shuffle = c.shuffle;
-  o.threads = threads_;
-  return Median(f_.warmup, f_.reps, [&] {
+Bench::Timed Bench::SaveRun(const CodecCase& c) {
+  return [this, &c] {
+    SaveOptions o;
+    o.codec = c.codec;
+    o.level = c.level;
+    o.shuffle = c.shuffle;
+    o.threads = threads_;
     const double t0 = Now();
-    Status s = Save(path, ck_, o);
+    Status s = Save(c.path, ck_, o);
     if (!s.ok()) Die(s, "save " + c.name);
     return Now() - t0;
-  });
+  };
 }
 
-double Bench::TimeLoad(const std::string& path, const LoadOptions& o) {
-  return Median(f_.warmup, f_.reps, [&] {
+Bench::Timed Bench::LoadRun(const std::string& path, const LoadOptions& o) {
+  return [path, o] {
     const double t0 = Now();
     Result<Checkpoint> ck = Load(path, o);
     const double t = Now() - t0;
     if (!ck.ok()) Die(ck.status(), "load " + path);
-    ck = Checkpoint();   // release outside the timed region,
-    ::malloc_trim(0);    // and give the memory back: every load gets new memory
+    ck = Checkpoint();  // released outside the timed region,
+    ::malloc_trim(0);   // and given back: every load gets new memory
     return t;
-  });
+  };
 }
 
-double Bench::TimeLoadInto(const std::string& path, const std::vector<LoadTarget>& targets,
-                           const LoadOptions& o, bool cold) {
-  return Median(cold ? 0 : f_.warmup, f_.reps, [&] {
+Bench::Timed Bench::LoadIntoRun(const std::string& path, const std::vector<LoadTarget>& targets,
+                              const LoadOptions& o, bool cold) {
+  return [path, &targets, o, cold] {
     if (cold) DropFromCache(path);
     const double t0 = Now();
     Status s = LoadInto(path, targets, o);
     if (!s.ok()) Die(s, "load_into " + path);
     return Now() - t0;
-  });
+  };
+}
+
+Bench::Timed Bench::WriteRun() {
+  return [this] {
+    std::vector<std::span<const std::byte>> spans;
+    for (const BenchTensor& t : data_.tensors) spans.push_back(t.tensor.host_bytes());
+    const std::string path = dir_ + "/plain-write.bin";
+    const double t = WriteFsyncSeconds(path, spans);
+    std::filesystem::remove(path);
+    return t;
+  };
+}
+
+Bench::Timed Bench::FirstTouchRun() {
+  return [this] { return FirstTouchSeconds(data_.bytes, threads_, false); };
+}
+
+Bench::Timed Bench::PreadRun(const std::string& path, bool cold) {
+  return [this, path, cold] {
+    if (cold) DropFromCache(path);
+    return PreadSeconds(path, 0, file_bytes_, threads_, 8ull << 20);
+  };
+}
+
+CodecSample& Bench::Sample(const CodecCase& c) {
+  auto& s = samples_[c.name];
+  if (s == nullptr) {
+    s = std::make_unique<CodecSample>(
+        SampleChunks(data_, c.shuffle != Shuffle::kOff, f_.smoke ? 2 << 20 : 16 << 20), c.level);
+  }
+  return *s;
 }
 
 std::vector<LoadTarget> Bench::HostTargets() {
@@ -250,35 +293,28 @@ std::vector<LoadTarget> Bench::HostTargets() {
   std::vector<LoadTarget> targets;
   for (size_t i = 0; i < data_.tensors.size(); ++i) {
     const BenchTensor& t = data_.tensors[i];
-    targets.push_back({t.section.empty() ? t.name : t.name, into_buffers_[i].data(),
-                       t.tensor.dtype(), t.tensor.shape(), Device::Cpu()});
+    targets.push_back({t.name, into_buffers_[i].data(), t.tensor.dtype(), t.tensor.shape(),
+                       Device::Cpu()});
   }
   return targets;
 }
 
+// One-off figures for the limits table; each case measures its own limit
+// again, interleaved with itself.
 void Bench::MeasureLimits() {
   const uint64_t n = data_.bytes;
-  std::vector<std::span<const std::byte>> spans;
-  for (const BenchTensor& t : data_.tensors) spans.push_back(t.tensor.host_bytes());
-  const std::string raw_path = dir_ + "/plain-write.bin";
-  write_bps_ = n / Median(f_.warmup, f_.reps, [&] { return WriteFsyncSeconds(raw_path, spans); });
-  std::filesystem::remove(raw_path);
-  first_touch_bps_ = n / Median(f_.warmup, f_.reps, [&] { return FirstTouchSeconds(n, threads_, false); });
-  const double huge_bps =
-      n / Median(f_.warmup, f_.reps, [&] { return FirstTouchSeconds(n, threads_, true); });
-  const uint64_t mc = std::min<uint64_t>(n, 512ull << 20);
-  const double memcpy_bps = mc / Median(f_.warmup, f_.reps, [&] { return MemcpySeconds(mc, threads_); });
-  const auto& none = codecs_.front();
-  const uint64_t size = std::filesystem::file_size(none.path);
-  pread_bps_ = size / Median(1, f_.reps, [&] {
-    return PreadSeconds(none.path, 0, size, threads_, 8ull << 20);
-  });
   auto& l = report_.limits;
-  l["plain write+fsync (1 thread)"] = write_bps_ / 1e9;
-  l["first touch, 4 KiB pages (" + std::to_string(threads_) + " threads)"] = first_touch_bps_ / 1e9;
-  l["first touch, MADV_HUGEPAGE (" + std::to_string(threads_) + " threads)"] = huge_bps / 1e9;
-  l["memcpy touched->touched (" + std::to_string(threads_) + " threads)"] = memcpy_bps / 1e9;
-  l["pread 8 MiB into pre-faulted (" + std::to_string(threads_) + " threads)"] = pread_bps_ / 1e9;
+  const std::string t = " (" + std::to_string(threads_) + " threads)";
+  const auto m = Interleaved(f_.warmup, f_.reps, {
+      WriteRun(), FirstTouchRun(), [&] { return FirstTouchSeconds(n, threads_, true); },
+      PreadRun(codecs_.front().path)});
+  l["plain write+fsync (1 thread)"] = DataBps(m[0]) / 1e9;
+  l["first touch, 4 KiB pages" + t] = DataBps(m[1]) / 1e9;
+  l["first touch, MADV_HUGEPAGE" + t] = DataBps(m[2]) / 1e9;
+  l["pread 8 MiB into pre-faulted" + t] = PreadBps(m[3]) / 1e9;
+  const uint64_t mc = std::min<uint64_t>(n, 512ull << 20);
+  l["memcpy touched->touched" + t] =
+      mc / Median(f_.warmup, f_.reps, [&] { return MemcpySeconds(mc, threads_); }) / 1e9;
   for (CodecCase& c : codecs_) {
     if (c.codec == Codec::kNone) continue;
     c.rates = MeasureCodec(SampleChunks(data_, c.shuffle != Shuffle::kOff, f_.smoke ? 4 << 20 : 64 << 20),
@@ -294,22 +330,26 @@ void Bench::MeasureLimits() {
 
 void Bench::SaveCases() {
   for (CodecCase& c : codecs_) {
-    const double s = TimeSave(c, c.path);
-    CaseResult r{.name = "save/" + c.name, .bytes = data_.bytes, .seconds = s};
+    CaseResult r{.name = "save/" + c.name, .bytes = data_.bytes, .target_ratio = 0.8};
     if (c.codec == Codec::kNone) {
+      const auto m = Interleaved(f_.warmup, f_.reps, {SaveRun(c), WriteRun()});
+      r.seconds = m[0];
       r.limit = "plain write+fsync";
-      r.limit_gbps = write_bps_ / 1e9;
+      r.limit_gbps = DataBps(m[1]) / 1e9;
     } else {
+      CodecSample& sample = Sample(c);
+      const auto m = Interleaved(f_.warmup, f_.reps, {SaveRun(c), WriteRun(),
+                                                      [&] { return sample.CompressSeconds(); }});
+      r.seconds = m[0];
       // Compression on all threads, or writing the compressed bytes.
-      const double compress = threads_ * c.rates.compress_bps;
+      const double compress = threads_ * sample.raw_bytes() / m[2];
       const uint64_t stored = std::filesystem::file_size(c.path);
-      const double write = write_bps_ * data_.bytes / std::max<uint64_t>(stored, 1);
+      const double write = DataBps(m[1]) * data_.bytes / std::max<uint64_t>(stored, 1);
       r.limit = compress <= write ? std::to_string(threads_) + " x zstd compress 1t"
                                   : "write+fsync of the compressed bytes";
       r.limit_gbps = std::min(compress, write) / 1e9;
       r.extra["file_bytes"] = static_cast<double>(stored);
     }
-    r.target_ratio = 0.8;
     Add(r);
   }
 }
@@ -318,65 +358,70 @@ void Bench::LoadCases() {
   LoadOptions o;
   o.threads = threads_;
   const std::vector<LoadTarget> targets = HostTargets();
+  const std::string t = std::to_string(threads_);
   for (const CodecCase& c : codecs_) {
-    const double decomp = threads_ * c.rates.decompress_bps;
-    CaseResult load{.name = "load/" + c.name, .bytes = data_.bytes, .seconds = TimeLoad(c.path, o)};
+    CaseResult load{.name = "load/" + c.name, .bytes = data_.bytes};
+    CaseResult into{.name = "load_into/" + c.name, .bytes = data_.bytes};
     if (c.codec == Codec::kNone) {
+      const auto m = Interleaved(f_.warmup, f_.reps, {LoadRun(c.path, o), FirstTouchRun(),
+                                                      LoadIntoRun(c.path, targets, o),
+                                                      PreadRun(c.path)});
+      load.seconds = m[0];
       load.limit = "first touch of new memory";
-      load.limit_gbps = first_touch_bps_ / 1e9;
+      load.limit_gbps = DataBps(m[1]) / 1e9;
       load.target_ratio = 2.0;
-    } else {
-      const bool zstd_lower = decomp <= first_touch_bps_;
-      load.limit = zstd_lower ? std::to_string(threads_) + " x zstd decompress 1t"
-                              : "first touch of new memory";
-      load.limit_gbps = std::min(decomp, first_touch_bps_) / 1e9;
-      load.target_ratio = 0.85;
-    }
-    Add(load);
-    CaseResult into{.name = "load_into/" + c.name, .bytes = data_.bytes,
-                    .seconds = TimeLoadInto(c.path, targets, o)};
-    if (c.codec == Codec::kNone) {
+      into.seconds = m[2];
       into.limit = "pread into pre-faulted";
-      into.limit_gbps = pread_bps_ / 1e9;
+      into.limit_gbps = PreadBps(m[3]) / 1e9;
       into.target_ratio = 0.9;
     } else {
-      into.limit = std::to_string(threads_) + " x zstd decompress 1t";
-      into.limit_gbps = std::min(decomp, pread_bps_) / 1e9;
+      CodecSample& sample = Sample(c);
+      const auto m = Interleaved(f_.warmup, f_.reps, {LoadRun(c.path, o), FirstTouchRun(),
+                                                      LoadIntoRun(c.path, targets, o),
+                                                      [&] { return sample.DecompressSeconds(); }});
+      const double decomp = threads_ * sample.raw_bytes() / m[3];
+      const double touch = DataBps(m[1]);
+      load.seconds = m[0];
+      load.limit = decomp <= touch ? t + " x zstd decompress 1t" : "first touch of new memory";
+      load.limit_gbps = std::min(decomp, touch) / 1e9;
+      load.target_ratio = 0.85;
+      into.seconds = m[2];
+      into.limit = t + " x zstd decompress 1t";
+      into.limit_gbps = decomp / 1e9;
       into.target_ratio = 0.85;
     }
+    Add(load);
     Add(into);
   }
   // What checksum verification costs: the same restore with it off.
   const CodecCase& none = codecs_.front();
   LoadOptions off = o;
   off.verify_checksums = false;
-  const double t_off = TimeLoadInto(none.path, targets, off);
-  const double t_on = TimeLoadInto(none.path, targets, o);
-  CaseResult ck{.name = "checksum cost: load_into/none", .bytes = data_.bytes, .seconds = t_on,
-                .limit = "same load, verification off", .limit_gbps = Gbps(data_.bytes, t_off),
+  const auto m = Interleaved(f_.warmup, f_.reps, {LoadIntoRun(none.path, targets, o),
+                                                  LoadIntoRun(none.path, targets, off)});
+  CaseResult ck{.name = "checksum cost: load_into/none", .bytes = data_.bytes, .seconds = m[0],
+                .limit = "same load, verification off", .limit_gbps = DataBps(m[1]) / 1e9,
                 .target_ratio = 0.97};
-  ck.note = "xxh3 alone would take " +
-            std::to_string(static_cast<int>(100.0 * data_.bytes /
-                                            (threads_ * codecs_[1].rates.xxh3_bps) / t_on + 0.5)) +
-            "% of this load";
+  const double xxh3 = report_.limits["xxh3 1 thread"] * 1e9;
+  ck.note = "xxh3 on all threads alone takes " +
+            std::to_string(static_cast<int>(100.0 * data_.bytes / (threads_ * xxh3) / m[0] + 0.5)) +
+            "% of this load's time";
   Add(ck);
   // Cold page cache, where this machine lets us drop it.
   const double resident = DropFromCache(none.path);
   if (resident >= 0 && resident < 0.05) {
-    const uint64_t size = std::filesystem::file_size(none.path);
-    const double cold_pread = size / Median(0, f_.reps, [&] {
-      DropFromCache(none.path);
-      return PreadSeconds(none.path, 0, size, threads_, 8ull << 20);
-    });
+    const auto mc = Interleaved(0, f_.reps, {LoadIntoRun(none.path, targets, o, true),
+                                             PreadRun(none.path, true),
+                                             LoadIntoRun(none.path, targets, off, true)});
     CaseResult cold{.name = "load_into/none (cold cache)", .bytes = data_.bytes,
-                    .seconds = TimeLoadInto(none.path, targets, o, /*cold=*/true),
-                    .limit = "cold pread into pre-faulted", .limit_gbps = cold_pread / 1e9};
+                    .seconds = mc[0], .limit = "cold pread into pre-faulted",
+                    .limit_gbps = PreadBps(mc[1]) / 1e9, .target_ratio = 0.9};
     cold.note = "posix_fadvise(DONTNEED) before each run";
     Add(cold);
-    const double cold_off = TimeLoadInto(none.path, targets, off, /*cold=*/true);
-    CaseResult cold_ck{.name = "checksum cost: load_into/none (cold cache)", .bytes = data_.bytes,
-                       .seconds = cold.seconds, .limit = "same load, verification off",
-                       .limit_gbps = Gbps(data_.bytes, cold_off), .target_ratio = 0.97};
+    CaseResult cold_ck{.name = "checksum cost: load_into/none (cold cache)",
+                       .bytes = data_.bytes, .seconds = mc[0],
+                       .limit = "same load, verification off",
+                       .limit_gbps = DataBps(mc[2]) / 1e9, .target_ratio = 0.97};
     Add(cold_ck);
   } else {
     report_.skipped.push_back({"cold-cache cases",
@@ -404,7 +449,8 @@ void Bench::DeviceCases() {
         "thread); their numbers describe the pipeline, not a GPU";
   }
   const Device dev = Device::Cuda(0);
-  const double h2d = HostToDeviceBps(*rt, dev, std::min<uint64_t>(data_.bytes, 1ull << 30), f_.reps);
+  const uint64_t h2d_bytes = std::min<uint64_t>(data_.bytes, 1ull << 30);
+  const double h2d = HostToDeviceBps(*rt, dev, h2d_bytes, f_.reps);
   report_.limits["pinned host-to-device copy (" + label + ")"] = h2d / 1e9;
   LoadOptions o;
   o.threads = threads_;
@@ -415,8 +461,18 @@ void Bench::DeviceCases() {
   for (const CodecCase& c : codecs_) {
     if (c.name != "none" && c.name != "zstd1+shuffle") continue;
     CaseResult r{.name = "device/load/" + c.name + " (" + label + ")", .bytes = data_.bytes};
-    r.seconds = TimeLoad(c.path, o);
-    const double host_side = c.codec == Codec::kNone ? pread_bps_ : threads_ * c.rates.decompress_bps;
+    double host_side = 0;
+    if (c.codec == Codec::kNone) {
+      const auto m = Interleaved(f_.warmup, f_.reps, {LoadRun(c.path, o), PreadRun(c.path)});
+      r.seconds = m[0];
+      host_side = PreadBps(m[1]);
+    } else {
+      CodecSample& sample = Sample(c);
+      const auto m = Interleaved(f_.warmup, f_.reps, {LoadRun(c.path, o),
+                                                      [&] { return sample.DecompressSeconds(); }});
+      r.seconds = m[0];
+      host_side = threads_ * sample.raw_bytes() / m[1];
+    }
     r.limit = h2d < host_side ? "pinned host-to-device"
                               : (c.codec == Codec::kNone ? "pread" : "zstd decompress x threads");
     r.limit_gbps = std::min(h2d, host_side) / 1e9;
@@ -520,6 +576,7 @@ Report Bench::Run() {
     o.codec = Codec::kNone;
     Status s = Save(none.path, ck_, o);
     if (!s.ok()) Die(s, "save");
+    file_bytes_ = std::filesystem::file_size(none.path);
   }
   Log(f_, "measuring limits");
   MeasureLimits();
@@ -536,7 +593,8 @@ Report Bench::Run() {
 // Times the main cases over checkpoint sizes and tensor counts.
 void Sweep(const Flags& f, const std::string& dir, Report* report) {
   const int threads = ResolveThreads(f.threads);
-  auto run = [&](const std::string& series, uint64_t size, int layers) {
+  auto run = [&](const std::string& series, uint64_t size, int layers,
+                 uint64_t chunk_bytes = SaveOptions().chunk_bytes) {
     auto data = Generate(size, layers, 7, threads);
     if (!data.ok()) Die(data.status(), "generate");
     auto ck = data->ToCheckpoint();
@@ -549,6 +607,7 @@ void Sweep(const Flags& f, const std::string& dir, Report* report) {
       so.codec = codec;
       so.shuffle = Shuffle::kOn;
       so.threads = threads;
+      so.chunk_bytes = chunk_bytes;
       const double ts = Median(1, f.reps, [&] {
         const double t0 = Now();
         if (Status s = Save(path, *ck, so); !s.ok()) Die(s, "save");
@@ -575,6 +634,12 @@ void Sweep(const Flags& f, const std::string& dir, Report* report) {
     if ((mib << 20) <= std::max<uint64_t>(f.size, 256ull << 20)) run("size", mib << 20, 8);
   }
   for (int layers : {2, 8, 32, 128}) run("tensors", 64ull << 20, layers);
+  // Chunk size: rows carry the chunk size in place of the tensor count.
+  for (uint64_t chunk_mib : {1, 4, 16, 64}) {
+    const size_t first = report->sweep.size();
+    run("chunk", 256ull << 20, 2, chunk_mib << 20);
+    for (size_t i = first; i < report->sweep.size(); ++i) report->sweep[i].tensors = chunk_mib;
+  }
 }
 
 std::string MachineInfo() {
