@@ -32,8 +32,6 @@ struct BenchData {
 
   // A checkpoint borrowing the tensors (valid while this object lives).
   Result<Checkpoint> ToCheckpoint() const;
-  // Targets for LoadInto over `buffers` (one per tensor, same order).
-  size_t tensor_count() const { return tensors.size(); }
 };
 
 // Generates about `target_bytes` of data in `layers` transformer layers

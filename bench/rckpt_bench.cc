@@ -37,6 +37,7 @@ struct Flags {
   bool json = false;
   bool peers = true;
   bool sweep = false;
+  bool sweep_only = false;
   bool smoke = false;
   std::string csv;
   std::string dir;
@@ -46,12 +47,13 @@ struct Flags {
 
 constexpr char kUsage[] =
     "usage: rckpt-bench [--quick | --smoke | --size BYTES[K|M|G]] [--layers N] [--reps N]\n"
-    "                   [--threads N] [--json] [--csv FILE] [--sweep] [--no-peers]\n"
-    "                   [--dir DIR] [--python EXE] [--peers-dir DIR]\n"
+    "                   [--threads N] [--json] [--csv FILE] [--sweep | --sweep-only]\n"
+    "                   [--no-peers] [--dir DIR] [--python EXE] [--peers-dir DIR]\n"
     "  --quick   64 MiB, 3 runs per case (under two minutes on 2 cores)\n"
     "  --smoke   8 MiB, 1 run per case, no peers (checks that every case runs)\n"
     "  --size    checkpoint size (default 256M); several GiB need ~4x that in RAM\n"
-    "  --sweep   also time the main cases over sizes and tensor counts (for the plot)\n";
+    "  --sweep   also time the main cases over sizes, tensor counts and chunk sizes\n"
+    "            (for scripts/bench-plot.py); --sweep-only: only that\n";
 
 bool ParseSize(const char* s, uint64_t* out) {
   char* end = nullptr;
@@ -96,6 +98,8 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       f->csv = v;
     } else if (a == "--sweep") {
       f->sweep = true;
+    } else if (a == "--sweep-only") {
+      f->sweep = f->sweep_only = true;
     } else if (a == "--no-peers") {
       f->peers = false;
     } else if (a == "--dir") {
@@ -680,11 +684,11 @@ int Main(int argc, char** argv) {
   }
   std::filesystem::create_directories(dir);
   const int threads = ResolveThreads(f.threads);
-  Log(f, "generating " + std::to_string(f.size >> 20) + " MiB");
-  auto data = Generate(f.size, f.layers, 1, threads);
-  if (!data.ok()) Die(data.status(), "generate");
   Report report;
-  {
+  if (!f.sweep_only) {
+    Log(f, "generating " + std::to_string(f.size >> 20) + " MiB");
+    auto data = Generate(f.size, f.layers, 1, threads);
+    if (!data.ok()) Die(data.status(), "generate");
     Bench bench(f, std::move(data).value(), dir);
     report = bench.Run();
   }
