@@ -49,7 +49,15 @@ struct TensorEntry {
   std::string name;     // unique in the checkpoint
   std::string section;
   Role role = Role::kData;
-  Tensor tensor;        // its device() is the origin device when saved
+  Tensor tensor;        // where the bytes are now
+  // The origin device Save records when it differs from tensor.device(): a
+  // host copy of a tensor saved from cuda:1 (an imported .pt file, an offline
+  // --set-device rewrite). Loads set it to the origin recorded in the file,
+  // whatever the target, so a load followed by a save keeps the recorded
+  // origin. Unset: tensor.device().
+  std::optional<Device> origin;
+
+  Device Origin() const { return origin ? *origin : tensor.device(); }
 };
 
 class Checkpoint {

@@ -71,13 +71,15 @@ class MemFileSystem : public FileSystem {
 
   // Puts bytes at a path directly.
   void SetFile(const std::string& path, std::vector<std::byte> bytes);
-  // nullptr when absent.
+  // nullptr when absent. The pointer stays valid until the path is replaced
+  // or removed; reading through it while a writer appends is a data race.
   const std::vector<std::byte>* GetFile(const std::string& path) const;
 
   // Fault injection. `fail_write_after_bytes`: an Append that would take a
-  // file's total past this many bytes fails with IoError ("no space left").
-  // `fail_sync`: Sync fails with IoError. `short_reads`: ReadAt is served in
-  // pieces of at most this many bytes (0 = whole), to exercise read loops.
+  // file's total past this many bytes writes what fits, then fails with
+  // IoError ("No space left on device").
+  // `fail_sync`: Sync fails with IoError. `fail_rename`: Rename fails with
+  // IoError.
   struct Faults {
     uint64_t fail_write_after_bytes = UINT64_MAX;
     bool fail_sync = false;

@@ -53,6 +53,10 @@ class Tensor {
   // InvalidArgument for a bad shape.
   static Result<Tensor> Zeros(DType dtype, Shape shape);
 
+  // New host tensor with uninitialised contents (for callers that overwrite
+  // every byte, such as a load). OutOfMemory / InvalidArgument as Zeros.
+  static Result<Tensor> Empty(DType dtype, Shape shape);
+
   // A host tensor holding a copy of `bytes`; InvalidArgument if its size is
   // not numel * DTypeSize.
   static Result<Tensor> FromBytes(DType dtype, Shape shape,

@@ -1,0 +1,92 @@
+// The operations behind the `rckpt` command-line tool, as library calls, so
+// they can be tested and reused. The CLI only parses arguments and prints.
+#ifndef RCKPT_TOOLS_H_
+#define RCKPT_TOOLS_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "rckpt/checkpoint.h"
+#include "rckpt/options.h"
+
+namespace rckpt {
+
+class FileSystem;
+
+// The CLI's exit code for a status (docs/CLI.md): 0 OK, 2 InvalidArgument,
+// 3 NotFound, 4 Corruption, 5 Unsupported, 6 DeviceUnavailable/DeviceError,
+// 7 IoError, 8 OutOfMemory. (1 is diff's "different".)
+int ExitCodeFor(const Status& status);
+
+struct InspectTensor {
+  std::string name;
+  std::string section;
+  Role role = Role::kData;
+  DType dtype = DType::kF32;
+  Shape shape;
+  Device device;            // origin device
+  uint64_t nbytes = 0;      // raw
+  uint64_t stored_nbytes = 0;
+  std::string codec;        // "none", "zstd", "zstd+shuffle", "mixed"
+  uint64_t chunks = 0;
+};
+
+struct InspectRng {
+  std::string name;
+  RngKind kind = RngKind::kOpaque;
+  Device device;
+  uint64_t nbytes = 0;
+};
+
+struct InspectReport {
+  std::string path;
+  std::string format;           // "rckpt", "pytorch", "safetensors"
+  std::string format_version;   // "1.0" for rckpt
+  std::string writer;
+  int64_t created_unix_ms = 0;
+  uint64_t file_size = 0;
+  std::map<std::string, std::string> metadata;
+  std::vector<SectionInfo> sections;
+  std::vector<InspectTensor> tensors;
+  std::vector<InspectRng> rng;
+  Value tree;
+  std::vector<std::string> warnings;  // e.g. inert classes found by an importer
+};
+
+// Reads the structure of an .rckpt file (no tensor bytes). Errors as
+// FileReader: NotFound, InvalidArgument (a directory), Corruption,
+// Unsupported. `fs` nullptr: the POSIX file system.
+Result<InspectReport> InspectRckpt(const std::string& path, FileSystem* fs = nullptr);
+
+// The report of a checkpoint already in memory (e.g. an imported .pt file):
+// stored sizes equal raw sizes.
+InspectReport InspectCheckpoint(const Checkpoint& ck, std::string path, std::string format);
+
+// Human-readable table / JSON (docs/CLI.md, schema_version 1).
+std::string RenderInspectText(const InspectReport& report);
+std::string RenderInspectJson(const InspectReport& report);
+
+// The state tree as JSON (docs/CLI.md "Tree JSON"): JSON scalars, strings,
+// arrays and objects where they fit, tagged objects ({"$tuple": [...]},
+// {"$tensor": name}, ...) where they do not.
+std::string TreeToJson(const Value& tree);
+
+struct VerifyReport {
+  uint64_t tensors = 0;
+  uint64_t chunks = 0;
+  uint64_t stored_bytes = 0;
+  uint64_t raw_bytes = 0;
+  uint64_t rng_records = 0;
+};
+
+// Checks the structure and every chunk's checksum and decodability. OK only
+// when the whole file is sound; otherwise the first problem (Corruption
+// naming tensor, chunk, offset and what failed).
+Status VerifyRckpt(const std::string& path, VerifyReport* report = nullptr,
+                   const ProgressCallback& progress = {}, FileSystem* fs = nullptr);
+
+}  // namespace rckpt
+
+#endif  // RCKPT_TOOLS_H_

@@ -1,0 +1,206 @@
+#include "format/file_reader.h"
+
+#include <cstring>
+#include <string_view>
+
+#include "codec/codec.h"
+#include "format/layout.h"
+#include "format/manifest.h"
+#include "util/thread_pool.h"
+
+namespace rckpt {
+namespace {
+
+// Names what a non-rckpt file most likely is, so the error helps.
+std::string Sniff(std::span<const std::byte> head) {
+  std::string_view s(reinterpret_cast<const char*>(head.data()), head.size());
+  if (s.substr(0, 24) == "version https://git-lfs.") {
+    return " (it is a Git LFS pointer file: run 'git lfs pull' to fetch the checkpoint)";
+  }
+  if (s.substr(0, 4) == std::string_view("PK\x03\x04", 4)) {
+    return " (it is a zip archive, perhaps a PyTorch .pt file: use 'rckpt convert')";
+  }
+  if (head.size() >= 9 && s[8] == '{') {
+    return " (it looks like a safetensors file: use 'rckpt convert')";
+  }
+  return "";
+}
+
+std::string Hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<FileReader>> FileReader::Open(FileSystem& fs, const std::string& path) {
+  RCKPT_ASSIGN_OR_RETURN(auto file, fs.OpenForRead(path));
+  return Open(std::move(file), path);
+}
+
+Result<std::unique_ptr<FileReader>> FileReader::Open(std::unique_ptr<RandomAccessFile> file,
+                                                     const std::string& path) {
+  std::unique_ptr<FileReader> r(new FileReader());
+  r->path_ = path;
+  const uint64_t size = file->Size();
+  auto fail = [&](const Status& s) { return s.WithContext("'" + path + "'"); };
+  std::byte head[kHeaderSize] = {};
+  const size_t head_n = static_cast<size_t>(std::min<uint64_t>(size, kHeaderSize));
+  if (head_n) RCKPT_RETURN_IF_ERROR(fail(file->ReadAt(0, {head, head_n})));
+  if (size < kHeaderSize + kFooterSize) {
+    return fail(Status::Corruption("file is " + std::to_string(size) +
+                                   " bytes, smaller than the smallest rckpt file (" +
+                                   std::to_string(kHeaderSize + kFooterSize) + ")" +
+                                   Sniff({head, head_n})));
+  }
+  auto header = DecodeHeader({head, kHeaderSize});
+  if (!header.ok()) {
+    return fail(Status(header.status().code(), header.status().message() + Sniff({head, head_n})));
+  }
+  std::byte foot[kFooterSize];
+  RCKPT_RETURN_IF_ERROR(fail(file->ReadAt(size - kFooterSize, foot)));
+  RCKPT_ASSIGN_OR_RETURN(Footer footer, [&]() -> Result<Footer> {
+    auto f = DecodeFooter(foot);
+    if (!f.ok()) return fail(f.status());
+    return f;
+  }());
+  if (footer.file_size != size) {
+    return fail(Status::Corruption("footer: file_size is " + std::to_string(footer.file_size) +
+                                   ", the file has " + std::to_string(size) +
+                                   " bytes (truncated or appended to)"));
+  }
+  if (footer.version_major != header->version_major ||
+      footer.version_minor != header->version_minor) {
+    return fail(Status::Corruption("footer: version differs from the header's"));
+  }
+  const uint64_t manifest_limit = size - kFooterSize;
+  uint64_t manifest_end = 0;
+  if (footer.data_end < kHeaderSize || footer.manifest_offset < footer.data_end ||
+      footer.manifest_offset % 8 != 0 ||
+      __builtin_add_overflow(footer.manifest_offset, footer.manifest_size, &manifest_end) ||
+      manifest_end != manifest_limit || footer.manifest_size < 8 ||
+      footer.manifest_size > kMaxManifestBytes) {
+    return fail(Status::Corruption(
+        "footer: manifest extent [" + std::to_string(footer.manifest_offset) + ", +" +
+        std::to_string(footer.manifest_size) + ") with data end " +
+        std::to_string(footer.data_end) + " does not fit the file: expected data end >= " +
+        std::to_string(kHeaderSize) + ", manifest 8-aligned after the data, ending at " +
+        std::to_string(manifest_limit)));
+  }
+  std::vector<uint8_t> manifest(footer.manifest_size);
+  RCKPT_RETURN_IF_ERROR(fail(file->ReadAt(
+      footer.manifest_offset, std::as_writable_bytes(std::span<uint8_t>(manifest)))));
+  uint64_t sum = Checksum(std::as_bytes(std::span<const uint8_t>(manifest)));
+  if (sum != footer.manifest_checksum) {
+    return fail(Status::Corruption("manifest: checksum mismatch (stored " +
+                                   Hex(footer.manifest_checksum) + ", computed " + Hex(sum) + ")"));
+  }
+  FileBounds bounds{size, kHeaderSize, footer.data_end, header->alignment};
+  auto parsed = ParseManifest(manifest, bounds);
+  if (!parsed.ok()) return fail(parsed.status());
+  r->manifest_ = std::move(parsed).value();
+  r->manifest_.manifest_offset = footer.manifest_offset;
+  r->manifest_.manifest_size = footer.manifest_size;
+  r->manifest_.file_size = size;
+  r->file_ = std::move(file);
+  return r;
+}
+
+Status FileReader::ReadStored(const ChunkMeta& chunk, std::span<std::byte> stored) const {
+  return file_->ReadAt(chunk.offset, stored.first(chunk.stored_size));
+}
+
+Status FileReader::DecodeChunk(const TensorMeta& tensor, size_t chunk_index,
+                               std::span<const std::byte> stored, std::span<std::byte> dst,
+                               std::vector<std::byte>& scratch, bool verify,
+                               bool keep_shuffled) const {
+  const ChunkMeta& c = tensor.chunks[chunk_index];
+  auto where = [&] {
+    return "'" + path_ + "': tensor '" + tensor.name + "': chunk " + std::to_string(chunk_index) +
+           " at offset " + std::to_string(c.offset);
+  };
+  if (verify) {
+    uint64_t sum = Checksum(stored);
+    if (sum != c.checksum) {
+      return Status::Corruption(where() + ": checksum mismatch (stored " + Hex(c.checksum) +
+                                ", computed " + Hex(sum) + ")");
+    }
+  }
+  const bool unshuffle = c.shuffle_elem != 0 && !keep_shuffled;
+  if (c.codec == Codec::kNone) {
+    if (unshuffle) {
+      UnshuffleBytes(stored, dst, c.shuffle_elem);
+    } else if (stored.data() != dst.data()) {
+      std::memcpy(dst.data(), stored.data(), c.raw_size);
+    }
+    return Status::Ok();
+  }
+  if (!unshuffle) {
+    Status s = ZstdDecompressExact(stored, dst);
+    return s.ok() ? s : Status::Corruption(where() + ": " + s.message());
+  }
+  scratch.resize(c.raw_size);
+  Status s = ZstdDecompressExact(stored, scratch);
+  if (!s.ok()) return Status::Corruption(where() + ": " + s.message());
+  UnshuffleBytes(scratch, dst, c.shuffle_elem);
+  return Status::Ok();
+}
+
+Status FileReader::ReadTensorToHost(const TensorMeta& tensor, std::span<std::byte> dst,
+                                    bool verify) const {
+  std::vector<std::byte> stored, scratch;
+  for (size_t i = 0; i < tensor.chunks.size(); ++i) {
+    const ChunkMeta& c = tensor.chunks[i];
+    std::span<std::byte> out = dst.subspan(c.tensor_offset, c.raw_size);
+    if (c.codec == Codec::kNone && c.shuffle_elem == 0) {
+      // Raw chunks are read straight into place.
+      RCKPT_RETURN_IF_ERROR(ReadStored(c, out));
+      RCKPT_RETURN_IF_ERROR(DecodeChunk(tensor, i, out, out, scratch, verify));
+      continue;
+    }
+    stored.resize(c.stored_size);
+    RCKPT_RETURN_IF_ERROR(ReadStored(c, stored));
+    RCKPT_RETURN_IF_ERROR(DecodeChunk(tensor, i, stored, out, scratch, verify));
+  }
+  return Status::Ok();
+}
+
+Status FileReader::VerifyAll(const ProgressCallback& progress) const {
+  struct Item {
+    const TensorMeta* tensor;
+    size_t chunk;
+  };
+  std::vector<Item> items;
+  uint64_t total = 0;
+  for (const auto& t : manifest_.tensors) {
+    for (size_t c = 0; c < t.chunks.size(); ++c) {
+      items.push_back({&t, c});
+      total += t.chunks[c].stored_size;
+    }
+  }
+  // Batches keep memory bounded and let progress be reported from this thread.
+  ThreadPool pool(ResolveThreads(0));
+  const size_t batch = static_cast<size_t>(pool.size()) * 4;
+  uint64_t done = 0;
+  for (size_t begin = 0; begin < items.size(); begin += batch) {
+    size_t end = std::min(items.size(), begin + batch);
+    std::vector<Status> results(end - begin);
+    pool.ParallelFor(end - begin, [&](size_t k) {
+      const Item& it = items[begin + k];
+      const ChunkMeta& c = it.tensor->chunks[it.chunk];
+      std::vector<std::byte> stored(c.stored_size), raw(c.raw_size), scratch;
+      Status s = ReadStored(c, stored);
+      if (s.ok()) s = DecodeChunk(*it.tensor, it.chunk, stored, raw, scratch, /*verify=*/true);
+      results[k] = s;
+    });
+    for (size_t k = 0; k < results.size(); ++k) {
+      if (!results[k].ok()) return results[k];
+      done += items[begin + k].tensor->chunks[items[begin + k].chunk].stored_size;
+    }
+    if (progress && !progress(done, total)) return Status::IoError("verify cancelled");
+  }
+  return Status::Ok();
+}
+
+}  // namespace rckpt

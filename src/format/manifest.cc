@@ -1,0 +1,336 @@
+#include "format/manifest.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string_view>
+
+#include "format/layout.h"
+#include "rckpt/checkpoint_generated.h"
+
+namespace rckpt {
+namespace {
+
+namespace fb = ::rckpt::fb;
+
+uint8_t DeviceTypeByte(Device d) { return static_cast<uint8_t>(d.type); }
+
+}  // namespace
+
+std::vector<uint8_t> BuildManifest(const ManifestInput& in) {
+  flatbuffers::FlatBufferBuilder b(1 << 16);
+  std::vector<flatbuffers::Offset<fb::KeyValue>> meta;
+  for (const auto& [k, v] : in.ck.Metadata()) {
+    meta.push_back(fb::CreateKeyValue(b, b.CreateString(k), b.CreateString(v)));
+  }
+  std::vector<flatbuffers::Offset<fb::Section>> sections;
+  std::map<std::string, uint32_t, std::less<>> section_index;
+  for (const auto& s : in.ck.sections()) {
+    section_index[s.name] = static_cast<uint32_t>(sections.size());
+    sections.push_back(fb::CreateSection(b, b.CreateString(s.name), static_cast<uint8_t>(s.role)));
+  }
+  std::vector<flatbuffers::Offset<fb::Tensor>> tensors;
+  const auto& entries = in.ck.tensors();
+  for (size_t t = 0; t < entries.size(); ++t) {
+    const TensorEntry& e = entries[t];
+    uint64_t first = in.first_chunk[t];
+    uint64_t end = t + 1 < entries.size() ? in.first_chunk[t + 1] : in.chunks.size();
+    tensors.push_back(fb::CreateTensor(
+        b, b.CreateString(e.name), section_index.at(e.section), static_cast<uint8_t>(e.role),
+        static_cast<uint8_t>(e.tensor.dtype()), b.CreateVector(e.tensor.shape()),
+        DeviceTypeByte(e.Origin()), e.Origin().index, e.tensor.nbytes(), first,
+        end - first));
+  }
+  std::vector<fb::Chunk> chunks;
+  chunks.reserve(in.chunks.size());
+  for (const ChunkMeta& c : in.chunks) {
+    chunks.emplace_back(c.offset, c.stored_size, c.raw_size, c.checksum,
+                        static_cast<uint8_t>(c.codec), static_cast<uint8_t>(c.shuffle_elem));
+  }
+  std::vector<flatbuffers::Offset<fb::Rng>> rng;
+  for (const RngRecord& r : in.ck.rng()) {
+    rng.push_back(fb::CreateRng(
+        b, b.CreateString(r.name), static_cast<uint8_t>(r.kind), DeviceTypeByte(r.origin),
+        r.origin.index,
+        b.CreateVector(reinterpret_cast<const uint8_t*>(r.bytes.data()), r.bytes.size())));
+  }
+  std::vector<fb::Node> nodes;
+  nodes.reserve(in.tree.nodes.size());
+  for (const FlatNode& n : in.tree.nodes) {
+    nodes.emplace_back(n.first, n.str_off, n.str_len, n.count, n.kind);
+  }
+  auto root = fb::CreateManifest(
+      b, kFormatMajor, kFormatMinor, b.CreateString(in.writer), in.created_unix_ms, in.alignment,
+      in.data_begin, in.data_end, b.CreateVector(meta), b.CreateVector(sections),
+      b.CreateVector(tensors), b.CreateVectorOfStructs(chunks), b.CreateVector(rng),
+      b.CreateVectorOfStructs(nodes), b.CreateVector(in.tree.bytes));
+  b.Finish(root, fb::ManifestIdentifier());
+  return std::vector<uint8_t>(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
+}
+
+namespace {
+
+std::string Str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
+
+Result<Device> DecodeDevice(const std::string& where, uint8_t type, int32_t index) {
+  if (type == static_cast<uint8_t>(DeviceType::kCpu)) {
+    if (index != 0) {
+      return Status::Corruption(where + ": cpu device with index " + std::to_string(index) +
+                                ", expected 0");
+    }
+    return Device::Cpu();
+  }
+  if (type == static_cast<uint8_t>(DeviceType::kCuda)) {
+    if (index < 0) {
+      return Status::Corruption(where + ": cuda device index " + std::to_string(index) +
+                                " is negative");
+    }
+    return Device::Cuda(index);
+  }
+  return Status::Corruption(where + ": unknown device type " + std::to_string(type));
+}
+
+Status CheckName(const std::string& where, const flatbuffers::String* name) {
+  if (name == nullptr || name->size() == 0) return Status::Corruption(where + ": name is empty");
+  if (name->size() > kMaxNameBytes) {
+    return Status::Corruption(where + ": name is " + std::to_string(name->size()) +
+                              " bytes, the limit is " + std::to_string(kMaxNameBytes));
+  }
+  return Status::Ok();
+}
+
+Status ValidateChunk(const std::string& where, const fb::Chunk& c, const FileBounds& fb_bounds,
+                     uint32_t alignment, ChunkMeta* out) {
+  if (c.codec() > static_cast<uint8_t>(Codec::kZstd)) {
+    return Status::Corruption(where + ": unknown codec " + std::to_string(c.codec()));
+  }
+  if (c.shuffle_elem() == 1 || c.shuffle_elem() > 16) {
+    return Status::Corruption(where + ": shuffle element size " +
+                              std::to_string(c.shuffle_elem()) + ", expected 0 or 2..16");
+  }
+  if (c.raw_size() == 0) return Status::Corruption(where + ": raw size is 0");
+  if (c.codec() == static_cast<uint8_t>(Codec::kNone) && c.stored_size() != c.raw_size()) {
+    return Status::Corruption(where + ": uncompressed chunk stores " +
+                              std::to_string(c.stored_size()) + " bytes for raw size " +
+                              std::to_string(c.raw_size()));
+  }
+  uint64_t end = 0;
+  if (__builtin_add_overflow(c.offset(), c.stored_size(), &end) ||
+      c.offset() < fb_bounds.data_begin || end > fb_bounds.data_end) {
+    return Status::Corruption(where + ": extent [" + std::to_string(c.offset()) + ", " +
+                              std::to_string(c.offset()) + "+" + std::to_string(c.stored_size()) +
+                              ") is outside the data region [" +
+                              std::to_string(fb_bounds.data_begin) + ", " +
+                              std::to_string(fb_bounds.data_end) + ")");
+  }
+  uint64_t need = c.stored_size() >= alignment ? alignment : kMinAlignment;
+  if (c.offset() % need != 0) {
+    return Status::Corruption(where + ": offset " + std::to_string(c.offset()) +
+                              " is not a multiple of " + std::to_string(need));
+  }
+  out->offset = c.offset();
+  out->stored_size = c.stored_size();
+  out->raw_size = c.raw_size();
+  out->checksum = c.checksum();
+  out->codec = static_cast<Codec>(c.codec());
+  out->shuffle_elem = c.shuffle_elem();
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<Manifest> ParseManifest(std::span<const uint8_t> bytes, const FileBounds& bounds) {
+  if (bytes.size() > kMaxManifestBytes) {
+    return Status::Corruption("manifest: " + std::to_string(bytes.size()) +
+                              " bytes exceeds the limit of " + std::to_string(kMaxManifestBytes));
+  }
+  flatbuffers::Verifier::Options vopts;
+  vopts.max_depth = 16;
+  vopts.max_tables = 1u << 30;  // tensors are tables; bytes bound the count
+  flatbuffers::Verifier verifier(bytes.data(), bytes.size(), vopts);
+  if (!fb::ManifestBufferHasIdentifier(bytes.data())) {
+    return Status::Corruption("manifest: file identifier is not 'RCKM'");
+  }
+  if (!fb::VerifyManifestBuffer(verifier)) {
+    return Status::Corruption("manifest: FlatBuffers verification failed (malformed offsets)");
+  }
+  const fb::Manifest* m = fb::GetManifest(bytes.data());
+  Manifest out;
+  out.version_major = m->version_major();
+  out.version_minor = m->version_minor();
+  if (out.version_major > kFormatMajor) {
+    return Status::Unsupported("manifest: format version " + std::to_string(out.version_major) +
+                               "." + std::to_string(out.version_minor) +
+                               " is newer than this reader; upgrade rckpt");
+  }
+  out.writer = Str(m->writer());
+  out.created_unix_ms = m->created_unix_ms();
+  out.alignment = m->alignment();
+  if (out.alignment != bounds.alignment) {
+    return Status::Corruption("manifest: alignment " + std::to_string(out.alignment) +
+                              " differs from the header's " + std::to_string(bounds.alignment));
+  }
+  out.data_begin = m->data_begin();
+  out.data_end = m->data_end();
+  if (out.data_begin != bounds.data_begin || out.data_end != bounds.data_end) {
+    return Status::Corruption("manifest: data region [" + std::to_string(out.data_begin) + ", " +
+                              std::to_string(out.data_end) + ") differs from the file's [" +
+                              std::to_string(bounds.data_begin) + ", " +
+                              std::to_string(bounds.data_end) + ")");
+  }
+  if (m->metadata()) {
+    for (flatbuffers::uoffset_t i = 0; i < m->metadata()->size(); ++i) {
+      const fb::KeyValue* kv = m->metadata()->Get(i);
+      std::string key = Str(kv->key());
+      if (!out.metadata.emplace(key, Str(kv->value())).second) {
+        return Status::Corruption("manifest: metadata key '" + key + "' appears twice");
+      }
+    }
+  }
+  std::set<std::string, std::less<>> names;
+  if (m->sections()) {
+    for (flatbuffers::uoffset_t i = 0; i < m->sections()->size(); ++i) {
+      const fb::Section* s = m->sections()->Get(i);
+      std::string where = "section " + std::to_string(i);
+      RCKPT_RETURN_IF_ERROR(CheckName(where, s->name()));
+      if (!IsValidRole(s->role())) {
+        return Status::Corruption(where + " '" + s->name()->str() + "': unknown role " +
+                                  std::to_string(s->role()));
+      }
+      if (!names.insert(s->name()->str()).second) {
+        return Status::Corruption(where + ": section '" + s->name()->str() + "' appears twice");
+      }
+      out.sections.push_back(SectionInfo{s->name()->str(), static_cast<Role>(s->role())});
+    }
+  }
+  names.clear();
+  const auto* chunks = m->chunks();
+  const uint64_t num_chunks = chunks ? chunks->size() : 0;
+  uint64_t next_chunk = 0;
+  if (m->tensors()) {
+    out.tensors.reserve(m->tensors()->size());
+    for (flatbuffers::uoffset_t i = 0; i < m->tensors()->size(); ++i) {
+      const fb::Tensor* t = m->tensors()->Get(i);
+      std::string where = "tensor " + std::to_string(i);
+      RCKPT_RETURN_IF_ERROR(CheckName(where, t->name()));
+      TensorMeta tm;
+      tm.name = t->name()->str();
+      where = "tensor '" + tm.name + "'";
+      if (!names.insert(tm.name).second) return Status::Corruption(where + ": name appears twice");
+      if (t->section() >= out.sections.size()) {
+        return Status::Corruption(where + ": section index " + std::to_string(t->section()) +
+                                  " is out of range (" + std::to_string(out.sections.size()) +
+                                  " sections)");
+      }
+      tm.section = out.sections[t->section()].name;
+      if (!IsValidRole(t->role())) {
+        return Status::Corruption(where + ": unknown role " + std::to_string(t->role()));
+      }
+      tm.role = static_cast<Role>(t->role());
+      if (!IsValidDType(t->dtype())) {
+        return Status::Corruption(where + ": unknown dtype " + std::to_string(t->dtype()));
+      }
+      tm.dtype = static_cast<DType>(t->dtype());
+      if (t->shape()) {
+        if (t->shape()->size() > kMaxRank) {
+          return Status::Corruption(where + ": rank " + std::to_string(t->shape()->size()) +
+                                    " exceeds " + std::to_string(kMaxRank));
+        }
+        tm.shape.assign(t->shape()->begin(), t->shape()->end());
+      }
+      auto nbytes = ShapeBytes(tm.shape, tm.dtype);
+      if (!nbytes.ok()) return Status::Corruption(where + ": " + nbytes.status().message());
+      if (*nbytes != t->nbytes()) {
+        return Status::Corruption(where + ": nbytes is " + std::to_string(t->nbytes()) +
+                                  ", shape " + ShapeToString(tm.shape) + " of " +
+                                  std::string(DTypeName(tm.dtype)) + " needs " +
+                                  std::to_string(*nbytes));
+      }
+      tm.nbytes = *nbytes;
+      RCKPT_ASSIGN_OR_RETURN(tm.origin, DecodeDevice(where, t->origin_type(), t->origin_index()));
+      if (t->first_chunk() != next_chunk || t->num_chunks() > num_chunks - next_chunk) {
+        return Status::Corruption(where + ": chunks [" + std::to_string(t->first_chunk()) + ", +" +
+                                  std::to_string(t->num_chunks()) + ") expected to start at " +
+                                  std::to_string(next_chunk) + " within " +
+                                  std::to_string(num_chunks) + " chunks");
+      }
+      uint64_t covered = 0;
+      tm.chunks.resize(t->num_chunks());
+      for (uint64_t c = 0; c < t->num_chunks(); ++c) {
+        ChunkMeta& cm = tm.chunks[c];
+        RCKPT_RETURN_IF_ERROR(ValidateChunk(where + ": chunk " + std::to_string(c),
+                                            *chunks->Get(next_chunk + c), bounds, out.alignment,
+                                            &cm));
+        cm.tensor_offset = covered;
+        if (__builtin_add_overflow(covered, cm.raw_size, &covered) || covered > tm.nbytes) {
+          return Status::Corruption(where + ": chunks decode to more than its " +
+                                    std::to_string(tm.nbytes) + " bytes");
+        }
+      }
+      if (covered != tm.nbytes) {
+        return Status::Corruption(where + ": chunks hold " + std::to_string(covered) +
+                                  " bytes, the tensor needs " + std::to_string(tm.nbytes));
+      }
+      next_chunk += t->num_chunks();
+      out.tensors.push_back(std::move(tm));
+    }
+  }
+  if (next_chunk != num_chunks) {
+    return Status::Corruption("manifest: " + std::to_string(num_chunks - next_chunk) +
+                              " chunks belong to no tensor");
+  }
+  // Extents must not overlap: sort by offset and compare neighbours.
+  {
+    std::vector<std::pair<uint64_t, uint64_t>> extents;
+    extents.reserve(num_chunks);
+    for (const auto& t : out.tensors) {
+      for (const auto& c : t.chunks) extents.emplace_back(c.offset, c.stored_size);
+    }
+    std::sort(extents.begin(), extents.end());
+    for (size_t i = 1; i < extents.size(); ++i) {
+      if (extents[i - 1].first + extents[i - 1].second > extents[i].first) {
+        return Status::Corruption("manifest: chunk extents [" + std::to_string(extents[i - 1].first) +
+                                  ", +" + std::to_string(extents[i - 1].second) + ") and [" +
+                                  std::to_string(extents[i].first) + ", +" +
+                                  std::to_string(extents[i].second) + ") overlap");
+      }
+    }
+  }
+  names.clear();
+  if (m->rng()) {
+    for (flatbuffers::uoffset_t i = 0; i < m->rng()->size(); ++i) {
+      const fb::Rng* r = m->rng()->Get(i);
+      std::string where = "RNG record " + std::to_string(i);
+      RCKPT_RETURN_IF_ERROR(CheckName(where, r->name()));
+      RngRecord rec;
+      rec.name = r->name()->str();
+      where = "RNG record '" + rec.name + "'";
+      if (!names.insert(rec.name).second) return Status::Corruption(where + ": name appears twice");
+      if (!IsValidRngKind(r->kind())) {
+        return Status::Corruption(where + ": unknown kind " + std::to_string(r->kind()));
+      }
+      rec.kind = static_cast<RngKind>(r->kind());
+      RCKPT_ASSIGN_OR_RETURN(rec.origin, DecodeDevice(where, r->origin_type(), r->origin_index()));
+      if (r->state()) {
+        const auto* p = reinterpret_cast<const std::byte*>(r->state()->data());
+        rec.bytes.assign(p, p + r->state()->size());
+      }
+      Status v = ValidateRngState(rec.kind, rec.bytes);
+      if (!v.ok()) return Status::Corruption(where + ": " + v.message());
+      out.rng.push_back(std::move(rec));
+    }
+  }
+  std::vector<FlatNode> nodes;
+  if (m->tree_nodes()) {
+    nodes.reserve(m->tree_nodes()->size());
+    for (const fb::Node* n : *m->tree_nodes()) {
+      nodes.push_back(FlatNode{n->first(), n->str_off(), n->str_len(), n->count(), n->kind()});
+    }
+  }
+  std::span<const uint8_t> tree_bytes;
+  if (m->tree_bytes()) tree_bytes = {m->tree_bytes()->data(), m->tree_bytes()->size()};
+  RCKPT_ASSIGN_OR_RETURN(out.tree, DecodeTree(nodes, tree_bytes));
+  return out;
+}
+
+}  // namespace rckpt

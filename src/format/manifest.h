@@ -1,0 +1,49 @@
+// Building the manifest FlatBuffer (writer) and turning a verified one into a
+// validated Manifest (reader).
+#ifndef RCKPT_SRC_FORMAT_MANIFEST_H_
+#define RCKPT_SRC_FORMAT_MANIFEST_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "format/file_reader.h"
+#include "format/tree_codec.h"
+#include "rckpt/checkpoint.h"
+
+namespace rckpt {
+
+struct ManifestInput {
+  const Checkpoint& ck;
+  const std::vector<ChunkMeta>& chunks;       // in file order
+  const std::vector<uint64_t>& first_chunk;   // per tensor
+  const FlatTree& tree;
+  uint32_t alignment;
+  uint64_t data_begin;
+  uint64_t data_end;
+  std::string writer;
+  int64_t created_unix_ms;
+};
+
+std::vector<uint8_t> BuildManifest(const ManifestInput& in);
+
+// Limits enforced while reading (documented in FORMAT.md).
+inline constexpr uint64_t kMaxManifestBytes = (1ull << 31) - 2;  // below FlatBuffers limit
+inline constexpr size_t kMaxNameBytes = 1 << 16;
+inline constexpr size_t kMaxRank = 64;
+
+struct FileBounds {
+  uint64_t file_size = 0;
+  uint64_t data_begin = 0;  // where chunks may start
+  uint64_t data_end = 0;    // where chunks must end (footer's data_end)
+  uint32_t alignment = 0;   // from the header
+};
+
+// Runs the FlatBuffers verifier, then the semantic validator, and converts.
+// Corruption names the record, the field, the expected and actual values.
+Result<Manifest> ParseManifest(std::span<const uint8_t> bytes, const FileBounds& bounds);
+
+}  // namespace rckpt
+
+#endif  // RCKPT_SRC_FORMAT_MANIFEST_H_

@@ -1,0 +1,350 @@
+// Save: one sequential pass (chunks, manifest, footer) into a temporary file
+// that is renamed over the destination only once it is complete and synced.
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "codec/codec.h"
+#include "format/layout.h"
+#include "format/manifest.h"
+#include "format/tree_codec.h"
+#include "io/atomic_path.h"
+#include "rckpt/file.h"
+#include "rckpt/io.h"
+#include "rckpt/runtime.h"
+#include "util/thread_pool.h"
+
+namespace rckpt {
+namespace {
+
+// Small appends (padding, small tensors) are gathered into one buffer so
+// the file sees few large writes; large appends go straight through.
+class BufferedWriter {
+ public:
+  explicit BufferedWriter(WritableFile& file) : file_(file) { buf_.reserve(kBufSize); }
+
+  Status Append(std::span<const std::byte> data) {
+    offset_ += data.size();
+    if (buf_.size() + data.size() <= kBufSize) {
+      buf_.insert(buf_.end(), data.begin(), data.end());
+      return Status::Ok();
+    }
+    RCKPT_RETURN_IF_ERROR(Flush());
+    if (data.size() >= kBufSize / 2) return file_.Append(data);
+    buf_.insert(buf_.end(), data.begin(), data.end());
+    return Status::Ok();
+  }
+
+  Status PadTo(uint64_t offset) {
+    static const std::byte kZeros[4096] = {};
+    while (offset_ < offset) {
+      uint64_t n = std::min<uint64_t>(sizeof kZeros, offset - offset_);
+      RCKPT_RETURN_IF_ERROR(Append(std::span<const std::byte>(kZeros, n)));
+    }
+    return Status::Ok();
+  }
+
+  Status Flush() {
+    if (buf_.empty()) return Status::Ok();
+    Status s = file_.Append(buf_);
+    buf_.clear();
+    return s;
+  }
+
+  uint64_t offset() const { return offset_; }
+
+ private:
+  static constexpr size_t kBufSize = 1 << 20;
+  WritableFile& file_;
+  std::vector<std::byte> buf_;
+  uint64_t offset_ = 0;
+};
+
+struct ChunkJob {
+  size_t tensor = 0;
+  uint64_t tensor_offset = 0;
+  uint64_t raw_size = 0;
+};
+
+// The working memory of one chunk in flight.
+struct Slot {
+  std::byte* staging = nullptr;  // device-to-host landing area (pinned)
+  std::vector<std::byte> shuffled;
+  std::vector<std::byte> compressed;
+  std::span<const std::byte> stored;
+  ChunkMeta meta;
+  Status status;
+  bool done = false;
+};
+
+Status ValidateSaveOptions(const SaveOptions& o) {
+  if (!IsPowerOfTwo(o.alignment) || o.alignment < kMinAlignment || o.alignment > kMaxAlignment) {
+    return Status::InvalidArgument("SaveOptions.alignment is " + std::to_string(o.alignment) +
+                                   ": expected a power of two in [64, 2^30]");
+  }
+  if (o.chunk_bytes == 0 || o.chunk_bytes > (1ull << 30)) {
+    return Status::InvalidArgument("SaveOptions.chunk_bytes is " + std::to_string(o.chunk_bytes) +
+                                   ": expected 1 byte to 1 GiB");
+  }
+  if (o.codec != Codec::kNone && o.codec != Codec::kZstd) {
+    return Status::InvalidArgument("SaveOptions.codec has unknown value " +
+                                   std::to_string(static_cast<int>(o.codec)));
+  }
+  if (o.codec == Codec::kZstd && (o.level < -7 || o.level > 22)) {
+    return Status::InvalidArgument("SaveOptions.level is " + std::to_string(o.level) +
+                                   ": zstd levels run from -7 to 22");
+  }
+  if (o.threads < 0) {
+    return Status::InvalidArgument("SaveOptions.threads is " + std::to_string(o.threads) +
+                                   ": expected 0 (all cores) or more");
+  }
+  return Status::Ok();
+}
+
+// Element size used by the shuffle filter for a dtype (complex numbers
+// shuffle as their real components), 0 when shuffling cannot help.
+uint32_t ShuffleElem(DType dtype) {
+  switch (dtype) {
+    case DType::kC64: return 4;
+    case DType::kC128: return 8;
+    default: {
+      size_t s = DTypeSize(dtype);
+      return s >= 2 ? static_cast<uint32_t>(s) : 0;
+    }
+  }
+}
+
+class Saver {
+ public:
+  Saver(const Checkpoint& ck, const SaveOptions& o) : ck_(ck), o_(o) {}
+
+  Status Run(WritableFile& file) {
+    RCKPT_ASSIGN_OR_RETURN(FlatTree tree, EncodeTree(ck_.Tree()));
+    BufferedWriter out(file);
+    Header header;
+    header.alignment = o_.alignment;
+    auto hb = EncodeHeader(header);
+    RCKPT_RETURN_IF_ERROR(out.Append(hb));
+    RCKPT_RETURN_IF_ERROR(PlanChunks());
+    RCKPT_RETURN_IF_ERROR(WriteChunks(out));
+    uint64_t data_end = out.offset();
+    uint64_t manifest_offset = AlignUp(data_end, 8);
+    RCKPT_RETURN_IF_ERROR(out.PadTo(manifest_offset));
+
+    ManifestInput in{ck_, chunks_, tensor_first_chunk_, tree, o_.alignment,
+                     kHeaderSize, data_end,
+                     o_.writer.empty() ? std::string("rckpt ") + RCKPT_VERSION_STRING : o_.writer,
+                     std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count()};
+    std::vector<uint8_t> manifest = BuildManifest(in);
+    RCKPT_RETURN_IF_ERROR(out.Append(std::as_bytes(std::span<const uint8_t>(manifest))));
+    Footer footer;
+    footer.manifest_offset = manifest_offset;
+    footer.manifest_size = manifest.size();
+    footer.manifest_checksum = Checksum(std::as_bytes(std::span<const uint8_t>(manifest)));
+    footer.data_end = data_end;
+    footer.file_size = out.offset() + kFooterSize;
+    auto fb = EncodeFooter(footer);
+    RCKPT_RETURN_IF_ERROR(out.Append(fb));
+    RCKPT_RETURN_IF_ERROR(out.Flush());
+    return Status::Ok();
+  }
+
+ private:
+  Status PlanChunks() {
+    const auto& tensors = ck_.tensors();
+    tensor_first_chunk_.resize(tensors.size());
+    for (size_t t = 0; t < tensors.size(); ++t) {
+      const Tensor& tensor = tensors[t].tensor;
+      auto bytes = ShapeBytes(tensor.shape(), tensor.dtype());
+      if (!bytes.ok()) return bytes.status().WithContext("tensor '" + tensors[t].name + "'");
+      if (*bytes > 0 && tensor.data() == nullptr) {
+        return Status::InvalidArgument("tensor '" + tensors[t].name + "' has no data");
+      }
+      if (!tensor.device().is_cpu()) has_device_tensor_ = true;
+      uint64_t elem = DTypeSize(tensor.dtype());
+      uint64_t step = std::max<uint64_t>(elem, o_.chunk_bytes / elem * elem);
+      tensor_first_chunk_[t] = jobs_.size();
+      for (uint64_t off = 0; off < *bytes; off += step) {
+        jobs_.push_back(ChunkJob{t, off, std::min(step, *bytes - off)});
+        total_bytes_ += std::min(step, *bytes - off);
+        max_chunk_ = std::max(max_chunk_, std::min(step, *bytes - off));
+      }
+    }
+    return Status::Ok();
+  }
+
+  uint32_t ShuffleFor(DType dtype) const {
+    if (o_.codec != Codec::kZstd || o_.shuffle == Shuffle::kOff) return 0;
+    if (o_.shuffle == Shuffle::kAuto && !IsFloatingDType(dtype)) return 0;
+    return ShuffleElem(dtype);
+  }
+
+  // Runs on a worker: produce the stored bytes of one chunk.
+  void Encode(const ChunkJob& job, Slot& slot, DeviceRuntime* runtime) {
+    const TensorEntry& entry = ck_.tensors()[job.tensor];
+    const Tensor& t = entry.tensor;
+    std::span<const std::byte> raw;
+    if (t.device().is_cpu()) {
+      raw = {static_cast<const std::byte*>(t.data()) + job.tensor_offset, job.raw_size};
+    } else {
+      slot.status = CopyFromDevice(*runtime, t, job, slot.staging);
+      if (!slot.status.ok()) return;
+      raw = {slot.staging, job.raw_size};
+    }
+    slot.meta = ChunkMeta{};
+    slot.meta.raw_size = job.raw_size;
+    slot.meta.tensor_offset = job.tensor_offset;
+    slot.stored = raw;
+    if (o_.codec == Codec::kZstd) {
+      std::span<const std::byte> input = raw;
+      uint32_t elem = ShuffleFor(t.dtype());
+      if (elem) {
+        slot.shuffled.resize(raw.size());
+        ShuffleBytes(raw, slot.shuffled, elem);
+        input = slot.shuffled;
+      }
+      slot.compressed.resize(ZstdBound(raw.size()));
+      auto n = ZstdCompress(input, slot.compressed, o_.level);
+      if (!n.ok()) {
+        slot.status = n.status().WithContext("tensor '" + entry.name + "'");
+        return;
+      }
+      // Incompressible chunks are kept raw: decoding them is then a plain read.
+      if (*n < raw.size()) {
+        slot.stored = {slot.compressed.data(), *n};
+        slot.meta.codec = Codec::kZstd;
+        slot.meta.shuffle_elem = elem;
+      }
+    }
+    slot.meta.stored_size = slot.stored.size();
+    slot.meta.checksum = Checksum(slot.stored);
+    slot.status = Status::Ok();
+  }
+
+  static Status CopyFromDevice(DeviceRuntime& rt, const Tensor& t, const ChunkJob& job,
+                               std::byte* staging) {
+    RCKPT_ASSIGN_OR_RETURN(Stream stream, rt.CreateStream(t.device()));
+    Status s = rt.CopyToHostAsync(t.device(), stream, staging,
+                                  static_cast<const std::byte*>(t.data()) + job.tensor_offset,
+                                  job.raw_size);
+    if (s.ok()) s = rt.Synchronize(t.device(), stream);
+    rt.DestroyStream(t.device(), stream);
+    return s;
+  }
+
+  Status WriteChunks(BufferedWriter& out) {
+    int threads = ResolveThreads(o_.threads);
+    size_t window = static_cast<size_t>(threads) * 2 + 2;
+    DeviceRuntime* runtime = nullptr;
+    std::vector<std::byte*> staging;
+    if (has_device_tensor_) {
+      runtime = o_.runtime ? o_.runtime : &DefaultRuntime();
+      // The pinned ring bounds host memory for device tensors.
+      window = std::clamp<size_t>(o_.staging_bytes / std::max<uint64_t>(max_chunk_, 1), 1, window);
+    }
+    window = std::min(window, std::max<size_t>(jobs_.size(), 1));
+    std::vector<Slot> slots(window);
+    Status status;
+    auto free_staging = [&] {
+      for (std::byte* p : staging) runtime->FreePinned(p);
+    };
+    if (has_device_tensor_) {
+      for (auto& slot : slots) {
+        auto p = runtime->AllocatePinned(max_chunk_);
+        if (!p.ok()) {
+          free_staging();
+          return p.status().WithContext("pinned staging buffer");
+        }
+        slot.staging = static_cast<std::byte*>(*p);
+        staging.push_back(slot.staging);
+      }
+    }
+    {
+      std::mutex mu;
+      std::condition_variable cv;
+      ThreadPool pool(threads);
+      auto submit = [&](size_t j) {
+        Slot& slot = slots[j % window];
+        slot.done = false;
+        pool.Submit([&, j] {
+          Slot& s = slots[j % window];
+          Encode(jobs_[j], s, runtime);
+          std::lock_guard<std::mutex> lock(mu);
+          s.done = true;
+          cv.notify_all();
+        });
+      };
+      size_t next_submit = 0;
+      for (; next_submit < std::min(window, jobs_.size()); ++next_submit) submit(next_submit);
+      uint64_t done_bytes = 0;
+      for (size_t j = 0; j < jobs_.size(); ++j) {
+        Slot& slot = slots[j % window];
+        {
+          std::unique_lock<std::mutex> lock(mu);
+          cv.wait(lock, [&] { return slot.done; });
+        }
+        if (!slot.status.ok()) { status = slot.status; break; }
+        uint64_t align = slot.meta.stored_size >= o_.alignment ? o_.alignment : kMinAlignment;
+        status = out.PadTo(AlignUp(out.offset(), align));
+        if (!status.ok()) break;
+        slot.meta.offset = out.offset();
+        status = out.Append(slot.stored);
+        if (!status.ok()) break;
+        chunks_.push_back(slot.meta);
+        done_bytes += slot.meta.raw_size;
+        if (o_.progress && !o_.progress(done_bytes, total_bytes_)) {
+          status = Status::IoError("save cancelled by the progress callback");
+          break;
+        }
+        if (next_submit < jobs_.size()) submit(next_submit++);
+      }
+      // The pool's destructor waits for chunks still in flight.
+    }
+    if (has_device_tensor_) free_staging();
+    if (status.ok() && o_.progress && jobs_.empty() && !o_.progress(0, 0)) {
+      status = Status::IoError("save cancelled by the progress callback");
+    }
+    return status;
+  }
+
+  const Checkpoint& ck_;
+  const SaveOptions& o_;
+  std::vector<ChunkJob> jobs_;
+  std::vector<ChunkMeta> chunks_;
+  std::vector<uint64_t> tensor_first_chunk_;
+  uint64_t total_bytes_ = 0;
+  uint64_t max_chunk_ = 0;
+  bool has_device_tensor_ = false;
+};
+
+}  // namespace
+
+Status Save(const std::string& path, const Checkpoint& ck, const SaveOptions& options) {
+  RCKPT_RETURN_IF_ERROR(ValidateSaveOptions(options));
+  if (path.empty()) return Status::InvalidArgument("save path is empty");
+  FileSystem& fs = options.fs ? *options.fs : PosixFileSystem();
+  RemoveStaleTemps(fs, path);
+  const std::string tmp = TempPathFor(path);
+  auto file = fs.OpenForWrite(tmp);
+  if (!file.ok()) return file.status().WithContext("save to '" + path + "'");
+  Saver saver(ck, options);
+  Status s = saver.Run(**file);
+  if (s.ok()) s = (*file)->Sync();
+  Status c = (*file)->Close();
+  if (s.ok()) s = c;
+  if (s.ok()) s = fs.Rename(tmp, path);
+  if (!s.ok()) {
+    (void)fs.Remove(tmp);
+    return s.WithContext("save to '" + path + "'");
+  }
+  return fs.SyncParentDir(path).WithContext("save to '" + path + "'");
+}
+
+}  // namespace rckpt

@@ -1,0 +1,317 @@
+#include <cstdio>
+#include <ctime>
+
+#include "format/file_reader.h"
+#include "rckpt/file.h"
+#include "rckpt/tools.h"
+#include "util/json_writer.h"
+
+namespace rckpt {
+
+int ExitCodeFor(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kOk: return 0;
+    case StatusCode::kInvalidArgument: return 2;
+    case StatusCode::kNotFound: return 3;
+    case StatusCode::kCorruption: return 4;
+    case StatusCode::kUnsupported: return 5;
+    case StatusCode::kDeviceUnavailable:
+    case StatusCode::kDeviceError: return 6;
+    case StatusCode::kIoError: return 7;
+    case StatusCode::kOutOfMemory: return 8;
+  }
+  return 2;
+}
+
+namespace {
+
+std::string CodecSummary(const std::vector<ChunkMeta>& chunks) {
+  if (chunks.empty()) return "none";
+  auto one = [](const ChunkMeta& c) {
+    std::string s(CodecName(c.codec));
+    if (c.shuffle_elem) s += "+shuffle";
+    return s;
+  };
+  std::string first = one(chunks[0]);
+  for (const auto& c : chunks) {
+    if (one(c) != first) return "mixed";
+  }
+  return first;
+}
+
+std::string HumanBytes(uint64_t n) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1024 && u < 6) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  if (u == 0) std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(n));
+  else std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
+  return buf;
+}
+
+std::string TimeString(int64_t unix_ms) {
+  if (unix_ms <= 0) return "-";
+  std::time_t t = static_cast<std::time_t>(unix_ms / 1000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[40];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return buf;
+}
+
+void TreeJson(JsonWriter& w, const Value& v) {
+  auto tagged = [&](const char* tag, auto&& body) {
+    w.BeginObject().Key(tag);
+    body();
+    w.EndObject();
+  };
+  auto hex = [](const std::string& s) {
+    static const char* d = "0123456789abcdef";
+    std::string out;
+    for (unsigned char c : s) {
+      out += d[c >> 4];
+      out += d[c & 15];
+    }
+    return out;
+  };
+  auto items = [&](const std::vector<Value>& xs) {
+    w.BeginArray();
+    for (const auto& x : xs) TreeJson(w, x);
+    w.EndArray();
+  };
+  switch (v.kind()) {
+    case ValueKind::kNull: w.Null(); break;
+    case ValueKind::kBool: w.Bool(v.as_bool()); break;
+    case ValueKind::kInt: w.Int(v.as_int()); break;
+    case ValueKind::kFloat: w.Double(v.as_float()); break;
+    case ValueKind::kString: w.String(v.as_string()); break;
+    case ValueKind::kBytes: tagged("$bytes", [&] { w.String(hex(v.as_string())); }); break;
+    case ValueKind::kBigInt: tagged("$bigint_le", [&] { w.String(hex(v.as_string())); }); break;
+    case ValueKind::kTensorRef: tagged("$tensor", [&] { w.String(v.as_string()); }); break;
+    case ValueKind::kRngRef: tagged("$rng", [&] { w.String(v.as_string()); }); break;
+    case ValueKind::kList: items(v.items()); break;
+    case ValueKind::kTuple: tagged("$tuple", [&] { items(v.items()); }); break;
+    case ValueKind::kSet: tagged("$set", [&] { items(v.items()); }); break;
+    case ValueKind::kMap: {
+      bool string_keys = true;
+      for (const auto& [k, val] : v.entries()) string_keys &= k.kind() == ValueKind::kString;
+      if (string_keys) {
+        w.BeginObject();
+        for (const auto& [k, val] : v.entries()) {
+          w.Key(k.as_string());
+          TreeJson(w, val);
+        }
+        w.EndObject();
+      } else {
+        tagged("$map", [&] {
+          w.BeginArray();
+          for (const auto& [k, val] : v.entries()) {
+            w.BeginArray();
+            TreeJson(w, k);
+            TreeJson(w, val);
+            w.EndArray();
+          }
+          w.EndArray();
+        });
+      }
+      break;
+    }
+    case ValueKind::kObject:
+      w.BeginObject().Key("$object").String(v.as_string()).Key("fields");
+      TreeJson(w, v.fields());
+      w.EndObject();
+      break;
+  }
+}
+
+}  // namespace
+
+std::string TreeToJson(const Value& tree) {
+  JsonWriter w;
+  TreeJson(w, tree);
+  return w.str();
+}
+
+Result<InspectReport> InspectRckpt(const std::string& path, FileSystem* fs) {
+  RCKPT_ASSIGN_OR_RETURN(auto reader, FileReader::Open(fs ? *fs : PosixFileSystem(), path));
+  const Manifest& m = reader->manifest();
+  InspectReport r;
+  r.path = path;
+  r.format = "rckpt";
+  r.format_version = std::to_string(m.version_major) + "." + std::to_string(m.version_minor);
+  r.writer = m.writer;
+  r.created_unix_ms = m.created_unix_ms;
+  r.file_size = m.file_size;
+  r.metadata = m.metadata;
+  r.sections = m.sections;
+  for (const auto& t : m.tensors) {
+    InspectTensor it{t.name, t.section, t.role, t.dtype, t.shape, t.origin, t.nbytes, 0,
+                     CodecSummary(t.chunks), t.chunks.size()};
+    for (const auto& c : t.chunks) it.stored_nbytes += c.stored_size;
+    r.tensors.push_back(std::move(it));
+  }
+  for (const auto& g : m.rng) r.rng.push_back({g.name, g.kind, g.origin, g.bytes.size()});
+  r.tree = m.tree;
+  return r;
+}
+
+InspectReport InspectCheckpoint(const Checkpoint& ck, std::string path, std::string format) {
+  InspectReport r;
+  r.path = std::move(path);
+  r.format = std::move(format);
+  r.metadata = ck.Metadata();
+  r.sections = ck.sections();
+  for (const auto& t : ck.tensors()) {
+    r.tensors.push_back({t.name, t.section, t.role, t.tensor.dtype(), t.tensor.shape(),
+                         t.tensor.device(), t.tensor.nbytes(), t.tensor.nbytes(), "none", 0});
+  }
+  for (const auto& g : ck.rng()) r.rng.push_back({g.name, g.kind, g.origin, g.bytes.size()});
+  r.tree = ck.Tree();
+  return r;
+}
+
+std::string RenderInspectText(const InspectReport& r) {
+  std::string out;
+  auto line = [&](const std::string& s) { out += s + "\n"; };
+  uint64_t raw = 0, stored = 0;
+  for (const auto& t : r.tensors) {
+    raw += t.nbytes;
+    stored += t.stored_nbytes;
+  }
+  line(r.path);
+  line("  format     " + r.format + (r.format_version.empty() ? "" : " " + r.format_version));
+  if (!r.writer.empty()) line("  writer     " + r.writer);
+  if (r.created_unix_ms) line("  created    " + TimeString(r.created_unix_ms));
+  if (r.file_size) line("  file size  " + HumanBytes(r.file_size));
+  char ratio[32] = "";
+  if (stored) std::snprintf(ratio, sizeof ratio, " (ratio %.2f)", double(raw) / double(stored));
+  line("  tensors    " + std::to_string(r.tensors.size()) + ", " + HumanBytes(raw) + " raw, " +
+       HumanBytes(stored) + " stored" + ratio);
+  for (const auto& w : r.warnings) line("  warning    " + w);
+  if (!r.metadata.empty()) {
+    line("\nmetadata");
+    for (const auto& [k, v] : r.metadata) line("  " + k + " = " + v);
+  }
+  line("\nsections");
+  for (const auto& s : r.sections) {
+    uint64_t n = 0, bytes = 0;
+    for (const auto& t : r.tensors) {
+      if (t.section == s.name) {
+        ++n;
+        bytes += t.nbytes;
+      }
+    }
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "  %-16s role %-6s %6llu tensors %12s", s.name.c_str(),
+                  std::string(RoleName(s.role)).c_str(), static_cast<unsigned long long>(n),
+                  HumanBytes(bytes).c_str());
+    line(buf);
+  }
+  line("\ntensors");
+  size_t w = 4;
+  for (const auto& t : r.tensors) w = std::max(w, t.name.size());
+  w = std::min<size_t>(w, 60);
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "  %-*s %-12s %-9s %-18s %-8s %12s %12s %s", int(w), "name",
+                "section", "dtype", "shape", "device", "bytes", "stored", "codec");
+  line(buf);
+  for (const auto& t : r.tensors) {
+    std::string role = t.role == Role::kHost && t.section != "" ? " (host)" : "";
+    std::snprintf(buf, sizeof buf, "  %-*s %-12s %-9s %-18s %-8s %12llu %12llu %s%s", int(w),
+                  t.name.c_str(), t.section.c_str(), std::string(DTypeName(t.dtype)).c_str(),
+                  ShapeToString(t.shape).c_str(), t.device.ToString().c_str(),
+                  static_cast<unsigned long long>(t.nbytes),
+                  static_cast<unsigned long long>(t.stored_nbytes), t.codec.c_str(),
+                  role.c_str());
+    line(buf);
+  }
+  line("\nrng");
+  if (r.rng.empty()) line("  (none)");
+  for (const auto& g : r.rng) {
+    std::snprintf(buf, sizeof buf, "  %-30s %-12s %-8s %llu bytes (restored to cpu)",
+                  g.name.c_str(), std::string(RngKindName(g.kind)).c_str(),
+                  g.device.ToString().c_str(), static_cast<unsigned long long>(g.nbytes));
+    line(buf);
+  }
+  line("\ntree");
+  line("  " + r.tree.DebugString(2000));
+  return out;
+}
+
+std::string RenderInspectJson(const InspectReport& r) {
+  JsonWriter w;
+  w.BeginObject();
+  w.Key("schema_version").Int(1);
+  w.Key("path").String(r.path);
+  w.Key("format").String(r.format);
+  w.Key("format_version").String(r.format_version);
+  w.Key("writer").String(r.writer);
+  w.Key("created_unix_ms").Int(r.created_unix_ms);
+  w.Key("file_size").Uint(r.file_size);
+  w.Key("metadata").BeginObject();
+  for (const auto& [k, v] : r.metadata) w.Key(k).String(v);
+  w.EndObject();
+  w.Key("sections").BeginArray();
+  for (const auto& s : r.sections) {
+    w.BeginObject().Key("name").String(s.name).Key("role").String(RoleName(s.role)).EndObject();
+  }
+  w.EndArray();
+  w.Key("tensors").BeginArray();
+  for (const auto& t : r.tensors) {
+    w.BeginObject();
+    w.Key("name").String(t.name);
+    w.Key("section").String(t.section);
+    w.Key("role").String(RoleName(t.role));
+    w.Key("dtype").String(DTypeName(t.dtype));
+    w.Key("shape").BeginArray();
+    for (int64_t d : t.shape) w.Int(d);
+    w.EndArray();
+    w.Key("device").String(t.device.ToString());
+    w.Key("nbytes").Uint(t.nbytes);
+    w.Key("stored_nbytes").Uint(t.stored_nbytes);
+    w.Key("codec").String(t.codec);
+    w.Key("chunks").Uint(t.chunks);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("rng").BeginArray();
+  for (const auto& g : r.rng) {
+    w.BeginObject()
+        .Key("name").String(g.name)
+        .Key("kind").String(RngKindName(g.kind))
+        .Key("device").String(g.device.ToString())
+        .Key("nbytes").Uint(g.nbytes)
+        .EndObject();
+  }
+  w.EndArray();
+  w.Key("warnings").BeginArray();
+  for (const auto& s : r.warnings) w.String(s);
+  w.EndArray();
+  w.Key("tree").Raw(TreeToJson(r.tree));
+  w.EndObject();
+  return w.str() + "\n";
+}
+
+Status VerifyRckpt(const std::string& path, VerifyReport* report, const ProgressCallback& progress,
+                   FileSystem* fs) {
+  RCKPT_ASSIGN_OR_RETURN(auto reader, FileReader::Open(fs ? *fs : PosixFileSystem(), path));
+  RCKPT_RETURN_IF_ERROR(reader->VerifyAll(progress));
+  if (report) {
+    const Manifest& m = reader->manifest();
+    *report = VerifyReport{};
+    report->tensors = m.tensors.size();
+    report->rng_records = m.rng.size();
+    for (const auto& t : m.tensors) {
+      report->chunks += t.chunks.size();
+      report->raw_bytes += t.nbytes;
+      for (const auto& c : t.chunks) report->stored_bytes += c.stored_size;
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace rckpt

@@ -1,0 +1,3 @@
+target_sources(rckpt PRIVATE
+  ${RCKPT_SRC}/util/json_writer.cc
+  ${RCKPT_SRC}/tools/inspect.cc)
