@@ -13,6 +13,7 @@
 #include "options.h"
 #include "rckpt/io.h"
 #include "rckpt/runtime.h"
+#include "rckpt/tools.h"
 #include "state_io.h"
 #include "trainer.h"
 
@@ -37,7 +38,7 @@ void Print(const std::string& line) {
 int Fail(const std::string& what, const Status& status) {
   std::fprintf(stderr, "rckpt-train-demo: %s: %s\n", what.c_str(),
                status.ToString().c_str());
-  return ExitCodeFor(status);
+  return rckpt::ExitCodeFor(status);  // DESIGN.md section 6
 }
 
 // Saves `state` to `path`. When `crash_midway`, aborts the process from the
@@ -163,7 +164,7 @@ int main(int argc, char** argv) {
   if (!opt.ok()) {
     std::fprintf(stderr, "rckpt-train-demo: %s (see --help)\n",
                  opt.status().ToString().c_str());
-    return train_demo::ExitCodeFor(opt.status());
+    return rckpt::ExitCodeFor(opt.status());
   }
   if (opt->help) {
     std::fputs(train_demo::UsageText().c_str(), stdout);

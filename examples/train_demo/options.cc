@@ -190,19 +190,4 @@ See docs/RESTARTING.md.
 )";
 }
 
-int ExitCodeFor(const rckpt::Status& status) {
-  switch (status.code()) {
-    case rckpt::StatusCode::kOk: return 0;
-    case rckpt::StatusCode::kInvalidArgument: return 2;
-    case rckpt::StatusCode::kNotFound: return 3;
-    case rckpt::StatusCode::kCorruption: return 4;
-    case rckpt::StatusCode::kUnsupported: return 5;
-    case rckpt::StatusCode::kDeviceUnavailable: return 6;
-    case rckpt::StatusCode::kDeviceError: return 6;
-    case rckpt::StatusCode::kIoError: return 7;
-    case rckpt::StatusCode::kOutOfMemory: return 8;
-  }
-  return 1;
-}
-
 }  // namespace train_demo

@@ -1,4 +1,4 @@
-// Command-line options of rckpt-train-demo and the exit codes it uses.
+// Command-line options of rckpt-train-demo.
 #ifndef RCKPT_EXAMPLES_TRAIN_DEMO_OPTIONS_H_
 #define RCKPT_EXAMPLES_TRAIN_DEMO_OPTIONS_H_
 
@@ -42,11 +42,6 @@ rckpt::Result<DemoOptions> ParseOptions(const std::vector<std::string>& args);
 
 // The --help text.
 std::string UsageText();
-
-// DESIGN.md section 6: one exit code per status code, shared with the rckpt
-// CLI (2 invalid arguments, 3 not found, 4 corruption, 5 unsupported,
-// 6 device unavailable / device error, 7 I/O error, 8 out of memory).
-int ExitCodeFor(const rckpt::Status& status);
 
 }  // namespace train_demo
 
