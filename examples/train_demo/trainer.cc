@@ -344,7 +344,7 @@ Status Step(TrainState& s, DeviceMemory& memory) {
 std::string DescribeEpoch(const EpochRecord& r) {
   char line[160];
   std::snprintf(line, sizeof(line),
-                "epoch %lld (step %lld): train %.5f  valid %.5f  lr %.2e%s",
+                "epoch %lld (step %lld): train nll %.5f  valid mse %.5f  lr %.2e%s",
                 static_cast<long long>(r.epoch), static_cast<long long>(r.step),
                 r.train_loss, r.valid_loss, r.lr, r.better ? "  best" : "");
   return line;
