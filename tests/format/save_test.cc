@@ -1,0 +1,146 @@
+// Saves are atomic: a failed or cancelled save leaves the previous file at
+// the path untouched and no temporary behind.
+#include "format/format_test_util.h"
+
+namespace rckpt {
+namespace {
+
+using testing::HostTensor;
+
+Checkpoint Sample(uint64_t seed) {
+  Checkpoint ck;
+  EXPECT_OK(ck.AddTensor("model", "w", HostTensor(DType::kF32, {256, 256}, seed)));
+  ck.Tree()["seed"] = static_cast<int64_t>(seed);
+  return ck;
+}
+
+size_t CountTemps(MemFileSystem& fs) {
+  auto names = fs.ListDir("/");
+  size_t n = 0;
+  for (const auto& name : *names) n += name.find(".tmp-") != std::string::npos;
+  return n;
+}
+
+TEST(SaveTest, FailedWriteKeepsPreviousFileAndRemovesTemporary) {
+  MemFileSystem fs;
+  SaveOptions o;
+  o.fs = &fs;
+  ASSERT_OK(Save("/ck.rckpt", Sample(1), o));
+  auto before = *fs.GetFile("/ck.rckpt");
+  fs.SetFaults({.fail_write_after_bytes = 10000});
+  EXPECT_THAT(Save("/ck.rckpt", Sample(2), o), StatusIs(StatusCode::kIoError, "/ck.rckpt"));
+  EXPECT_EQ(*fs.GetFile("/ck.rckpt"), before);
+  EXPECT_EQ(CountTemps(fs), 0u);
+}
+
+TEST(SaveTest, FailedSyncOrRenameKeepsPreviousFile) {
+  MemFileSystem fs;
+  SaveOptions o;
+  o.fs = &fs;
+  ASSERT_OK(Save("/ck.rckpt", Sample(1), o));
+  auto before = *fs.GetFile("/ck.rckpt");
+  fs.SetFaults({.fail_sync = true});
+  EXPECT_FALSE(Save("/ck.rckpt", Sample(2), o).ok());
+  fs.SetFaults({.fail_rename = true});
+  EXPECT_FALSE(Save("/ck.rckpt", Sample(3), o).ok());
+  EXPECT_EQ(*fs.GetFile("/ck.rckpt"), before);
+  EXPECT_EQ(CountTemps(fs), 0u);
+}
+
+TEST(SaveTest, CancelFromProgressCallbackStopsAndKeepsPreviousFile) {
+  MemFileSystem fs;
+  SaveOptions o;
+  o.fs = &fs;
+  o.chunk_bytes = 4096;
+  ASSERT_OK(Save("/ck.rckpt", Sample(1), o));
+  auto before = *fs.GetFile("/ck.rckpt");
+  int calls = 0;
+  o.progress = [&](uint64_t done, uint64_t total) {
+    EXPECT_LE(done, total);
+    return ++calls < 3;
+  };
+  EXPECT_THAT(Save("/ck.rckpt", Sample(2), o), StatusIs(StatusCode::kIoError, "cancelled"));
+  EXPECT_EQ(calls, 3);
+  EXPECT_EQ(*fs.GetFile("/ck.rckpt"), before);
+  EXPECT_EQ(CountTemps(fs), 0u);
+}
+
+TEST(SaveTest, ProgressReachesTheTotal) {
+  MemFileSystem fs;
+  SaveOptions o;
+  o.fs = &fs;
+  o.chunk_bytes = 10000;
+  uint64_t last_done = 0, last_total = 0;
+  o.progress = [&](uint64_t done, uint64_t total) {
+    EXPECT_GE(done, last_done);
+    last_done = done;
+    last_total = total;
+    return true;
+  };
+  ASSERT_OK(Save("/ck.rckpt", Sample(1), o));
+  EXPECT_EQ(last_done, 256u * 256u * 4u);
+  EXPECT_EQ(last_total, last_done);
+}
+
+TEST(SaveTest, RejectsBadOptionsBeforeWriting) {
+  MemFileSystem fs;
+  SaveOptions o;
+  o.fs = &fs;
+  o.alignment = 1000;
+  EXPECT_THAT(Save("/ck.rckpt", Sample(1), o), StatusIs(StatusCode::kInvalidArgument, "alignment"));
+  o.alignment = 4096;
+  o.level = 99;
+  EXPECT_THAT(Save("/ck.rckpt", Sample(1), o), StatusIs(StatusCode::kInvalidArgument, "level"));
+  o.level = 1;
+  o.chunk_bytes = 0;
+  EXPECT_THAT(Save("/ck.rckpt", Sample(1), o), StatusIs(StatusCode::kInvalidArgument, "chunk_bytes"));
+  EXPECT_FALSE(fs.Exists("/ck.rckpt"));
+}
+
+TEST(SaveTest, LargeRawChunksStartAtTheAlignment) {
+  MemFileSystem fs;
+  SaveOptions o;
+  o.fs = &fs;
+  o.codec = Codec::kNone;
+  o.chunk_bytes = 64 * 1024;
+  Checkpoint ck;
+  ASSERT_OK(ck.AddTensor("model", "tiny", HostTensor(DType::kU8, {3}, 1)));
+  ASSERT_OK(ck.AddTensor("model", "big", HostTensor(DType::kF32, {100000}, 2)));
+  ASSERT_OK(Save("/ck.rckpt", ck, o));
+  ASSERT_OK_AND_ASSIGN(auto reader, FileReader::Open(fs, "/ck.rckpt"));
+  for (const auto& c : reader->manifest().tensors[1].chunks) EXPECT_EQ(c.offset % 4096, 0u);
+  // Small chunks are packed at 64-byte alignment instead of wasting a page.
+  EXPECT_EQ(reader->manifest().tensors[0].chunks[0].offset, 64u);
+}
+
+TEST(SaveTest, IncompressibleChunksAreStoredRaw) {
+  MemFileSystem fs;
+  SaveOptions o;
+  o.fs = &fs;
+  o.codec = Codec::kZstd;
+  Checkpoint ck;
+  ASSERT_OK(ck.AddTensor("model", "noise", HostTensor(DType::kU8, {100000}, 1)));
+  ASSERT_OK(Save("/ck.rckpt", ck, o));
+  ASSERT_OK_AND_ASSIGN(auto reader, FileReader::Open(fs, "/ck.rckpt"));
+  EXPECT_EQ(reader->manifest().tensors[0].chunks[0].codec, Codec::kNone);
+}
+
+TEST(SaveTest, PosixSaveReplacesFileAtomicallyAndCleansStaleTemporaries) {
+  std::string dir = testing::NewTempDir("save");
+  std::string path = dir + "/ck.rckpt";
+  // A leftover of a crashed save by a process that no longer exists.
+  std::string stale = path + ".tmp-999999999-0123456789abcdef";
+  { FILE* f = fopen(stale.c_str(), "w"); fputs("junk", f); fclose(f); }
+  SaveOptions o;
+  ASSERT_OK(Save(path, Sample(1), o));
+  ASSERT_OK(Save(path, Sample(2), o));
+  EXPECT_FALSE(std::filesystem::exists(stale));
+  ASSERT_OK_AND_ASSIGN(Checkpoint back, testing::LoadAllToHost(PosixFileSystem(), path));
+  EXPECT_EQ(back.Tree().Find("seed")->as_int(), 2);
+  size_t entries = 0;
+  for (auto& e : std::filesystem::directory_iterator(dir)) entries += e.exists();
+  EXPECT_EQ(entries, 1u);
+}
+
+}  // namespace
+}  // namespace rckpt
