@@ -101,7 +101,14 @@ int Run(const DemoOptions& opt) {
     options.runtime = runtime;
     // Load validates the placement options before it opens the file.
     rckpt::Result<rckpt::Checkpoint> ck = rckpt::Load(opt.resume, options);
-    if (!ck.ok()) return Fail("cannot resume from " + opt.resume, ck.status());
+    if (!ck.ok()) {
+      if (ck.status().code() == rckpt::StatusCode::kDeviceUnavailable) {
+        std::fprintf(stderr,
+                     "rckpt-train-demo: hint: resume with --model-device auto|cpu|cuda:N "
+                     "or --map-location SPEC (docs/RESTARTING.md)\n");
+      }
+      return Fail("cannot resume from " + opt.resume, ck.status());
+    }
     rckpt::Result<TrainState> restored = FromCheckpoint(*ck, memory);
     if (!restored.ok()) return Fail("cannot resume from " + opt.resume, restored.status());
     state = std::move(restored).value();

@@ -331,12 +331,6 @@ Result<Checkpoint> ToCheckpoint(const TrainState& s) {
   for (const StateTensor* t : s.AllTensors()) {
     RCKPT_RETURN_IF_ERROR(ck.AddTensor(t->section, t->name, t->master));
   }
-  Value& rng = ck.Tree()["rng"];
-  for (const Engine& e : kEngines) {
-    RCKPT_RETURN_IF_ERROR(ck.AddRng(e.name, rckpt::RngKind::kMt19937_64,
-                                    rckpt::CaptureEngine(s.*e.engine)));
-    rng[std::string_view(e.name).substr(4)] = Value::RngRef(e.name);
-  }
   Value& tree = ck.Tree();
   tree["program"] = kProgram;
   tree["state_version"] = kStateVersion;
@@ -354,6 +348,12 @@ Result<Checkpoint> ToCheckpoint(const TrainState& s) {
   db["cursor"] = s.cursor;
   for (const StateTensor* t : {&s.x, &s.y, &s.train_indices, &s.valid_indices, &s.order}) {
     db[ShortName(*t, "database.")] = Value::TensorRef(t->name);
+  }
+  Value& rng = tree["rng"];
+  for (const Engine& e : kEngines) {
+    RCKPT_RETURN_IF_ERROR(ck.AddRng(e.name, rckpt::RngKind::kMt19937_64,
+                                    rckpt::CaptureEngine(s.*e.engine)));
+    rng[std::string_view(e.name).substr(4)] = Value::RngRef(e.name);
   }
   return ck;
 }
