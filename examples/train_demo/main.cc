@@ -102,7 +102,8 @@ int Run(const DemoOptions& opt) {
     // Load validates the placement options before it opens the file.
     rckpt::Result<rckpt::Checkpoint> ck = rckpt::Load(opt.resume, options);
     if (!ck.ok()) {
-      if (ck.status().code() == rckpt::StatusCode::kDeviceUnavailable) {
+      if (ck.status().code() == rckpt::StatusCode::kDeviceUnavailable &&
+          !opt.map_location.is_set() && !opt.model_device) {
         std::fprintf(stderr,
                      "rckpt-train-demo: hint: resume with --model-device auto|cpu|cuda:N "
                      "or --map-location SPEC (docs/RESTARTING.md)\n");

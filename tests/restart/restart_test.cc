@@ -239,6 +239,14 @@ TEST_F(RestartTest, BothPlacementOptionsFailBeforeReadingAnything) {
   EXPECT_EQ(one.exit_code, 3) << one.Describe();
 }
 
+TEST_F(RestartTest, DamagedCheckpointExitsWithFour) {
+  std::string ckpt = CrashAfter(8);
+  std::filesystem::resize_file(ckpt, std::filesystem::file_size(ckpt) / 2);
+  ProcessResult r = Demo({"--resume", ckpt, "--model-device", "cpu"});
+  EXPECT_EQ(r.exit_code, 4) << r.Describe();
+  EXPECT_THAT(r.err, HasSubstr("Corruption"));
+}
+
 TEST_F(RestartTest, CrashDuringSaveLeavesThePreviousCheckpointUsable) {
   std::string baseline = Baseline();
   std::string ckpt = Path("last.rckpt");
