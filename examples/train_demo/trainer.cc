@@ -120,19 +120,27 @@ void InitUniform(std::vector<float>& v, double bound, std::mt19937_64& engine) {
 
 }  // namespace
 
-std::vector<StateTensor*> TrainState::AllTensors() {
-  std::vector<StateTensor*> all;
-  for (auto* group : {&params, &exp_avg, &exp_avg_sq, &step, &best_model}) {
-    for (StateTensor& t : *group) all.push_back(&t);
+namespace {
+
+// Shared by the const and non-const AllTensors.
+template <typename State, typename T>
+std::vector<T*> CollectTensors(State& s) {
+  std::vector<T*> all;
+  for (auto* group : {&s.params, &s.exp_avg, &s.exp_avg_sq, &s.step, &s.best_model}) {
+    for (T& t : *group) all.push_back(&t);
   }
-  for (StateTensor* t : {&x, &y, &train_indices, &valid_indices, &order}) all.push_back(t);
+  for (T* t : {&s.x, &s.y, &s.train_indices, &s.valid_indices, &s.order}) all.push_back(t);
   return all;
 }
 
+}  // namespace
+
+std::vector<StateTensor*> TrainState::AllTensors() {
+  return CollectTensors<TrainState, StateTensor>(*this);
+}
+
 std::vector<const StateTensor*> TrainState::AllTensors() const {
-  std::vector<const StateTensor*> all;
-  for (StateTensor* t : const_cast<TrainState*>(this)->AllTensors()) all.push_back(t);
-  return all;
+  return CollectTensors<const TrainState, const StateTensor>(*this);
 }
 
 int64_t TrainState::ParameterCount() const {

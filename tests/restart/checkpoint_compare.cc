@@ -52,28 +52,15 @@ std::string Where(const std::string& what, const std::string& name) {
   return what + " '" + name + "'";
 }
 
-}  // namespace
-
-Result<std::map<std::string, Device>> OriginDevices(const std::string& path) {
-  LoadOptions options;
-  options.map_location = MapLocation::To(Device::Cpu());
-  RCKPT_ASSIGN_OR_RETURN(std::vector<Placement> plan, PlanLoad(path, options, 0));
-  std::map<std::string, Device> origins;
-  for (const Placement& p : plan) origins[p.name] = p.origin;
-  return origins;
+void CompareCounts(const char* what, size_t a, size_t b, std::vector<std::string>& out) {
+  if (a != b) {
+    out.push_back(std::string(what) + " count " + std::to_string(a) + " vs " +
+                  std::to_string(b));
+  }
 }
 
-Result<std::vector<std::string>> CompareCheckpoints(const std::string& path_a,
-                                                    const std::string& path_b,
-                                                    bool ignore_devices) {
-  RCKPT_ASSIGN_OR_RETURN(Checkpoint a, LoadToHost(path_a));
-  RCKPT_ASSIGN_OR_RETURN(Checkpoint b, LoadToHost(path_b));
-  std::vector<std::string> out;
-
-  if (a.sections().size() != b.sections().size()) {
-    out.push_back("section count " + std::to_string(a.sections().size()) + " vs " +
-                  std::to_string(b.sections().size()));
-  }
+void CompareSections(const Checkpoint& a, const Checkpoint& b, std::vector<std::string>& out) {
+  CompareCounts("section", a.sections().size(), b.sections().size(), out);
   for (const SectionInfo& s : a.sections()) {
     const SectionInfo* o = b.FindSection(s.name);
     if (o == nullptr) {
@@ -83,11 +70,10 @@ Result<std::vector<std::string>> CompareCheckpoints(const std::string& path_a,
                     " vs " + std::string(RoleName(o->role)));
     }
   }
+}
 
-  if (a.tensors().size() != b.tensors().size()) {
-    out.push_back("tensor count " + std::to_string(a.tensors().size()) + " vs " +
-                  std::to_string(b.tensors().size()));
-  }
+void CompareTensors(const Checkpoint& a, const Checkpoint& b, std::vector<std::string>& out) {
+  CompareCounts("tensor", a.tensors().size(), b.tensors().size(), out);
   for (const TensorEntry& t : a.tensors()) {
     const TensorEntry* o = b.FindTensor(t.name);
     std::string w = Where("tensor", t.name);
@@ -116,13 +102,15 @@ Result<std::vector<std::string>> CompareCheckpoints(const std::string& path_a,
     }
   }
   for (const TensorEntry& t : b.tensors()) {
-    if (a.FindTensor(t.name) == nullptr) out.push_back(Where("tensor", t.name) + " only in the second");
+    if (a.FindTensor(t.name) == nullptr) {
+      out.push_back(Where("tensor", t.name) + " only in the second");
+    }
   }
+}
 
-  if (a.rng().size() != b.rng().size()) {
-    out.push_back("RNG record count " + std::to_string(a.rng().size()) + " vs " +
-                  std::to_string(b.rng().size()));
-  }
+void CompareRng(const Checkpoint& a, const Checkpoint& b, bool ignore_devices,
+                std::vector<std::string>& out) {
+  CompareCounts("RNG record", a.rng().size(), b.rng().size(), out);
   for (const RngRecord& r : a.rng()) {
     const RngRecord* o = b.FindRng(r.name);
     std::string w = Where("RNG record", r.name);
@@ -139,7 +127,28 @@ Result<std::vector<std::string>> CompareCheckpoints(const std::string& path_a,
       out.push_back(w + ": origin " + r.origin.ToString() + " vs " + o->origin.ToString());
     }
   }
+}
 
+}  // namespace
+
+Result<std::map<std::string, Device>> OriginDevices(const std::string& path) {
+  LoadOptions options;
+  options.map_location = MapLocation::To(Device::Cpu());
+  RCKPT_ASSIGN_OR_RETURN(std::vector<Placement> plan, PlanLoad(path, options, 0));
+  std::map<std::string, Device> origins;
+  for (const Placement& p : plan) origins[p.name] = p.origin;
+  return origins;
+}
+
+Result<std::vector<std::string>> CompareCheckpoints(const std::string& path_a,
+                                                    const std::string& path_b,
+                                                    bool ignore_devices) {
+  RCKPT_ASSIGN_OR_RETURN(Checkpoint a, LoadToHost(path_a));
+  RCKPT_ASSIGN_OR_RETURN(Checkpoint b, LoadToHost(path_b));
+  std::vector<std::string> out;
+  CompareSections(a, b, out);
+  CompareTensors(a, b, out);
+  CompareRng(a, b, ignore_devices, out);
   DiffTree(a.Tree(), b.Tree(), "", out);
   if (a.Metadata() != b.Metadata()) out.push_back("user metadata differs");
 
