@@ -15,6 +15,10 @@ std::string TempPathFor(const std::string& path);
 // a live process (leftovers of crashed saves). Best effort; never fails.
 void RemoveStaleTemps(FileSystem& fs, const std::string& path);
 
+// fs.Remove(path), except that a missing file is OK. Used to clean up a
+// temporary that may or may not have been created.
+Status RemoveIfExists(FileSystem& fs, const std::string& path);
+
 }  // namespace rckpt
 
 #endif  // RCKPT_SRC_IO_ATOMIC_PATH_H_

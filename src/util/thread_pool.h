@@ -16,8 +16,12 @@ namespace rckpt {
 // otherwise the number of cores (at least 1).
 int ResolveThreads(int threads);
 
+// Thread-safety: Submit and ParallelFor may be called from any thread,
+// including from tasks running on the pool.
 class ThreadPool {
  public:
+  // Starts `threads` workers (none when threads <= 0: Submit then runs each
+  // task on the caller, ParallelFor runs everything on the caller).
   explicit ThreadPool(int threads);
   ~ThreadPool();  // waits for queued tasks, then joins
   ThreadPool(const ThreadPool&) = delete;
@@ -27,7 +31,8 @@ class ThreadPool {
   int size() const { return static_cast<int>(workers_.size()); }
 
   // Runs fn(i) for i in [0, n) on the pool and the calling thread; returns
-  // when all are done.
+  // when all are done. Each index runs exactly once. The caller takes part,
+  // so this completes even when every worker is busy (or is the caller).
   void ParallelFor(size_t n, const std::function<void(size_t)>& fn);
 
  private:

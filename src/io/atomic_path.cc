@@ -1,0 +1,109 @@
+#include "io/atomic_path.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <random>
+
+namespace rckpt {
+namespace {
+
+uint64_t RandomSuffix() {
+  // One engine per thread, seeded once from the OS, so concurrent saves need
+  // no lock and never share a name.
+  thread_local std::mt19937_64 engine = [] {
+    const auto pid = static_cast<unsigned>(::getpid());
+    try {
+      std::random_device rd;
+      std::seed_seq seq{rd(), rd(), rd(), rd(), pid};
+      return std::mt19937_64(seq);
+    } catch (...) {
+      // No OS entropy source: the clock, pid and a stack address still
+      // differ between concurrent saves.
+      int marker = 0;
+      const auto now = static_cast<uint64_t>(
+          std::chrono::steady_clock::now().time_since_epoch().count());
+      std::seed_seq seq{static_cast<unsigned>(now),
+                        static_cast<unsigned>(now >> 32), pid,
+                        static_cast<unsigned>(
+                            reinterpret_cast<uintptr_t>(&marker))};
+      return std::mt19937_64(seq);
+    }
+  }();
+  return engine();
+}
+
+bool IsHex(char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+}
+
+// Parses "<pid>-<16 hex>" (the part of a temporary's name after ".tmp-").
+bool ParseTempSuffix(std::string_view s, pid_t* pid) {
+  const size_t dash = s.find('-');
+  if (dash == 0 || dash == std::string_view::npos) return false;
+  const std::string_view digits = s.substr(0, dash);
+  const std::string_view hex = s.substr(dash + 1);
+  if (hex.size() != 16) return false;
+  for (char c : hex) {
+    if (!IsHex(c)) return false;
+  }
+  long long value = 0;
+  auto [end, ec] =
+      std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  if (ec != std::errc() || end != digits.data() + digits.size()) return false;
+  if (value <= 0 || value > std::numeric_limits<pid_t>::max()) return false;
+  *pid = static_cast<pid_t>(value);
+  return true;
+}
+
+bool ProcessIsDead(pid_t pid) {
+  // EPERM means the process exists under another user: alive.
+  return ::kill(pid, 0) == -1 && errno == ESRCH;
+}
+
+}  // namespace
+
+std::string TempPathFor(const std::string& path) {
+  char suffix[64];
+  std::snprintf(suffix, sizeof suffix, ".tmp-%lld-%016llx",
+                static_cast<long long>(::getpid()),
+                static_cast<unsigned long long>(RandomSuffix()));
+  return path + suffix;
+}
+
+void RemoveStaleTemps(FileSystem& fs, const std::string& path) {
+  const std::filesystem::path p(path);
+  const std::string base = p.filename().string();
+  if (base.empty()) return;
+  const std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
+  Result<std::vector<std::string>> names = fs.ListDir(dir);
+  if (!names.ok()) return;
+  const std::string prefix = base + ".tmp-";
+  for (const std::string& name : *names) {
+    if (!name.starts_with(prefix)) continue;
+    pid_t pid = 0;
+    if (!ParseTempSuffix(std::string_view(name).substr(prefix.size()), &pid)) {
+      continue;
+    }
+    // A pid from another PID namespace sharing this directory looks dead
+    // here; its save then fails at the rename instead of corrupting data.
+    if (!ProcessIsDead(pid)) continue;
+    const std::string temp =
+        p.has_parent_path() ? (p.parent_path() / name).string() : name;
+    (void)fs.Remove(temp);  // best effort: another cleaner may have won
+  }
+}
+
+Status RemoveIfExists(FileSystem& fs, const std::string& path) {
+  Status s = fs.Remove(path);
+  if (s.code() == StatusCode::kNotFound) return Status::Ok();
+  return s;
+}
+
+}  // namespace rckpt

@@ -1,0 +1,265 @@
+#include "io/posix_file.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+#include <system_error>
+#include <utility>
+
+namespace rckpt {
+namespace {
+
+std::string ErrnoText(int err) {
+  // std::generic_category is thread-safe where strerror is not.
+  return std::generic_category().message(err);
+}
+
+// Maps an errno to a Status whose message is "<what>: <strerror>".
+Status ErrnoStatus(std::string what, int err) {
+  std::string msg = std::move(what) + ": " + ErrnoText(err);
+  switch (err) {
+    case ENOENT:
+    case ENOTDIR:
+      return Status::NotFound(std::move(msg));
+    case EISDIR:
+      return Status::InvalidArgument(std::move(msg));
+    case ENOMEM:
+      return Status::OutOfMemory(std::move(msg));
+    default:
+      return Status::IoError(std::move(msg));
+  }
+}
+
+// Maps an errno from operation `op` on `path` to a Status.
+Status ErrnoStatus(std::string_view op, const std::string& path, int err) {
+  return ErrnoStatus(std::string(op) + " '" + path + "'", err);
+}
+
+std::string ParentDir(const std::string& path) {
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  return dir.empty() ? "." : dir;
+}
+
+class PosixRandomAccessFile final : public RandomAccessFile {
+ public:
+  PosixRandomAccessFile(int fd, std::string path, uint64_t size,
+                        size_t max_io_bytes)
+      : fd_(fd), path_(std::move(path)), size_(size), max_io_(max_io_bytes) {}
+  ~PosixRandomAccessFile() override { ::close(fd_); }
+
+  uint64_t Size() const override { return size_; }
+
+  Status ReadAt(uint64_t offset, std::span<std::byte> dst) const override {
+    if (offset > size_ || dst.size() > size_ - offset) {
+      return Truncated(offset, dst.size(), size_);
+    }
+    size_t done = 0;
+    while (done < dst.size()) {
+      const size_t want = std::min(dst.size() - done, max_io_);
+      const ssize_t got = ::pread(fd_, dst.data() + done, want,
+                                  static_cast<off_t>(offset + done));
+      if (got < 0) {
+        if (errno == EINTR) continue;
+        return Status::IoError("read '" + path_ + "' at offset " +
+                               std::to_string(offset + done) + ": " +
+                               ErrnoText(errno));
+      }
+      if (got == 0) {
+        // The file shrank after it was opened.
+        struct stat st;
+        const uint64_t now =
+            ::fstat(fd_, &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+        return Truncated(offset, dst.size(), now);
+      }
+      done += static_cast<size_t>(got);
+    }
+    return Status::Ok();
+  }
+
+ private:
+  Status Truncated(uint64_t offset, size_t wanted, uint64_t size) const {
+    return Status::Corruption("'" + path_ + "' truncated: wanted " +
+                              std::to_string(wanted) + " bytes at offset " +
+                              std::to_string(offset) + ", file has " +
+                              std::to_string(size));
+  }
+
+  const int fd_;
+  const std::string path_;
+  const uint64_t size_;
+  const size_t max_io_;
+};
+
+class PosixWritableFile final : public WritableFile {
+ public:
+  PosixWritableFile(int fd, std::string path, size_t max_io_bytes)
+      : fd_(fd), path_(std::move(path)), max_io_(max_io_bytes) {}
+  ~PosixWritableFile() override {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  Status Append(std::span<const std::byte> data) override {
+    if (fd_ < 0) return Closed("append to");
+    size_t done = 0;
+    while (done < data.size()) {
+      const size_t want = std::min(data.size() - done, max_io_);
+      const ssize_t put = ::write(fd_, data.data() + done, want);
+      if (put < 0) {
+        if (errno == EINTR) continue;
+        // ENOSPC, EFBIG and EDQUOT land here: the caller removes the file.
+        return Status::IoError("write '" + path_ + "' (" +
+                               std::to_string(done) + " of " +
+                               std::to_string(data.size()) +
+                               " bytes written): " + ErrnoText(errno));
+      }
+      if (put == 0) {
+        return Status::IoError("write '" + path_ + "': no progress after " +
+                               std::to_string(done) + " of " +
+                               std::to_string(data.size()) + " bytes");
+      }
+      done += static_cast<size_t>(put);
+    }
+    return Status::Ok();
+  }
+
+  Status Sync() override {
+    if (fd_ < 0) return Closed("sync");
+    if (::fsync(fd_) != 0) return ErrnoStatus("fsync", path_, errno);
+    return Status::Ok();
+  }
+
+  Status Close() override {
+    if (fd_ < 0) return Closed("close");
+    const int fd = std::exchange(fd_, -1);
+    // Linux releases the descriptor even when close fails, so no retry.
+    if (::close(fd) != 0 && errno != EINTR) {
+      return ErrnoStatus("close", path_, errno);
+    }
+    return Status::Ok();
+  }
+
+ private:
+  Status Closed(std::string_view op) const {
+    return Status::InvalidArgument(std::string("cannot ") + std::string(op) +
+                                   " '" + path_ + "': already closed");
+  }
+
+  int fd_;
+  const std::string path_;
+  const size_t max_io_;
+};
+
+class PosixFs final : public FileSystem {
+ public:
+  Result<std::unique_ptr<RandomAccessFile>> OpenForRead(
+      const std::string& path) override {
+    return OpenPosixRandomAccessFile(path);
+  }
+
+  Result<std::unique_ptr<WritableFile>> OpenForWrite(
+      const std::string& path) override {
+    return OpenPosixWritableFile(path);
+  }
+
+  Status Rename(const std::string& from, const std::string& to) override {
+    if (::rename(from.c_str(), to.c_str()) != 0) {
+      return ErrnoStatus("rename '" + from + "' to '" + to + "'", errno);
+    }
+    return Status::Ok();
+  }
+
+  Status Remove(const std::string& path) override {
+    if (::unlink(path.c_str()) != 0) return ErrnoStatus("remove", path, errno);
+    return Status::Ok();
+  }
+
+  Status SyncParentDir(const std::string& path) override {
+    const std::string dir = ParentDir(path);
+    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return ErrnoStatus("open directory", dir, errno);
+    const int rc = ::fsync(fd);
+    const int err = errno;
+    ::close(fd);
+    // Some file systems cannot sync a directory and say so with EINVAL;
+    // there is nothing more durable to ask of them.
+    if (rc != 0 && err != EINVAL && err != EROFS) {
+      return ErrnoStatus("fsync directory", dir, err);
+    }
+    return Status::Ok();
+  }
+
+  Result<std::vector<std::string>> ListDir(const std::string& dir) override {
+    DIR* d = ::opendir(dir.c_str());  // glibc opens it with O_CLOEXEC
+    if (d == nullptr) {
+      const int err = errno;
+      if (err == ENOTDIR) {
+        return Status::InvalidArgument("list '" + dir + "': not a directory");
+      }
+      return ErrnoStatus("list", dir, err);
+    }
+    std::vector<std::string> names;
+    for (;;) {
+      errno = 0;
+      const dirent* e = ::readdir(d);
+      if (e == nullptr) break;
+      const std::string_view name = e->d_name;
+      if (name != "." && name != "..") names.emplace_back(name);
+    }
+    const int err = errno;
+    ::closedir(d);
+    if (err != 0) return ErrnoStatus("list", dir, err);
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+  bool Exists(const std::string& path) override {
+    struct stat st;
+    return ::stat(path.c_str(), &st) == 0;
+  }
+};
+
+}  // namespace
+
+Result<std::unique_ptr<RandomAccessFile>> OpenPosixRandomAccessFile(
+    const std::string& path, size_t max_io_bytes) {
+  // O_NONBLOCK keeps a FIFO at `path` from blocking the open; it is refused
+  // below, and the flag means nothing for regular files.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return ErrnoStatus("open", path, errno);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return ErrnoStatus("stat", path, err);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::InvalidArgument(
+        "open '" + path + "': expected a regular file, found " +
+        (S_ISDIR(st.st_mode) ? "a directory" : "a special file"));
+  }
+  return std::unique_ptr<RandomAccessFile>(std::make_unique<PosixRandomAccessFile>(
+      fd, path, static_cast<uint64_t>(st.st_size),
+      std::max<size_t>(max_io_bytes, 1)));
+}
+
+Result<std::unique_ptr<WritableFile>> OpenPosixWritableFile(
+    const std::string& path, size_t max_io_bytes) {
+  const int fd =
+      ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoStatus("create", path, errno);
+  return std::unique_ptr<WritableFile>(std::make_unique<PosixWritableFile>(
+      fd, path, std::max<size_t>(max_io_bytes, 1)));
+}
+
+FileSystem& PosixFileSystem() {
+  static PosixFs fs;
+  return fs;
+}
+
+}  // namespace rckpt

@@ -1,0 +1,2 @@
+target_sources(rckpt PRIVATE
+  ${RCKPT_SRC}/util/thread_pool.cc)

@@ -1,0 +1,102 @@
+#include "io/atomic_path.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <regex>
+#include <set>
+#include <string>
+
+#include "test_util.h"
+
+namespace rckpt {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::UnorderedElementsAre;
+
+// The pid of a process that has exited and been reaped.
+pid_t DeadPid() {
+  const pid_t pid = ::fork();
+  if (pid == 0) ::_exit(0);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return pid;
+}
+
+std::string Temp(const std::string& path, pid_t pid) {
+  return path + ".tmp-" + std::to_string(pid) + "-0123456789abcdef";
+}
+
+TEST(TempPathForTest, AppendsPidAndSixteenHexDigits) {
+  const std::string temp = TempPathFor("dir/run.rckpt");
+  const std::regex format("dir/run\\.rckpt\\.tmp-" + std::to_string(::getpid()) +
+                          "-[0-9a-f]{16}");
+  EXPECT_TRUE(std::regex_match(temp, format)) << temp;
+}
+
+TEST(TempPathForTest, NamesDiffer) {
+  std::set<std::string> names;
+  for (int i = 0; i < 1000; ++i) names.insert(TempPathFor("a"));
+  EXPECT_EQ(names.size(), 1000u);
+}
+
+TEST(RemoveStaleTempsTest, RemovesDeadPidTempsOnlyOnMemFs) {
+  MemFileSystem fsys;
+  const pid_t dead = DeadPid();
+  const pid_t live = ::getpid();
+  fsys.SetFile("d/run.rckpt", {});
+  fsys.SetFile(Temp("d/run.rckpt", dead), {});
+  fsys.SetFile(Temp("d/run.rckpt", live), {});
+  fsys.SetFile(Temp("d/other.rckpt", dead), {});        // another path's
+  fsys.SetFile("d/run.rckpt.tmp-" + std::to_string(dead) + "-xyz", {});  // not ours
+  fsys.SetFile("d/run.rckpt.tmp-" + std::to_string(dead) + "-0123456789ABCDEF", {});
+  fsys.SetFile("d/run.rckpt.tmp--5-0123456789abcdef", {});
+  RemoveStaleTemps(fsys, "d/run.rckpt");
+  ASSERT_OK_AND_ASSIGN(std::vector<std::string> names, fsys.ListDir("d"));
+  const std::string d = std::to_string(dead);
+  EXPECT_THAT(names,
+              UnorderedElementsAre(
+                  "run.rckpt", Temp("run.rckpt", live), Temp("other.rckpt", dead),
+                  "run.rckpt.tmp-" + d + "-xyz",
+                  "run.rckpt.tmp-" + d + "-0123456789ABCDEF",
+                  "run.rckpt.tmp--5-0123456789abcdef"));
+}
+
+TEST(RemoveStaleTempsTest, RemovesDeadPidTempsOnPosixFs) {
+  const std::string dir = testing::NewTempDir("stale");
+  const std::string path = dir + "/ck.rckpt";
+  const pid_t dead = DeadPid();
+  for (const std::string& p :
+       {path, Temp(path, dead), Temp(path, ::getpid()), Temp(path, 1),
+        dir + "/unrelated"}) {
+    std::ofstream(p) << "x";
+  }
+  RemoveStaleTemps(PosixFileSystem(), path);
+  ASSERT_OK_AND_ASSIGN(std::vector<std::string> names,
+                       PosixFileSystem().ListDir(dir));
+  EXPECT_THAT(names, UnorderedElementsAre("ck.rckpt", Temp("ck.rckpt", ::getpid()),
+                                          Temp("ck.rckpt", 1), "unrelated"));
+}
+
+TEST(RemoveStaleTempsTest, PathWithoutDirectoryUsesCurrentDirectory) {
+  MemFileSystem fsys;
+  const pid_t dead = DeadPid();
+  fsys.SetFile("ck", {});
+  fsys.SetFile(Temp("ck", dead), {});
+  RemoveStaleTemps(fsys, "ck");
+  ASSERT_OK_AND_ASSIGN(std::vector<std::string> names, fsys.ListDir("."));
+  EXPECT_THAT(names, ElementsAre("ck"));
+}
+
+TEST(RemoveIfExistsTest, MissingFileIsOk) {
+  MemFileSystem fsys;
+  fsys.SetFile("a", {});
+  EXPECT_OK(RemoveIfExists(fsys, "a"));
+  EXPECT_FALSE(fsys.Exists("a"));
+  EXPECT_OK(RemoveIfExists(fsys, "a"));
+}
+
+}  // namespace
+}  // namespace rckpt
