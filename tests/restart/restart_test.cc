@@ -2,116 +2,19 @@
 // is crashed (after a step, or in the middle of a checkpoint write), resumed
 // with every placement option, and its final checkpoint is compared with the
 // one of a run that never stopped.
-#include <signal.h>
-
 #include <filesystem>
 #include <map>
 #include <ostream>
 #include <string>
 #include <vector>
 
-#include "checkpoint_compare.h"
-#include "rckpt/io.h"
-#include "rckpt/runtime.h"
-#include "subprocess.h"
-#include "test_util.h"
+#include "restart_fixture.h"
 
 namespace rckpt::testing {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-
-// Small enough for the whole file to run in seconds: 15 steps per epoch,
-// so kSteps spans a few epochs, and a checkpoint every kEvery steps.
-constexpr int kSteps = 40;
-constexpr int kEvery = 4;
-const std::vector<std::string> kSmall = {"--hidden", "24"};
-
-std::vector<std::string> Concat(std::vector<std::string> a,
-                                const std::vector<std::string>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
-// Whether this machine has real CUDA devices (auto then means cuda:0).
-int RealDeviceCount() { return DefaultRuntime().DeviceCount(); }
-
-class RestartTest : public ::testing::Test {
- protected:
-  void SetUp() override { dir_ = NewTempDir("restart"); }
-
-  std::string Path(const std::string& name) const { return dir_ + "/" + name; }
-
-  ProcessResult Demo(const std::vector<std::string>& args) {
-    return RunProcess(Concat({RCKPT_DEMO_BINARY}, args), dir_);
-  }
-
-  // An uninterrupted run to kSteps; returns its final checkpoint.
-  std::string Baseline(const std::vector<std::string>& extra = {}) {
-    std::string final_path = Path("baseline-" + std::to_string(baselines_++) + ".rckpt");
-    ProcessResult r = Demo(Concat(Concat({"--steps", std::to_string(kSteps), "--final",
-                                          final_path},
-                                         kSmall),
-                                  extra));
-    EXPECT_EQ(r.exit_code, 0) << r.Describe();
-    return final_path;
-  }
-
-  // A run checkpointing every kEvery steps that crashes after `stop` steps;
-  // returns the checkpoint path.
-  std::string CrashAfter(int stop, const std::vector<std::string>& extra = {}) {
-    std::string ckpt = Path("last-" + std::to_string(stop) + ".rckpt");
-    ProcessResult r = Demo(Concat(
-        Concat({"--steps", std::to_string(kSteps), "--checkpoint", ckpt,
-                "--checkpoint-every", std::to_string(kEvery), "--stop-after",
-                std::to_string(stop)},
-               kSmall),
-        extra));
-    EXPECT_EQ(r.signal, SIGABRT) << "the run should have crashed\n" << r.Describe();
-    EXPECT_THAT(r.err, HasSubstr("--stop-after"));
-    return ckpt;
-  }
-
-  // Resumes from `ckpt` to kSteps; returns the final path ("" on failure).
-  std::string Resume(const std::string& ckpt, const std::vector<std::string>& extra,
-                     ProcessResult* result = nullptr) {
-    std::string final_path = Path("resumed-" + std::to_string(resumes_++) + ".rckpt");
-    ProcessResult r = Demo(Concat({"--resume", ckpt, "--steps", std::to_string(kSteps),
-                                   "--checkpoint", Path("resumed-last.rckpt"),
-                                   "--checkpoint-every", std::to_string(kEvery),
-                                   "--final", final_path},
-                                  extra));
-    if (result != nullptr) *result = r;
-    EXPECT_EQ(r.exit_code, 0) << r.Describe();
-    EXPECT_THAT(r.out, HasSubstr("restored in"));
-    return r.exit_code == 0 ? final_path : "";
-  }
-
-  void ExpectIdentical(const std::string& a, const std::string& b,
-                       bool ignore_devices = false) {
-    ASSERT_FALSE(a.empty());
-    ASSERT_FALSE(b.empty());
-    ASSERT_OK_AND_ASSIGN(std::vector<std::string> diffs,
-                         CompareCheckpoints(a, b, ignore_devices));
-    EXPECT_THAT(diffs, IsEmpty()) << a << " vs " << b;
-  }
-
-  int64_t StoredStep(const std::string& path) {
-    LoadOptions options;
-    options.map_location = MapLocation::To(Device::Cpu());
-    Result<Checkpoint> ck = Load(path, options);
-    EXPECT_TRUE(ck.ok()) << ck.status().ToString();
-    if (!ck.ok()) return -1;
-    const Value* c = ck->Tree().Find(std::string_view("controller"));
-    const Value* step = c ? c->Find(std::string_view("global_step")) : nullptr;
-    return step ? step->as_int() : -1;
-  }
-
-  std::string dir_;
-  int baselines_ = 0;
-  int resumes_ = 0;
-};
 
 TEST_F(RestartTest, UninterruptedRunsAreBitIdenticalAndSeedMatters) {
   std::string a = Baseline();
@@ -226,6 +129,23 @@ TEST_F(RestartTest, Cuda1CheckpointResumesIdenticalWithModelDeviceAuto) {
   EXPECT_EQ(origins["model.fc1.weight"], expected);
   EXPECT_EQ(origins["optimizer.state.0.exp_avg"], expected);
   EXPECT_EQ(origins["database.x"], Device::Cpu());  // data role: host
+}
+
+TEST_F(RestartTest, Cuda1RunResumedOnHostAndBackEndsIdentical) {
+  std::string baseline = Baseline(kOnEmulatedCuda1);
+  std::string on_cuda1 = CrashAfter(10, kOnEmulatedCuda1);
+  // Continued on a machine without GPUs: its checkpoints are host-tagged.
+  std::string on_host = ResumeCrashing(on_cuda1, {"--model-device", "cpu"}, 23);
+  ASSERT_OK_AND_ASSIGN(auto host_origins, OriginDevices(on_host));
+  EXPECT_EQ(host_origins["model.fc1.weight"], Device::Cpu());
+  // And back on a machine with two devices, the model on cuda:1 again.
+  std::string final_path =
+      Resume(on_host, {"--emulate-devices", "2", "--model-device", "cuda:1"});
+  ExpectIdentical(baseline, final_path, /*ignore_devices=*/true);
+  ASSERT_OK_AND_ASSIGN(auto origins, OriginDevices(final_path));
+  EXPECT_EQ(origins["model.fc1.weight"], Device::Cuda(1));
+  EXPECT_EQ(origins["optimizer.state.0.exp_avg"], Device::Cuda(1));
+  EXPECT_EQ(origins["database.x"], Device::Cpu());
 }
 
 TEST_F(RestartTest, BothPlacementOptionsFailBeforeReadingAnything) {
