@@ -176,11 +176,18 @@ Options:
                         ("cpu", "cuda:0") or by origin tag ("cuda:1=cuda:0");
                         RNG, metrics and step counters always stay on host
                         (give --model-device or --map-location, not both)
-  --stop-after S        crash (abort, no cleanup) after global step S
+  --stop-after S        crash (abort, no cleanup) after global step S and
+                        its checkpoint, if one falls on it
   --stop-in-save K      crash in the middle of writing the K-th checkpoint
   --emulate-devices N   use N host-emulated CUDA devices instead of the real
                         runtime (try placements on a machine without GPUs)
   --help                this text
+
+Example: a run on GPU 1 crashes and continues on this machine, identically:
+  rckpt-train-demo --emulate-devices 2 --device cuda:1 --steps 300 \
+                   --checkpoint last.rckpt --checkpoint-every 50 --stop-after 175
+  rckpt-train-demo --resume last.rckpt --model-device auto --steps 300 \
+                   --final final.rckpt
 
 Without placement options a resume puts every tensor back on the device it
 was saved from, and fails with exit code 6 if that device does not exist
