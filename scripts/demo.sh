@@ -62,12 +62,20 @@ set +e
 echo "(exit code $?)"
 set -e
 
-step "5. Resuming with --model-device auto"
+step "5. Where --model-device auto would put things: rckpt plan (a few rows)"
+if [ -x "$RCKPT" ] && "$RCKPT" plan --help >/dev/null 2>&1; then
+  "$RCKPT" plan last.rckpt --model-device auto |
+    grep -E '^KIND|^tensor (model\.fc1\.weight|optimizer\.state\.0\.(exp_avg|step)|metrics\.best_model\.fc1\.weight|database\.x) |^rng +rng\.dropout|tensors:'
+else
+  echo "(rckpt plan not available in this build: skipped)"
+fi
+
+step "6. Resuming with --model-device auto"
 "$DEMO" --resume last.rckpt --model-device auto --steps "$STEPS" \
         --checkpoint last.rckpt --checkpoint-every "$EVERY" --final resumed.rckpt \
         | tee resume.log | grep -v '^epoch'
 
-step "6. rckpt diff --ignore-devices reference.rckpt resumed.rckpt"
+step "7. rckpt diff --ignore-devices reference.rckpt resumed.rckpt"
 if [ -x "$RCKPT" ] && "$RCKPT" diff --help >/dev/null 2>&1; then
   set +e
   "$RCKPT" diff --ignore-devices reference.rckpt resumed.rckpt
@@ -83,7 +91,7 @@ else
   echo " the same files through the library)"
 fi
 
-step "7. Timings"
+step "8. Timings"
 awk '/ saved in /{n++; s+=$(NF-1)} END{if(n) printf "checkpoint saves: %d, mean %.1f ms\n", n, s/n}' crash.log
 grep -h 'restored in' resume.log | sed 's/^/restore: /'
 grep -h '^final' resume.log | sed 's/^/final save: /'
