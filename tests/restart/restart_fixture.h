@@ -6,6 +6,7 @@
 
 #include <signal.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,10 @@ inline int RealDeviceCount() { return DefaultRuntime().DeviceCount(); }
 class RestartTest : public ::testing::Test {
  protected:
   void SetUp() override { dir_ = NewTempDir("restart"); }
+  // A failed test keeps its files (the paths are in the failure messages).
+  void TearDown() override {
+    if (!dir_.empty() && !HasFailure()) std::filesystem::remove_all(dir_);
+  }
 
   std::string Path(const std::string& name) const { return dir_ + "/" + name; }
 
