@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The restart demo: a training run on "GPU 1" checkpoints with rckpt and
-# crashes; it is resumed on this machine's devices (--model-device auto) and
-# `rckpt diff` proves that the continuation is bit-identical to a run that
-# never stopped.
+# The restart demo (README: `bash scripts/demo.sh`): installs what is
+# missing, builds rckpt, then a training run on "GPU 1" checkpoints with
+# rckpt and crashes; it is resumed on this machine's devices
+# (--model-device auto) and `rckpt diff` proves that the continuation is
+# bit-identical to a run that never stopped.
 #
-#   scripts/demo.sh [BUILD_DIR]        (default: build-demo in the repository)
+#   bash scripts/demo.sh [BUILD_DIR]        (default: build/ in the repository)
 #
 # The first run lives on emulated cuda:1 (--emulate-devices 2 --device cuda:1),
 # so the scenario is the same on a laptop and on a GPU server: on a machine
@@ -12,20 +13,18 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BUILD=${1:-$ROOT/build-demo}
+BUILD=${1:-$ROOT/build}
 STEPS=300 EVERY=50 STOP=175 HIDDEN=256
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
-step "Building rckpt-train-demo and the rckpt CLI in $BUILD"
-if [ ! -f "$BUILD/CMakeCache.txt" ]; then
-  generator=(); command -v ninja >/dev/null && generator=(-G Ninja)
-  cmake -S "$ROOT" -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-        -DRCKPT_BUILD_TESTS=OFF -DRCKPT_BUILD_BENCH=OFF >/dev/null
+step "Installing what is missing, building rckpt in $BUILD"
+bash "$ROOT/scripts/install-deps.sh"
+build_log=$(mktemp)
+if ! BUILD_DIR="$BUILD" bash "$ROOT/scripts/build.sh" >"$build_log" 2>&1; then
+  tail -40 "$build_log"; echo "build failed (full log: $build_log)"; exit 1
 fi
-targets=(--target rckpt-train-demo)
-cmake --build "$BUILD" --target help | grep -q 'rckpt_cli' && targets+=(--target rckpt_cli)
-cmake --build "$BUILD" -j"$(nproc)" "${targets[@]}" | tail -1
+tail -1 "$build_log"; rm -f "$build_log"
 
 DEMO=$BUILD/examples/rckpt-train-demo
 RCKPT=$BUILD/tools/rckpt
@@ -52,6 +51,7 @@ echo "(exit code $code: the process died without cleanup)"
 step "3. What the checkpoint holds: rckpt inspect last.rckpt"
 if [ -x "$RCKPT" ]; then
   "$RCKPT" inspect last.rckpt | awk '/^tree/{exit} {print}'
+  "$RCKPT" verify last.rckpt
 else
   echo "(rckpt CLI not built: skipped)"
 fi
@@ -62,10 +62,13 @@ set +e
 echo "(exit code $?)"
 set -e
 
-step "5. Where --model-device auto would put things: rckpt plan (a few rows)"
+step "5. Where --model-device auto would put things: rckpt plan (a few rows), rckpt load"
 if [ -x "$RCKPT" ] && "$RCKPT" plan --help >/dev/null 2>&1; then
   "$RCKPT" plan last.rckpt --model-device auto |
     grep -E '^KIND|^tensor (model\.fc1\.weight|optimizer\.state\.0\.(exp_avg|step)|metrics\.best_model\.fc1\.weight|database\.x) |^rng +rng\.dropout|tensors:'
+  echo
+  echo "rckpt load on 2 emulated GPUs, as stored (the engine's restore, timed):"
+  "$RCKPT" load last.rckpt --emulate-devices 2
 else
   echo "(rckpt plan not available in this build: skipped)"
 fi
