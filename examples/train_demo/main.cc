@@ -38,7 +38,7 @@ void Print(const std::string& line) {
 int Fail(const std::string& what, const Status& status) {
   std::fprintf(stderr, "rckpt-train-demo: %s: %s\n", what.c_str(),
                status.ToString().c_str());
-  return rckpt::ExitCodeFor(status);  // DESIGN.md section 6
+  return rckpt::ExitCodeFor(status);  // the rckpt CLI's codes (docs/CLI.md)
 }
 
 // Saves `state` to `path`. When `crash_midway`, aborts the process from the

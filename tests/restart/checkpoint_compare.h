@@ -1,5 +1,5 @@
 // Compares two checkpoint files through the library: everything a restart
-// depends on (DESIGN.md section 6, "What diff compares").
+// depends on, as `rckpt diff` does (docs/CLI.md).
 #ifndef RCKPT_TESTS_RESTART_CHECKPOINT_COMPARE_H_
 #define RCKPT_TESTS_RESTART_CHECKPOINT_COMPARE_H_
 
