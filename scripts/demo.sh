@@ -50,7 +50,7 @@ echo "(exit code $code: the process died without cleanup)"
 
 step "3. What the checkpoint holds: rckpt inspect last.rckpt"
 if [ -x "$RCKPT" ]; then
-  "$RCKPT" inspect last.rckpt | awk '/^tree/{exit} {print}'
+  "$RCKPT" inspect last.rckpt | awk '/^tree/{skip = 1} !skip'
   "$RCKPT" verify last.rckpt
 else
   echo "(rckpt CLI not built: skipped)"
@@ -68,7 +68,7 @@ if [ -x "$RCKPT" ] && "$RCKPT" plan --help >/dev/null 2>&1; then
     grep -E '^KIND|^tensor (model\.fc1\.weight|optimizer\.state\.0\.(exp_avg|step)|metrics\.best_model\.fc1\.weight|database\.x) |^rng +rng\.dropout|tensors:'
   echo
   echo "rckpt load on 2 emulated GPUs, as stored (the engine's restore, timed):"
-  "$RCKPT" load last.rckpt --emulate-devices 2
+  "$RCKPT" load last.rckpt --emulate-devices 2 | sed -n '1,4p'
 else
   echo "(rckpt plan not available in this build: skipped)"
 fi
