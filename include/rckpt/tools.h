@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "rckpt/checkpoint.h"
+#include "rckpt/io.h"
 #include "rckpt/options.h"
 
 namespace rckpt {
@@ -86,6 +87,34 @@ struct VerifyReport {
 // naming tensor, chunk, offset and what failed).
 Status VerifyRckpt(const std::string& path, VerifyReport* report = nullptr,
                    const ProgressCallback& progress = {}, FileSystem* fs = nullptr);
+
+// `rckpt plan` and `rckpt load` (docs/RELOCATION.md). The placements come
+// from PlanLoad (plan) or from the loaded checkpoint (load).
+// Text: one row per tensor and RNG record (kind, name, section, role, origin,
+// target) and a summary of how many go to each device. JSON (schema_version
+// 1): {"schema_version":1,"placements":[{"name","kind":"tensor"|"rng",
+// "section" (null for RNG records),"role","origin","target"}]}.
+std::string RenderPlanText(const std::vector<Placement>& placements);
+std::string RenderPlanJson(const std::vector<Placement>& placements);
+
+struct LoadReport {
+  std::string path;
+  std::string runtime;  // DeviceRuntime::name() of the runtime used
+  LoadStats stats;
+  std::vector<Placement> placements;
+};
+
+// Loads `path` for real with `options` (its stats pointer is replaced) and
+// records where every tensor and RNG record went; the loaded checkpoint is
+// released before returning. Errors: those of Load.
+Result<LoadReport> LoadForReport(const std::string& path, LoadOptions options);
+
+// Text: bytes, seconds, GB/s, staging high-water of capacity, then the
+// placement table. JSON (schema_version 1): {"schema_version":1,"path",
+// "runtime","bytes_read","bytes_restored","seconds","gb_per_s",
+// "staging_high_water","staging_capacity","placements":[...as plan...]}.
+std::string RenderLoadText(const LoadReport& report);
+std::string RenderLoadJson(const LoadReport& report);
 
 }  // namespace rckpt
 

@@ -1,0 +1,295 @@
+// Load, LoadInto, ReadTensors and PlanLoad (io.h): options first, then the
+// file, then the plan, then every destination is allocated, then the
+// pipeline fills them. Only a complete result is handed back.
+#include <chrono>
+#include <map>
+#include <set>
+#include <string>
+
+#include "engine/pipeline.h"
+#include "engine/placement.h"
+#include "format/file_reader.h"
+#include "format/host_load.h"
+#include "rckpt/file.h"
+#include "rckpt/io.h"
+#include "rckpt/runtime.h"
+
+namespace rckpt {
+namespace {
+
+DeviceRuntime& RuntimeOf(const LoadOptions& o) {
+  return o.runtime != nullptr ? *o.runtime : DefaultRuntime();
+}
+
+FileSystem& FileSystemOf(const LoadOptions& o) {
+  return o.fs != nullptr ? *o.fs : PosixFileSystem();
+}
+
+// Header and footer, read by every open besides the manifest.
+constexpr uint64_t kFrameBytes = 128;
+
+// New memory for a tensor on `target`. Device memory is owned by the
+// returned Tensor: its deleter frees it through `runtime`, which therefore
+// must outlive the tensor (and every copy of it).
+Result<Tensor> AllocateTensor(DeviceRuntime& runtime, const TensorMeta& t,
+                              Device target) {
+  if (target.is_cpu()) {
+    Result<Tensor> host = Tensor::Empty(t.dtype, t.shape);
+    if (!host.ok()) return host.status().WithContext("tensor '" + t.name + "'");
+    return host;
+  }
+  Result<void*> p = runtime.Allocate(target, t.nbytes);
+  if (!p.ok()) return p.status().WithContext("tensor '" + t.name + "'");
+  DeviceRuntime* rt = &runtime;
+  std::shared_ptr<void> owner(*p, [rt, target](void* q) { rt->Free(target, q); });
+  return Tensor::Adopt(t.dtype, t.shape, target, std::move(owner), *p);
+}
+
+PipelineOptions PipelineOptionsOf(const LoadOptions& o, DeviceRuntime& rt) {
+  PipelineOptions p;
+  p.runtime = &rt;
+  p.verify_checksums = o.verify_checksums;
+  p.threads = o.threads;
+  p.staging_bytes = o.staging_bytes;
+  p.progress = o.progress;
+  return p;
+}
+
+void FillStats(const LoadOptions& o, const FileReader& reader,
+               const PipelineStats& ps,
+               std::chrono::steady_clock::time_point start, uint64_t extra) {
+  if (o.stats == nullptr) return;
+  o.stats->bytes_read =
+      ps.bytes_read + reader.manifest().manifest_size + kFrameBytes;
+  o.stats->bytes_restored = ps.bytes_restored + extra;
+  o.stats->seconds = std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - start)
+                         .count();
+  o.stats->staging_high_water = ps.staging_high_water;
+  o.stats->staging_capacity = ps.staging_capacity;
+}
+
+// Allocates every planned tensor and runs the pipeline into them. On
+// failure the tensors (and so their memory) are released before returning.
+Result<std::vector<Tensor>> Restore(const FileReader& reader,
+                                    const LoadPlan& plan,
+                                    const LoadOptions& options,
+                                    DeviceRuntime& runtime,
+                                    PipelineStats* stats) {
+  const Manifest& m = reader.manifest();
+  std::vector<Tensor> tensors;
+  std::vector<TensorDest> dests;
+  tensors.reserve(plan.tensor_index.size());
+  dests.reserve(plan.tensor_index.size());
+  for (size_t k = 0; k < plan.tensor_index.size(); ++k) {
+    const TensorMeta& t = m.tensors[plan.tensor_index[k]];
+    const Device target = plan.placements[k].target;
+    RCKPT_ASSIGN_OR_RETURN(Tensor tensor, AllocateTensor(runtime, t, target));
+    dests.push_back(TensorDest{&t, target, tensor.data()});
+    tensors.push_back(std::move(tensor));
+  }
+  RCKPT_RETURN_IF_ERROR(RunLoadPipeline(
+      reader, dests, PipelineOptionsOf(options, runtime), stats));
+  return tensors;
+}
+
+std::string JoinNames(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) {
+    if (!out.empty()) out += ", ";
+    out += "'" + n + "'";
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<Checkpoint> Load(const std::string& path, const LoadOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  DeviceRuntime& runtime = RuntimeOf(options);
+  const int count = runtime.DeviceCount();
+  RCKPT_RETURN_IF_ERROR(CheckLoadOptions(options, count));
+  RCKPT_ASSIGN_OR_RETURN(std::unique_ptr<FileReader> reader,
+                         FileReader::Open(FileSystemOf(options), path));
+  const Manifest& m = reader->manifest();
+  RCKPT_ASSIGN_OR_RETURN(LoadPlan plan, PlanPlacements(m.sections, m.tensors,
+                                                       m.rng, options, count));
+  // Sections, RNG records (validated here, before any tensor byte is read),
+  // tree and metadata.
+  RCKPT_ASSIGN_OR_RETURN(Checkpoint ck, CheckpointSkeleton(m));
+  PipelineStats ps;
+  RCKPT_ASSIGN_OR_RETURN(std::vector<Tensor> tensors,
+                         Restore(*reader, plan, options, runtime, &ps));
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    const TensorMeta& t = m.tensors[plan.tensor_index[k]];
+    RCKPT_RETURN_IF_ERROR(
+        ck.AddTensor(t.section, t.name, std::move(tensors[k]), t.role));
+    ck.mutable_tensors().back().origin = t.origin;
+  }
+  uint64_t rng_bytes = 0;
+  for (const RngRecord& r : m.rng) rng_bytes += r.bytes.size();
+  FillStats(options, *reader, ps, start, rng_bytes);
+  return ck;
+}
+
+Status LoadInto(const std::string& path, const std::vector<LoadTarget>& targets,
+                const LoadOptions& options, bool strict) {
+  const auto start = std::chrono::steady_clock::now();
+  DeviceRuntime& runtime = RuntimeOf(options);
+  const int count = runtime.DeviceCount();
+  RCKPT_RETURN_IF_ERROR(CheckLoadOptions(options, count));
+  RCKPT_ASSIGN_OR_RETURN(std::unique_ptr<FileReader> reader,
+                         FileReader::Open(FileSystemOf(options), path));
+  const Manifest& m = reader->manifest();
+  // Section selection decides which of the file's tensors are expected.
+  RCKPT_ASSIGN_OR_RETURN(std::vector<size_t> selected,
+                         SelectTensors(m.sections, m.tensors, options));
+  std::map<std::string_view, size_t> in_file;
+  for (size_t i : selected) in_file[m.tensors[i].name] = i;
+
+  std::vector<std::string> missing, unexpected, mismatched, duplicate;
+  std::set<std::string_view> seen;
+  std::vector<TensorDest> dests;
+  for (const LoadTarget& target : targets) {
+    if (!seen.insert(target.name).second) {
+      duplicate.push_back(target.name);
+      continue;
+    }
+    auto it = in_file.find(target.name);
+    if (it == in_file.end()) {
+      missing.push_back(target.name);
+      continue;
+    }
+    const TensorMeta& t = m.tensors[it->second];
+    std::string problems;
+    if (target.dtype != t.dtype) {
+      problems += " dtype " + std::string(DTypeName(t.dtype)) +
+                  " in the file, " + std::string(DTypeName(target.dtype)) +
+                  " in the target;";
+    }
+    if (target.shape != t.shape) {
+      problems += " shape " + ShapeToString(t.shape) + " in the file, " +
+                  ShapeToString(target.shape) + " in the target;";
+    }
+    if (target.data == nullptr && t.nbytes > 0) {
+      problems += " the target has no buffer;";
+    }
+    if (!problems.empty()) {
+      problems.pop_back();
+      mismatched.push_back("'" + target.name + "':" + problems);
+      continue;
+    }
+    dests.push_back(TensorDest{&t, target.device, target.data});
+  }
+  if (strict) {
+    for (size_t i : selected) {
+      if (seen.count(m.tensors[i].name) == 0) {
+        unexpected.push_back(m.tensors[i].name);
+      }
+    }
+  }
+  if (!missing.empty() || !unexpected.empty() || !mismatched.empty() ||
+      !duplicate.empty()) {
+    std::string msg = "load_into '" + path + "':";
+    if (!missing.empty()) {
+      msg += " " + std::to_string(missing.size()) +
+             " missing from the file: " + JoinNames(missing) + ";";
+    }
+    if (!unexpected.empty()) {
+      msg += " " + std::to_string(unexpected.size()) +
+             " unexpected (in the file, no target): " + JoinNames(unexpected) +
+             ";";
+    }
+    if (!mismatched.empty()) {
+      msg += " " + std::to_string(mismatched.size()) + " mismatched:";
+      for (const std::string& s : mismatched) msg += " " + s + ";";
+    }
+    if (!duplicate.empty()) {
+      msg += " targets named twice: " + JoinNames(duplicate) + ";";
+    }
+    msg.pop_back();
+    return Status::InvalidArgument(msg);
+  }
+  for (const TensorDest& d : dests) {
+    if (!DeviceExists(d.device, count)) {
+      return Status::DeviceUnavailable(
+          "load_into target '" + d.tensor->name + "' is on " +
+          d.device.ToString() + ", which does not exist: this machine has " +
+          DescribeCudaDevices(count));
+    }
+  }
+  PipelineStats ps;
+  RCKPT_RETURN_IF_ERROR(RunLoadPipeline(
+      *reader, dests, PipelineOptionsOf(options, runtime), &ps));
+  FillStats(options, *reader, ps, start, 0);
+  return Status::Ok();
+}
+
+Result<std::vector<TensorEntry>> ReadTensors(
+    const std::string& path, const std::vector<std::string>& names,
+    const LoadOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  DeviceRuntime& runtime = RuntimeOf(options);
+  const int count = runtime.DeviceCount();
+  RCKPT_RETURN_IF_ERROR(CheckLoadOptions(options, count));
+  RCKPT_ASSIGN_OR_RETURN(std::unique_ptr<FileReader> reader,
+                         FileReader::Open(FileSystemOf(options), path));
+  const Manifest& m = reader->manifest();
+  std::map<std::string_view, size_t> by_name;
+  for (size_t i = 0; i < m.tensors.size(); ++i) by_name[m.tensors[i].name] = i;
+  std::vector<size_t> indices;
+  std::vector<std::string> unknown;
+  std::set<std::string_view> seen;
+  for (const std::string& name : names) {
+    if (!seen.insert(name).second) {
+      return Status::InvalidArgument("read_tensors: '" + name +
+                                     "' is asked for twice");
+    }
+    auto it = by_name.find(name);
+    if (it == by_name.end()) {
+      unknown.push_back(name);
+    } else {
+      indices.push_back(it->second);
+    }
+  }
+  if (!unknown.empty()) {
+    return Status::NotFound("read_tensors '" + path + "': no tensor named " +
+                            JoinNames(unknown));
+  }
+  RCKPT_ASSIGN_OR_RETURN(LoadPlan plan,
+                         PlanPlacements(m.sections, m.tensors, m.rng, options,
+                                        count, &indices));
+  PipelineStats ps;
+  RCKPT_ASSIGN_OR_RETURN(std::vector<Tensor> tensors,
+                         Restore(*reader, plan, options, runtime, &ps));
+  std::vector<TensorEntry> out;
+  out.reserve(tensors.size());
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    const TensorMeta& t = m.tensors[indices[k]];
+    TensorEntry e;
+    e.name = t.name;
+    e.section = t.section;
+    e.role = t.role;
+    e.tensor = std::move(tensors[k]);
+    e.origin = t.origin;
+    out.push_back(std::move(e));
+  }
+  FillStats(options, *reader, ps, start, 0);
+  return out;
+}
+
+Result<std::vector<Placement>> PlanLoad(const std::string& path,
+                                        const LoadOptions& options,
+                                        int cuda_device_count) {
+  const int count = cuda_device_count >= 0 ? cuda_device_count
+                                           : RuntimeOf(options).DeviceCount();
+  RCKPT_RETURN_IF_ERROR(CheckLoadOptions(options, count));
+  RCKPT_ASSIGN_OR_RETURN(std::unique_ptr<FileReader> reader,
+                         FileReader::Open(FileSystemOf(options), path));
+  const Manifest& m = reader->manifest();
+  RCKPT_ASSIGN_OR_RETURN(LoadPlan plan, PlanPlacements(m.sections, m.tensors,
+                                                       m.rng, options, count));
+  return std::move(plan.placements);
+}
+
+}  // namespace rckpt

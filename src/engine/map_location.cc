@@ -1,0 +1,104 @@
+// MapLocation (options.h): torch.load's map_location as an explicit value.
+#include <string>
+
+#include "rckpt/options.h"
+
+namespace rckpt {
+
+MapLocation MapLocation::To(Device d) {
+  MapLocation m;
+  m.kind_ = Kind::kDevice;
+  m.device_ = d;
+  return m;
+}
+
+MapLocation MapLocation::Map(std::map<Device, Device> tags) {
+  MapLocation m;
+  m.kind_ = Kind::kMap;
+  m.tags_ = std::move(tags);
+  return m;
+}
+
+MapLocation MapLocation::Fn(Callback cb) {
+  MapLocation m;
+  if (!cb) return m;  // an empty callback maps nothing: as stored
+  m.kind_ = Kind::kCallback;
+  m.callback_ = std::move(cb);
+  return m;
+}
+
+Result<MapLocation> MapLocation::Parse(std::string_view spec) {
+  if (spec.empty()) {
+    return Status::InvalidArgument(
+        "map_location: empty; expected a device (\"cpu\", \"cuda:0\") or a "
+        "tag map (\"cuda:1=cuda:0,cuda:2=cuda:0\")");
+  }
+  if (spec.find('=') == std::string_view::npos) {
+    Result<Device> d = ParseDevice(spec);
+    if (!d.ok()) return d.status().WithContext("map_location");
+    return To(*d);
+  }
+  std::map<Device, Device> tags;
+  size_t pos = 0;
+  while (pos <= spec.size()) {
+    size_t comma = spec.find(',', pos);
+    if (comma == std::string_view::npos) comma = spec.size();
+    std::string_view pair = spec.substr(pos, comma - pos);
+    size_t eq = pair.find('=');
+    if (eq == std::string_view::npos) {
+      return Status::InvalidArgument("map_location: entry '" +
+                                     std::string(pair) +
+                                     "' is not of the form FROM=TO");
+    }
+    Result<Device> from = ParseDevice(pair.substr(0, eq));
+    if (!from.ok()) return from.status().WithContext("map_location");
+    Result<Device> to = ParseDevice(pair.substr(eq + 1));
+    if (!to.ok()) return to.status().WithContext("map_location");
+    if (!tags.emplace(*from, *to).second) {
+      return Status::InvalidArgument("map_location: device " +
+                                     from->ToString() + " is mapped twice");
+    }
+    pos = comma + 1;
+  }
+  return Map(std::move(tags));
+}
+
+Device MapLocation::Apply(const TensorInfo& info) const {
+  switch (kind_) {
+    case Kind::kNone:
+      return info.origin;
+    case Kind::kDevice:
+      return device_;
+    case Kind::kMap: {
+      auto it = tags_.find(info.origin);
+      return it == tags_.end() ? info.origin : it->second;
+    }
+    case Kind::kCallback: {
+      std::optional<Device> d = callback_(info);
+      return d.has_value() ? *d : info.origin;
+    }
+  }
+  return info.origin;
+}
+
+std::string MapLocation::ToString() const {
+  switch (kind_) {
+    case Kind::kNone:
+      return "none";
+    case Kind::kDevice:
+      return device_.ToString();
+    case Kind::kMap: {
+      std::string out;
+      for (const auto& [from, to] : tags_) {
+        if (!out.empty()) out += ',';
+        out += from.ToString() + "=" + to.ToString();
+      }
+      return out.empty() ? "{}" : out;
+    }
+    case Kind::kCallback:
+      return "<callback>";
+  }
+  return "none";
+}
+
+}  // namespace rckpt

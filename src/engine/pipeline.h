@@ -1,0 +1,66 @@
+// The load pipeline: moves chunks from a checkpoint file into their
+// destinations, overlapping reading, decoding and device copies.
+//
+//   read   : one pread per chunk on worker threads (as many in flight as
+//            there are workers), in file order
+//   decode : zstd on the same worker; host destinations are decoded (or, for
+//            raw chunks, read) in place, with no staging copy
+//   stage  : device destinations decode into a slot of the load's single
+//            pinned StagingRing (staging_bytes, allocated once)
+//   copy   : async host-to-device copy on one stream per device; an event
+//            after it returns the slot to the ring
+//   shuffle: byte-shuffled chunks stay shuffled through the ring, land in a
+//            per-device scratch buffer of one slot, and the device
+//            un-shuffles them into the destination (UnshuffleAsync), so the
+//            CPU runs only zstd for them
+//
+// A chunk larger than a slot (only when staging_bytes < 2 x the chunk size)
+// is decoded into ordinary host memory first and streamed through the ring
+// in slot-sized pieces: the pinned bound holds; host use grows by the chunk.
+#ifndef RCKPT_SRC_ENGINE_PIPELINE_H_
+#define RCKPT_SRC_ENGINE_PIPELINE_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "format/file_reader.h"
+#include "rckpt/options.h"
+#include "rckpt/runtime.h"
+
+namespace rckpt {
+
+// Where one tensor's bytes go: host memory (device cpu) or memory of a CUDA
+// device of the pipeline's runtime, `tensor->nbytes` long.
+struct TensorDest {
+  const TensorMeta* tensor = nullptr;
+  Device device;
+  void* data = nullptr;
+};
+
+struct PipelineOptions {
+  DeviceRuntime* runtime = nullptr;  // required when any dest is a device
+  bool verify_checksums = true;
+  int threads = 0;                   // 0: all cores
+  uint64_t staging_bytes = 64ull << 20;
+  ProgressCallback progress;         // called on the calling thread
+};
+
+struct PipelineStats {
+  uint64_t bytes_read = 0;
+  uint64_t bytes_restored = 0;
+  uint64_t staging_high_water = 0;
+  uint64_t staging_capacity = 0;  // 0 when no device destination
+};
+
+// Fills every destination. On success all copies have completed. On failure
+// (read error, Corruption, a failed copy, cancellation) the first error is
+// returned after all outstanding work has stopped; the pipeline frees what
+// it allocated (ring, streams, events, scratch) either way, and the
+// destinations' contents are unspecified.
+Status RunLoadPipeline(const FileReader& reader,
+                       const std::vector<TensorDest>& dests,
+                       const PipelineOptions& options, PipelineStats* stats);
+
+}  // namespace rckpt
+
+#endif  // RCKPT_SRC_ENGINE_PIPELINE_H_

@@ -1,0 +1,8 @@
+target_sources(rckpt PRIVATE
+  ${RCKPT_SRC}/engine/device_save.cc
+  ${RCKPT_SRC}/engine/load.cc
+  ${RCKPT_SRC}/engine/map_location.cc
+  ${RCKPT_SRC}/engine/pipeline.cc
+  ${RCKPT_SRC}/engine/placement.cc
+  ${RCKPT_SRC}/engine/report.cc
+  ${RCKPT_SRC}/engine/staging_ring.cc)

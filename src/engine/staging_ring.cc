@@ -1,0 +1,104 @@
+#include "engine/staging_ring.h"
+
+#include <algorithm>
+
+namespace rckpt {
+
+Result<std::unique_ptr<StagingRing>> StagingRing::Create(DeviceRuntime& runtime,
+                                                         uint64_t capacity,
+                                                         uint64_t max_piece) {
+  if (capacity == 0) {
+    return Status::InvalidArgument("staging_bytes: 0, expected at least 1");
+  }
+  uint64_t slot = std::max<uint64_t>(capacity / 2, 1);
+  if (max_piece > 0) slot = std::min(slot, max_piece);
+  // Alignment keeps slots on separate cache lines and DMA-friendly.
+  constexpr uint64_t kSlotAlign = 4096;
+  if (slot > kSlotAlign) slot = slot / kSlotAlign * kSlotAlign;
+  const uint64_t count = capacity / slot;
+  RCKPT_ASSIGN_OR_RETURN(void* base, runtime.AllocatePinned(slot * count));
+  return std::unique_ptr<StagingRing>(new StagingRing(
+      runtime, static_cast<std::byte*>(base), slot, static_cast<int>(count)));
+}
+
+StagingRing::StagingRing(DeviceRuntime& runtime, std::byte* base,
+                         uint64_t slot_bytes, int slot_count)
+    : runtime_(runtime), base_(base), slot_bytes_(slot_bytes) {
+  slots_.reserve(slot_count);
+  for (int i = 0; i < slot_count; ++i) {
+    slots_.push_back(Slot{i, base + slot_bytes * i, 0});
+    free_.push_back(slot_count - 1 - i);  // hand out slot 0 first
+  }
+}
+
+StagingRing::~StagingRing() {
+  Status ignored = Drain();
+  runtime_.FreePinned(base_);
+}
+
+uint64_t StagingRing::high_water() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return high_water_;
+}
+
+void StagingRing::FreeLocked(const Slot& slot) {
+  in_use_ -= slot.bytes;
+  free_.push_back(slot.index);
+  cv_.notify_all();
+}
+
+Result<StagingRing::Slot> StagingRing::Acquire(uint64_t bytes) {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    if (!error_.ok()) return error_;
+    if (!free_.empty()) {
+      Slot slot = slots_[free_.back()];
+      free_.pop_back();
+      slot.bytes = bytes;
+      in_use_ += bytes;
+      high_water_ = std::max(high_water_, in_use_);
+      return slot;
+    }
+    if (!in_flight_.empty()) {
+      InFlight oldest = in_flight_.front();
+      in_flight_.pop_front();
+      lock.unlock();
+      Status s = runtime_.WaitEvent(oldest.event);
+      runtime_.DestroyEvent(oldest.event);
+      lock.lock();
+      if (!s.ok() && error_.ok()) error_ = s;
+      FreeLocked(oldest.slot);
+      continue;
+    }
+    // Every slot is held by a worker that has not retired it yet.
+    cv_.wait(lock);
+  }
+}
+
+void StagingRing::Retire(Slot slot, Event event) {
+  std::lock_guard<std::mutex> lock(mu_);
+  in_flight_.push_back(InFlight{slot, event});
+  cv_.notify_all();
+}
+
+void StagingRing::Release(Slot slot) {
+  std::lock_guard<std::mutex> lock(mu_);
+  FreeLocked(slot);
+}
+
+Status StagingRing::Drain() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!in_flight_.empty()) {
+    InFlight oldest = in_flight_.front();
+    in_flight_.pop_front();
+    lock.unlock();
+    Status s = runtime_.WaitEvent(oldest.event);
+    runtime_.DestroyEvent(oldest.event);
+    lock.lock();
+    if (!s.ok() && error_.ok()) error_ = s;
+    FreeLocked(oldest.slot);
+  }
+  return error_;
+}
+
+}  // namespace rckpt

@@ -1,0 +1,84 @@
+// StagingRing: the pinned host staging memory of one load, allocated once,
+// cut into equal slots. A worker acquires a slot, fills it, enqueues an
+// async copy from it and retires it with an event; the slot becomes free
+// again when that event has completed.
+//
+// Thread-safety: all methods may be called concurrently. A worker must hold
+// at most one slot at a time (then the ring always makes progress).
+#ifndef RCKPT_SRC_ENGINE_STAGING_RING_H_
+#define RCKPT_SRC_ENGINE_STAGING_RING_H_
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "rckpt/runtime.h"
+
+namespace rckpt {
+
+class StagingRing {
+ public:
+  struct Slot {
+    int index = -1;
+    std::byte* data = nullptr;
+    uint64_t bytes = 0;  // in use, <= slot_bytes()
+  };
+
+  // Slot size: the smallest of `max_piece` and capacity / 2 (so that at
+  // least two slots overlap filling and copying), never 0; the slot count is
+  // capacity / slot size. One AllocatePinned of slot count * slot size <=
+  // capacity bytes. OutOfMemory when it fails.
+  static Result<std::unique_ptr<StagingRing>> Create(DeviceRuntime& runtime,
+                                                     uint64_t capacity,
+                                                     uint64_t max_piece);
+  ~StagingRing();  // REQUIRES: Drain() has returned; frees the memory
+  StagingRing(const StagingRing&) = delete;
+  StagingRing& operator=(const StagingRing&) = delete;
+
+  uint64_t slot_bytes() const { return slot_bytes_; }
+  uint64_t capacity() const { return slot_bytes_ * slots_.size(); }
+  // Peak of the bytes in use (acquired or in flight) over the ring's life.
+  uint64_t high_water() const;
+
+  // Blocks until a slot is free, waiting on the oldest in-flight event when
+  // none is. Returns that event's error (DeviceError) if it failed; the
+  // error is sticky: every later Acquire returns it too.
+  // REQUIRES: bytes <= slot_bytes().
+  Result<Slot> Acquire(uint64_t bytes);
+  // The slot's copy was enqueued; `event` follows it. Takes the event.
+  void Retire(Slot slot, Event event);
+  // The slot was not used for a copy (or its copy is known complete).
+  void Release(Slot slot);
+  // Waits for every in-flight slot; returns the first error seen.
+  Status Drain();
+
+ private:
+  struct InFlight {
+    Slot slot;
+    Event event;
+  };
+  StagingRing(DeviceRuntime& runtime, std::byte* base, uint64_t slot_bytes,
+              int slot_count);
+  void FreeLocked(const Slot& slot);
+
+  DeviceRuntime& runtime_;
+  std::byte* const base_;
+  const uint64_t slot_bytes_;
+  std::vector<Slot> slots_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<int> free_;
+  std::deque<InFlight> in_flight_;
+  uint64_t in_use_ = 0;
+  uint64_t high_water_ = 0;
+  Status error_;
+};
+
+}  // namespace rckpt
+
+#endif  // RCKPT_SRC_ENGINE_STAGING_RING_H_
