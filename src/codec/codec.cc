@@ -121,9 +121,12 @@ size_t Shuffle8(const u8* src, u8* dst, size_t n) {
   for (; i + 8 <= n; i += 8) {
     const u8* s = src + i * 8;
     const __m128i x0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
-    const __m128i x1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16));
-    const __m128i x2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 32));
-    const __m128i x3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 48));
+    const __m128i x1 =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16));
+    const __m128i x2 =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 32));
+    const __m128i x3 =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 48));
     const __m128i a0 = _mm_unpacklo_epi8(x0, x1);
     const __m128i a1 = _mm_unpackhi_epi8(x0, x1);
     const __m128i a2 = _mm_unpacklo_epi8(x2, x3);
@@ -162,9 +165,12 @@ size_t Unshuffle8(const u8* src, u8* dst, size_t n) {
     const __m128i b3 = _mm_unpackhi_epi16(a2, a3);
     u8* d = dst + i * 8;
     _mm_storeu_si128(reinterpret_cast<__m128i*>(d), _mm_unpacklo_epi32(b0, b2));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 16), _mm_unpackhi_epi32(b0, b2));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 32), _mm_unpacklo_epi32(b1, b3));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 48), _mm_unpackhi_epi32(b1, b3));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 16),
+                     _mm_unpackhi_epi32(b0, b2));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 32),
+                     _mm_unpacklo_epi32(b1, b3));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 48),
+                     _mm_unpackhi_epi32(b1, b3));
   }
   return i;
 }
@@ -185,21 +191,31 @@ size_t UnshuffleVector(const u8*, u8*, size_t) {
 // rest with the scalar loop.
 size_t ShuffleFast(const u8* src, u8* dst, size_t elem, size_t n) {
   switch (elem) {
-    case 2: return ShuffleVector<2>(src, dst, n);
-    case 4: return ShuffleVector<4>(src, dst, n);
-    case 8: return Shuffle8(src, dst, n);
-    case 16: return ShuffleVector<16>(src, dst, n);
-    default: return 0;
+    case 2:
+      return ShuffleVector<2>(src, dst, n);
+    case 4:
+      return ShuffleVector<4>(src, dst, n);
+    case 8:
+      return Shuffle8(src, dst, n);
+    case 16:
+      return ShuffleVector<16>(src, dst, n);
+    default:
+      return 0;
   }
 }
 
 size_t UnshuffleFast(const u8* src, u8* dst, size_t elem, size_t n) {
   switch (elem) {
-    case 2: return UnshuffleVector<2>(src, dst, n);
-    case 4: return UnshuffleVector<4>(src, dst, n);
-    case 8: return Unshuffle8(src, dst, n);
-    case 16: return UnshuffleVector<16>(src, dst, n);
-    default: return 0;
+    case 2:
+      return UnshuffleVector<2>(src, dst, n);
+    case 4:
+      return UnshuffleVector<4>(src, dst, n);
+    case 8:
+      return Unshuffle8(src, dst, n);
+    case 16:
+      return UnshuffleVector<16>(src, dst, n);
+    default:
+      return 0;
   }
 }
 
@@ -303,8 +319,8 @@ Status ZstdDecompressExact(std::span<const std::byte> src,
   if (magic != ZSTD_MAGICNUMBER) {
     char buf[16];
     std::snprintf(buf, sizeof buf, "0x%08X", magic);
-    return Status::Corruption(std::string("zstd frame: magic: expected 0xFD2FB528, got ") +
-                              buf);
+    return Status::Corruption(
+        std::string("zstd frame: magic: expected 0xFD2FB528, got ") + buf);
   }
   // Everything the frame claims is checked before a byte is decoded, so a
   // hostile size never reaches the decoder.
@@ -315,16 +331,17 @@ Status ZstdDecompressExact(std::span<const std::byte> src,
                               Bytes(src.size()) + " of input)");
   }
   if (declared == ZSTD_CONTENTSIZE_UNKNOWN) {
-    return Status::Corruption(
-        "zstd frame: content size: expected " + Bytes(dst.size()) +
-        ", the frame does not declare one");
+    return Status::Corruption("zstd frame: content size: expected " +
+                              Bytes(dst.size()) +
+                              ", the frame does not declare one");
   }
   if (declared != dst.size()) {
     return Status::Corruption("zstd frame: content size: expected " +
                               Bytes(dst.size()) + ", frame declares " +
                               Bytes(declared));
   }
-  const size_t frame_size = ZSTD_findFrameCompressedSize(src.data(), src.size());
+  const size_t frame_size =
+      ZSTD_findFrameCompressedSize(src.data(), src.size());
   if (ZSTD_isError(frame_size)) {
     return Status::Corruption(std::string("zstd frame: ") +
                               ZSTD_getErrorName(frame_size) + " (" +
@@ -348,10 +365,9 @@ Status ZstdDecompressExact(std::span<const std::byte> src,
       return Status::OutOfMemory(std::string("zstd decompress: ") +
                                  ZSTD_getErrorName(n));
     }
-    return Status::Corruption(std::string("zstd frame: ") +
-                              ZSTD_getErrorName(n) + " (decoding " +
-                              Bytes(src.size()) + " into " +
-                              Bytes(dst.size()) + ")");
+    return Status::Corruption(
+        std::string("zstd frame: ") + ZSTD_getErrorName(n) + " (decoding " +
+        Bytes(src.size()) + " into " + Bytes(dst.size()) + ")");
   }
   if (n != dst.size()) {
     return Status::Corruption("zstd frame: decoded size: expected " +

@@ -58,7 +58,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   CheckShuffleInverts(frame, elem);
 
   // Compression of small inputs only: it dominates the time per input.
-  const std::span<const std::byte> raw = frame.first(std::min<size_t>(frame.size(), 4096));
+  const std::span<const std::byte> raw =
+      frame.first(std::min<size_t>(frame.size(), 4096));
   std::vector<std::byte> packed(rckpt::ZstdBound(raw.size()));
   rckpt::Result<size_t> n = rckpt::ZstdCompress(raw, packed, 1 + elem % 3);
   Check(n.ok());

@@ -15,8 +15,7 @@
 namespace {
 
 // Mostly a pattern, with a random byte every `noise_every` bytes.
-std::vector<std::byte> Sample(size_t n, uint32_t seed,
-                              size_t noise_every = 5) {
+std::vector<std::byte> Sample(size_t n, uint32_t seed, size_t noise_every = 5) {
   std::mt19937 rng(seed);
   std::vector<std::byte> v(n);
   for (size_t i = 0; i < n; ++i) {
