@@ -134,3 +134,26 @@ TEST(CliTest, LoadOnEmulatedDevicesReportsPlacementAndStaging) {
 
 }  // namespace
 }  // namespace rckpt
+
+namespace rckpt {
+namespace {
+
+TEST(CliTest, ConvertRoundTripThroughSafetensorsIsIdenticalAndDiffExitsOnDifferences) {
+  std::string dir = testing::NewTempDir("convert");
+  std::string src = kGolden + "v1.0-training-state.rckpt";
+  ASSERT_EQ(Cli("convert " + src + " " + dir + "/s.safetensors").code, 0);
+  ASSERT_EQ(Cli("convert " + dir + "/s.safetensors " + dir + "/back.rckpt --codec none").code, 0);
+  CliRun same = Cli("diff " + src + " " + dir + "/back.rckpt");
+  EXPECT_EQ(same.code, 0) << same.out << same.err;
+  ASSERT_EQ(Cli("convert " + src + " " + dir + "/moved.rckpt --set-device cuda:1=cuda:0").code, 0);
+  CliRun moved = Cli("diff --json " + src + " " + dir + "/moved.rckpt");
+  EXPECT_EQ(moved.code, 1);
+  EXPECT_NE(moved.out.find("\"identical\":false"), std::string::npos);
+  EXPECT_NE(moved.out.find("origin device cuda:1 vs cuda:0"), std::string::npos) << moved.out;
+  EXPECT_EQ(Cli("diff --ignore-devices " + src + " " + dir + "/moved.rckpt").code, 0);
+  EXPECT_EQ(Cli("diff " + src + " /nonexistent.rckpt").code, 3);
+  EXPECT_EQ(Cli("convert " + src + " " + dir + "/x.rckpt --codec lz4").code, 2);
+}
+
+}  // namespace
+}  // namespace rckpt
