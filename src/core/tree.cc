@@ -114,7 +114,7 @@ const Value* Value::Find(std::string_view key) const {
   return nullptr;
 }
 
-const Value* Value::Find(const Value& key) const {
+const Value* Value::FindKey(const Value& key) const {
   if (kind_ != ValueKind::kMap) return nullptr;
   for (const auto& [k, v] : entries_) {
     if (k == key) return &v;
