@@ -24,8 +24,7 @@ Result<std::unique_ptr<DeviceToHostStreamer>> DeviceToHostStreamer::Create(
 }
 
 DeviceToHostStreamer::DeviceToHostStreamer(DeviceRuntime& runtime,
-                                           std::byte* base,
-                                           uint64_t slot_bytes,
+                                           std::byte* base, uint64_t slot_bytes,
                                            uint64_t chunk_bytes, int slots)
     : runtime_(runtime),
       base_(base),
@@ -35,7 +34,8 @@ DeviceToHostStreamer::DeviceToHostStreamer(DeviceRuntime& runtime,
 }
 
 DeviceToHostStreamer::~DeviceToHostStreamer() {
-  for (auto& [device, stream] : streams_) runtime_.DestroyStream(device, stream);
+  for (auto& [device, stream] : streams_)
+    runtime_.DestroyStream(device, stream);
   runtime_.FreePinned(base_);
 }
 

@@ -10,12 +10,14 @@ class DeviceSaveTest : public ::testing::Test {
   // A device tensor of `n` bytes on emulated cuda:1 holding a known pattern.
   void MakeDeviceTensor(uint64_t n) {
     host_.resize(n);
-    for (uint64_t i = 0; i < n; ++i) host_[i] = static_cast<std::byte>(i * 31 + 7);
+    for (uint64_t i = 0; i < n; ++i)
+      host_[i] = static_cast<std::byte>(i * 31 + 7);
     auto p = rt_->Allocate(Device::Cuda(1), n);
     ASSERT_TRUE(p.ok());
     device_ = *p;
     auto s = rt_->CreateStream(Device::Cuda(1));
-    ASSERT_OK(rt_->CopyToDeviceAsync(Device::Cuda(1), *s, device_, host_.data(), n));
+    ASSERT_OK(
+        rt_->CopyToDeviceAsync(Device::Cuda(1), *s, device_, host_.data(), n));
     ASSERT_OK(rt_->Synchronize(Device::Cuda(1), *s));
     rt_->DestroyStream(Device::Cuda(1), *s);
   }
@@ -24,7 +26,9 @@ class DeviceSaveTest : public ::testing::Test {
     EXPECT_TRUE(rt_->NothingLive());
   }
   TensorView View() const {
-    return TensorView{device_, DType::kU8, {static_cast<int64_t>(host_.size())},
+    return TensorView{device_,
+                      DType::kU8,
+                      {static_cast<int64_t>(host_.size())},
                       Device::Cuda(1)};
   }
 
@@ -37,8 +41,8 @@ class DeviceSaveTest : public ::testing::Test {
 TEST_F(DeviceSaveTest, SinkSeesTheWritersChunksInOrder) {
   MakeDeviceTensor(1000000);
   {
-    ASSERT_OK_AND_ASSIGN(auto streamer,
-                         DeviceToHostStreamer::Create(*rt_, 256 << 10, 64 << 10));
+    ASSERT_OK_AND_ASSIGN(
+        auto streamer, DeviceToHostStreamer::Create(*rt_, 256 << 10, 64 << 10));
     std::vector<std::byte> got;
     std::vector<uint64_t> offsets;
     ASSERT_OK(streamer->StreamTensor(
@@ -91,13 +95,14 @@ TEST_F(DeviceSaveTest, SinkErrorStopsTheStream) {
 }
 
 TEST_F(DeviceSaveTest, CopyFailureIsReturned) {
-  rt_ = NewEmulatedRuntimeForTesting({.device_count = 2, .fail_after_copies = 4});
+  rt_ =
+      NewEmulatedRuntimeForTesting({.device_count = 2, .fail_after_copies = 4});
   MakeDeviceTensor(100000);  // copy 1
   ASSERT_OK_AND_ASSIGN(auto streamer,
                        DeviceToHostStreamer::Create(*rt_, 16 << 10, 4 << 10));
-  EXPECT_THAT(streamer->StreamTensor(View(), [](uint64_t, auto) {
-    return Status::Ok();
-  }), StatusIs(StatusCode::kDeviceError, "injected"));
+  EXPECT_THAT(streamer->StreamTensor(
+                  View(), [](uint64_t, auto) { return Status::Ok(); }),
+              StatusIs(StatusCode::kDeviceError, "injected"));
 }
 
 TEST_F(DeviceSaveTest, ZeroSizesAreInvalid) {

@@ -55,8 +55,8 @@ inline Checkpoint HippynnLike(Device model_origin = Device::Cuda(1),
   Checkpoint ck;
   AddFrom(ck, "model", "model.layer1.weight",
           SmoothTensor(DType::kF32, {width, 32}, 1), model_origin);
-  AddFrom(ck, "model", "model.layer1.bias",
-          SmoothTensor(DType::kF32, {32}, 2), model_origin);
+  AddFrom(ck, "model", "model.layer1.bias", SmoothTensor(DType::kF32, {32}, 2),
+          model_origin);
   AddFrom(ck, "loss", "loss.weights", SmoothTensor(DType::kF64, {4}, 3),
           model_origin);
   AddFrom(ck, "optimizer", "optimizer.state.0.exp_avg",
@@ -92,8 +92,8 @@ inline std::vector<std::byte> BytesOf(DeviceRuntime& rt, const Tensor& t) {
   auto stream = rt.CreateStream(t.device());
   EXPECT_TRUE(stream.ok()) << stream.status().ToString();
   if (!stream.ok()) return out;
-  Status s = rt.CopyToHostAsync(t.device(), *stream, out.data(), t.data(),
-                                t.nbytes());
+  Status s =
+      rt.CopyToHostAsync(t.device(), *stream, out.data(), t.data(), t.nbytes());
   if (s.ok()) s = rt.Synchronize(t.device(), *stream);
   EXPECT_TRUE(s.ok()) << s.ToString();
   rt.DestroyStream(t.device(), *stream);

@@ -115,8 +115,10 @@ TEST_F(LoadTest, LoadIntoFillsHostAndDeviceBuffersWhereTheyAre) {
   }
   ASSERT_OK(LoadInto(kPath, targets, Options(rt.get())));
   for (const LoadTarget& t : targets) {
-    Tensor view = Tensor::Borrow(TensorView{t.data, t.dtype, t.shape, t.device});
-    EXPECT_TRUE(BytesOf(*rt, view) == HostBytes(saved.FindTensor(t.name)->tensor))
+    Tensor view =
+        Tensor::Borrow(TensorView{t.data, t.dtype, t.shape, t.device});
+    EXPECT_TRUE(BytesOf(*rt, view) ==
+                HostBytes(saved.FindTensor(t.name)->tensor))
         << t.name;
   }
   for (void* p : device_buffers) rt->Free(Device::Cuda(0), p);
@@ -132,16 +134,17 @@ TEST_F(LoadTest, LoadIntoReportsMissingUnexpectedAndMismatchedTogether) {
   std::vector<float> a(4, 42.0f), b(8, 42.0f), z(4, 42.0f);
   std::vector<LoadTarget> targets = {
       {"a", a.data(), DType::kF32, {4}, {}},
-      {"b", b.data(), DType::kF32, {8}, {}},    // shape differs
-      {"z", z.data(), DType::kF16, {4}, {}},    // not in the file
+      {"b", b.data(), DType::kF32, {8}, {}},  // shape differs
+      {"z", z.data(), DType::kF16, {4}, {}},  // not in the file
   };
   Status s = LoadInto(kPath, targets, Options(nullptr));
   EXPECT_THAT(s, StatusIs(StatusCode::kInvalidArgument,
                           "1 missing from the file: 'z'"));
   EXPECT_THAT(s.message(), ::testing::HasSubstr("1 unexpected (in the file, "
                                                 "no target): 'c'"));
-  EXPECT_THAT(s.message(), ::testing::HasSubstr(
-                               "'b': shape [4] in the file, [8] in the target"));
+  EXPECT_THAT(
+      s.message(),
+      ::testing::HasSubstr("'b': shape [4] in the file, [8] in the target"));
   // Checked before the first byte: nothing was written, nothing read.
   EXPECT_EQ(a[0], 42.0f);
   EXPECT_FALSE(fs_.ReadAny(4096, fs_.mem().GetFile(kPath)->size() - 4096));
@@ -156,10 +159,11 @@ TEST_F(LoadTest, LoadIntoADeviceThatDoesNotExistIsNamed) {
   ASSERT_OK(saved.AddTensor("model", "a", SmoothTensor(DType::kF32, {4}, 1)));
   SaveCheckpoint(saved);
   std::vector<float> a(4);
-  EXPECT_THAT(LoadInto(kPath, {{"a", a.data(), DType::kF32, {4}, Device::Cuda(3)}},
-                       Options(nullptr)),
-              StatusIs(StatusCode::kDeviceUnavailable,
-                       "load_into target 'a' is on cuda:3"));
+  EXPECT_THAT(
+      LoadInto(kPath, {{"a", a.data(), DType::kF32, {4}, Device::Cuda(3)}},
+               Options(nullptr)),
+      StatusIs(StatusCode::kDeviceUnavailable,
+               "load_into target 'a' is on cuda:3"));
 }
 
 TEST_F(LoadTest, ReadTensorsReadsOnlyTheNamedTensorsChunks) {
@@ -212,9 +216,8 @@ TEST_F(LoadTest, SkippedSectionBytesAreNeverRead) {
   ASSERT_FALSE(skipped.empty());
   for (auto [b, e] : skipped) EXPECT_FALSE(fs_.ReadAny(b, e));
   // And the loaded sections were read.
-  for (auto [b, e] : ExtentsOf([](const TensorMeta& t) {
-         return t.section == "model";
-       })) {
+  for (auto [b, e] :
+       ExtentsOf([](const TensorMeta& t) { return t.section == "model"; })) {
     EXPECT_TRUE(fs_.ReadAny(b, e));
   }
 }
@@ -226,9 +229,8 @@ TEST_F(LoadTest, SectionsChoosesWhatIsRead) {
   o.sections = {"model"};
   ASSERT_OK_AND_ASSIGN(Checkpoint ck, Load(kPath, o));
   ASSERT_EQ(ck.tensors().size(), 2u);
-  for (auto [b, e] : ExtentsOf([](const TensorMeta& t) {
-         return t.section != "model";
-       })) {
+  for (auto [b, e] :
+       ExtentsOf([](const TensorMeta& t) { return t.section != "model"; })) {
     EXPECT_FALSE(fs_.ReadAny(b, e));
   }
 }
@@ -262,8 +264,8 @@ TEST_F(LoadTest, StagingStaysWithinBoundOnACheckpointManyTimesLarger) {
 
 TEST_F(LoadTest, ChunksLargerThanASlotStreamInPieces) {
   Checkpoint saved;
-  testing::AddFrom(saved, "model", "big", SmoothTensor(DType::kF32, {1 << 18}, 9),
-                   Device::Cuda(0));
+  testing::AddFrom(saved, "model", "big",
+                   SmoothTensor(DType::kF32, {1 << 18}, 9), Device::Cuda(0));
   testing::AddFrom(saved, "model", "raw", SmoothTensor(DType::kU8, {100000}, 8),
                    Device::Cuda(0));
   SaveCheckpoint(saved, SaveOptions{.chunk_bytes = 1 << 20});
@@ -284,9 +286,9 @@ TEST_F(LoadTest, UncompressedAndShuffledEncodingsRestoreOnDevices) {
   for (Codec codec : {Codec::kNone, Codec::kZstd}) {
     for (Shuffle shuffle : {Shuffle::kOn, Shuffle::kOff}) {
       Checkpoint saved = HippynnLike(Device::Cuda(0), 300);
-      SaveCheckpoint(saved, SaveOptions{.codec = codec,
-                                        .chunk_bytes = 10000,
-                                        .shuffle = shuffle});
+      SaveCheckpoint(
+          saved, SaveOptions{
+                     .codec = codec, .chunk_bytes = 10000, .shuffle = shuffle});
       auto rt = Emulated(1);
       LoadOptions o = Options(rt.get());
       o.staging_bytes = 40000;

@@ -18,8 +18,8 @@ class PipelineFailureTest : public ::testing::Test {
       AddFrom(saved_, "model", "w" + std::to_string(i),
               SmoothTensor(DType::kF32, {128, 256}, i), Device::Cuda(i % 2));
     }
-    ASSERT_OK(Save(kPath, saved_,
-                   SaveOptions{.chunk_bytes = 16 << 10, .fs = &fs_}));
+    ASSERT_OK(
+        Save(kPath, saved_, SaveOptions{.chunk_bytes = 16 << 10, .fs = &fs_}));
   }
   LoadOptions On(DeviceRuntime* rt) {
     LoadOptions o;
@@ -68,7 +68,8 @@ TEST_F(PipelineFailureTest, CorruptChunkMidwayIsCorruptionWithNothingLeaked) {
   // The same file restored to host memory fails the same way.
   LoadOptions host = On(rt.get());
   host.map_location = MapLocation::To(Device::Cpu());
-  EXPECT_THAT(Load(kPath, host), StatusIs(StatusCode::kCorruption, "tensor 'w3'"));
+  EXPECT_THAT(Load(kPath, host),
+              StatusIs(StatusCode::kCorruption, "tensor 'w3'"));
 }
 
 TEST_F(PipelineFailureTest, DeviceOutOfMemoryFreesWhatWasAllocated) {
@@ -89,14 +90,14 @@ TEST_F(PipelineFailureTest, CancellingADeviceLoadFreesEverything) {
 }
 
 TEST_F(PipelineFailureTest, FailedLoadIntoLeavesCallerBuffersAllocated) {
-  auto rt = NewEmulatedRuntimeForTesting(
-      {.device_count = 2, .fail_after_copies = 5});
+  auto rt =
+      NewEmulatedRuntimeForTesting({.device_count = 2, .fail_after_copies = 5});
   std::vector<LoadTarget> targets;
   for (const TensorEntry& e : saved_.tensors()) {
     auto p = rt->Allocate(Device::Cuda(0), e.tensor.nbytes());
     ASSERT_TRUE(p.ok());
-    targets.push_back({e.name, *p, e.tensor.dtype(), e.tensor.shape(),
-                       Device::Cuda(0)});
+    targets.push_back(
+        {e.name, *p, e.tensor.dtype(), e.tensor.shape(), Device::Cuda(0)});
   }
   EXPECT_THAT(LoadInto(kPath, targets, On(rt.get())),
               StatusIs(StatusCode::kDeviceError, "injected"));

@@ -7,8 +7,8 @@
 namespace rckpt {
 namespace {
 
-TensorMeta Meta(std::string name, std::string section, Role role,
-                Device origin, Shape shape = {4}) {
+TensorMeta Meta(std::string name, std::string section, Role role, Device origin,
+                Shape shape = {4}) {
   TensorMeta t;
   t.name = std::move(name);
   t.section = std::move(section);
@@ -23,8 +23,10 @@ TensorMeta Meta(std::string name, std::string section, Role role,
 class PlacementTest : public ::testing::Test {
  protected:
   PlacementTest() {
-    sections_ = {{"model", Role::kModel},     {"optimizer", Role::kModel},
-                 {"metrics", Role::kHost},    {"database", Role::kData}};
+    sections_ = {{"model", Role::kModel},
+                 {"optimizer", Role::kModel},
+                 {"metrics", Role::kHost},
+                 {"database", Role::kData}};
     tensors_ = {
         Meta("w", "model", Role::kModel, Device::Cuda(1)),
         Meta("exp_avg", "optimizer", Role::kModel, Device::Cuda(1)),

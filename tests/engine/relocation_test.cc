@@ -58,8 +58,8 @@ TEST_F(RelocationTest, BothOptionsFailBeforeAnyIoEvenForAMissingFile) {
     EXPECT_THAT(Load(path, o), StatusIs(StatusCode::kInvalidArgument,
                                         "map_location and model_device are "
                                         "incompatible: pass one of them"));
-    EXPECT_THAT(PlanLoad(path, o), StatusIs(StatusCode::kInvalidArgument,
-                                            "incompatible"));
+    EXPECT_THAT(PlanLoad(path, o),
+                StatusIs(StatusCode::kInvalidArgument, "incompatible"));
     EXPECT_THAT(LoadInto(path, {}, o),
                 StatusIs(StatusCode::kInvalidArgument, "incompatible"));
     EXPECT_THAT(ReadTensors(path, {"x"}, o),

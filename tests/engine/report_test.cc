@@ -6,7 +6,8 @@ namespace {
 
 std::vector<Placement> Sample() {
   return {
-      {"model.w", false, "model", Role::kModel, Device::Cuda(1), Device::Cuda(0)},
+      {"model.w", false, "model", Role::kModel, Device::Cuda(1),
+       Device::Cuda(0)},
       {"optimizer.step", false, "optimizer", Role::kHost, Device::Cpu(),
        Device::Cpu()},
       {"torch_rng_state", true, "", Role::kHost, Device::Cpu(), Device::Cpu()},
@@ -14,11 +15,12 @@ std::vector<Placement> Sample() {
 }
 
 TEST(ReportTest, PlanJsonListsEveryPlacement) {
-  EXPECT_EQ(RenderPlanJson(Sample()),
-            R"({"schema_version":1,"placements":[)"
-            R"({"name":"model.w","kind":"tensor","section":"model","role":"model","origin":"cuda:1","target":"cuda:0"},)"
-            R"({"name":"optimizer.step","kind":"tensor","section":"optimizer","role":"host","origin":"cpu","target":"cpu"},)"
-            R"({"name":"torch_rng_state","kind":"rng","section":null,"role":"host","origin":"cpu","target":"cpu"}]})");
+  EXPECT_EQ(
+      RenderPlanJson(Sample()),
+      R"({"schema_version":1,"placements":[)"
+      R"({"name":"model.w","kind":"tensor","section":"model","role":"model","origin":"cuda:1","target":"cuda:0"},)"
+      R"({"name":"optimizer.step","kind":"tensor","section":"optimizer","role":"host","origin":"cpu","target":"cpu"},)"
+      R"({"name":"torch_rng_state","kind":"rng","section":null,"role":"host","origin":"cpu","target":"cpu"}]})");
 }
 
 TEST(ReportTest, PlanTextHasARowPerRecordAndASummary) {
@@ -26,8 +28,9 @@ TEST(ReportTest, PlanTextHasARowPerRecordAndASummary) {
   EXPECT_THAT(text, ::testing::HasSubstr("tensor model.w"));
   EXPECT_THAT(text, ::testing::HasSubstr("cuda:1   cuda:0\n"));
   EXPECT_THAT(text, ::testing::HasSubstr("rng    torch_rng_state"));
-  EXPECT_THAT(text, ::testing::HasSubstr(
-                        "2 tensors: 1 to cpu, 1 to cuda:0; 1 RNG records to cpu"));
+  EXPECT_THAT(text,
+              ::testing::HasSubstr(
+                  "2 tensors: 1 to cpu, 1 to cuda:0; 1 RNG records to cpu"));
 }
 
 TEST(ReportTest, LoadReportRecordsWhereThingsWentAndTheStats) {
@@ -46,9 +49,12 @@ TEST(ReportTest, LoadReportRecordsWhereThingsWentAndTheStats) {
   EXPECT_GT(r.stats.staging_capacity, 0u);
   EXPECT_THAT(RenderLoadText(r), ::testing::HasSubstr("emulated(1) runtime"));
   std::string json = RenderLoadJson(r);
-  EXPECT_THAT(json, ::testing::HasSubstr(R"("schema_version":1,"path":"/ck.rckpt")"));
-  EXPECT_THAT(json, ::testing::HasSubstr(
-                        R"("name":"model.layer1.weight","kind":"tensor","section":"model","role":"model","origin":"cuda:1","target":"cuda:0")"));
+  EXPECT_THAT(json,
+              ::testing::HasSubstr(R"("schema_version":1,"path":"/ck.rckpt")"));
+  EXPECT_THAT(
+      json,
+      ::testing::HasSubstr(
+          R"("name":"model.layer1.weight","kind":"tensor","section":"model","role":"model","origin":"cuda:1","target":"cuda:0")"));
   EXPECT_TRUE(rt->NothingLive());
 }
 

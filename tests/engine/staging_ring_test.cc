@@ -52,8 +52,8 @@ TEST(StagingRingTest, AcquireRecyclesTheOldestSlotOnceItsCopyIsDone) {
 }
 
 TEST(StagingRingTest, FailedCopyIsStickyForLaterAcquires) {
-  auto rt = NewEmulatedRuntimeForTesting(
-      {.device_count = 1, .fail_after_copies = 1});
+  auto rt =
+      NewEmulatedRuntimeForTesting({.device_count = 1, .fail_after_copies = 1});
   const Device d = Device::Cuda(0);
   ASSERT_OK_AND_ASSIGN(auto ring, StagingRing::Create(*rt, 2, 1));
   ASSERT_OK_AND_ASSIGN(Stream s, rt->CreateStream(d));
@@ -89,7 +89,8 @@ TEST(StagingRingTest, ManyWorkersNeverExceedCapacity) {
           ++failures;
           return;
         }
-        if (!rt->CopyToDeviceAsync(d, s, dev, slot->data, 1000).ok()) ++failures;
+        if (!rt->CopyToDeviceAsync(d, s, dev, slot->data, 1000).ok())
+          ++failures;
         auto e = rt->RecordEvent(d, s);
         if (!e.ok()) ++failures;
         ring->Retire(*slot, *e);

@@ -133,8 +133,10 @@ TEST_F(GpuTest, LoadIntoDeviceBuffers) {
   }
   ASSERT_OK(LoadInto(path_, targets, Options()));
   for (const LoadTarget& t : targets) {
-    Tensor view = Tensor::Borrow(TensorView{t.data, t.dtype, t.shape, t.device});
-    EXPECT_TRUE(BytesOf(*rt_, view) == HostBytes(saved.FindTensor(t.name)->tensor))
+    Tensor view =
+        Tensor::Borrow(TensorView{t.data, t.dtype, t.shape, t.device});
+    EXPECT_TRUE(BytesOf(*rt_, view) ==
+                HostBytes(saved.FindTensor(t.name)->tensor))
         << t.name;
   }
 }
@@ -175,13 +177,13 @@ TEST_F(GpuTest, DeviceToHostStreamerMatchesTheDeviceBytes) {
   ASSERT_OK_AND_ASSIGN(auto streamer,
                        DeviceToHostStreamer::Create(*rt_, 1 << 20, 256 << 10));
   std::vector<std::byte> got;
-  ASSERT_OK(streamer->StreamTensor(
-      TensorView{p, t.dtype(), t.shape(), kCuda0},
-      [&](uint64_t off, std::span<const std::byte> b) {
-        EXPECT_EQ(off, got.size());
-        got.insert(got.end(), b.begin(), b.end());
-        return Status::Ok();
-      }));
+  ASSERT_OK(
+      streamer->StreamTensor(TensorView{p, t.dtype(), t.shape(), kCuda0},
+                             [&](uint64_t off, std::span<const std::byte> b) {
+                               EXPECT_EQ(off, got.size());
+                               got.insert(got.end(), b.begin(), b.end());
+                               return Status::Ok();
+                             }));
   EXPECT_TRUE(got == HostBytes(t));
 }
 

@@ -30,7 +30,8 @@ Checkpoint MakeCheckpoint(uint64_t mib) {
   const int64_t per_tensor = 16 << 20;  // 16 MiB tensors
   uint64_t left = mib << 20;
   for (int i = 0; left > 0; ++i) {
-    const int64_t bytes = static_cast<int64_t>(std::min<uint64_t>(left, per_tensor));
+    const int64_t bytes =
+        static_cast<int64_t>(std::min<uint64_t>(left, per_tensor));
     auto t = rckpt::Tensor::Empty(rckpt::DType::kF32, {bytes / 4});
     if (!t.ok()) std::abort();
     for (float& x : t->host_span<float>()) x = d(rng);
@@ -62,9 +63,12 @@ int main(int argc, char** argv) {
   std::string dir = std::filesystem::temp_directory_path().string();
   int emulate = -1;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--mib")) mib = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (!std::strcmp(argv[i], "--dir")) dir = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--emulate-devices")) emulate = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--mib"))
+      mib = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (!std::strcmp(argv[i], "--dir"))
+      dir = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--emulate-devices"))
+      emulate = std::atoi(argv[i + 1]);
   }
   std::unique_ptr<rckpt::DeviceRuntime> emulated;
   rckpt::DeviceRuntime* runtime = &rckpt::DefaultRuntime();
@@ -75,8 +79,12 @@ int main(int argc, char** argv) {
   std::printf("runtime %s, %d CUDA device(s), checkpoint %llu MiB in %s\n\n",
               std::string(runtime->name()).c_str(), runtime->DeviceCount(),
               static_cast<unsigned long long>(mib), dir.c_str());
-  std::printf("| encoding     | target  |  file MiB  |  raw MiB   |  seconds |   GB/s   | staging MiB  |\n");
-  std::printf("|--------------|---------|------------|------------|----------|----------|--------------|\n");
+  std::printf(
+      "| encoding     | target  |  file MiB  |  raw MiB   |  seconds |   GB/s  "
+      " | staging MiB  |\n");
+  std::printf(
+      "|--------------|---------|------------|------------|----------|---------"
+      "-|--------------|\n");
   const Checkpoint ck = MakeCheckpoint(mib);
   struct Encoding {
     const char* name;
@@ -105,9 +113,11 @@ int main(int argc, char** argv) {
       rckpt::LoadOptions lo;
       lo.runtime = runtime;
       lo.stats = &stats;
-      lo.model_device = rckpt::DeviceSpec::Of(target ? Device::Cuda(0) : Device::Cpu());
+      lo.model_device =
+          rckpt::DeviceSpec::Of(target ? Device::Cuda(0) : Device::Cpu());
       auto loaded = rckpt::Load(path, lo);
-      Row(e.name, target ? "cuda:0" : "cpu", loaded.status(), stats, file_bytes);
+      Row(e.name, target ? "cuda:0" : "cpu", loaded.status(), stats,
+          file_bytes);
     }
   }
   std::filesystem::remove(path);

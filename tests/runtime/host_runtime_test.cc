@@ -10,9 +10,9 @@ TEST(HostRuntimeTest, HasNoDevicesAndRefusesDeviceWork) {
   DeviceRuntime& rt = HostRuntime();
   EXPECT_EQ(rt.name(), "host");
   EXPECT_EQ(rt.DeviceCount(), 0);
-  EXPECT_THAT(rt.Allocate(Device::Cuda(0), 8),
-              StatusIs(StatusCode::kDeviceUnavailable,
-                       "device cuda:0 does not exist"));
+  EXPECT_THAT(
+      rt.Allocate(Device::Cuda(0), 8),
+      StatusIs(StatusCode::kDeviceUnavailable, "device cuda:0 does not exist"));
   EXPECT_THAT(rt.CreateStream(Device::Cuda(0)),
               StatusIs(StatusCode::kDeviceUnavailable, "cuda:0"));
 }
