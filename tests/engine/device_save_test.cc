@@ -78,6 +78,25 @@ TEST_F(DeviceSaveTest, ChunksLargerThanASlotAreAssembled) {
   EXPECT_LE(streamer->high_water(), 32u << 10);
 }
 
+TEST_F(DeviceSaveTest, PerTensorChunkSizeOverridesTheDefault) {
+  MakeDeviceTensor(100000);
+  ASSERT_OK_AND_ASSIGN(auto streamer,
+                       DeviceToHostStreamer::Create(*rt_, 64 << 10, 16 << 10));
+  std::vector<uint64_t> offsets;
+  std::vector<std::byte> got;
+  ASSERT_OK(streamer->StreamTensor(
+      View(),
+      [&](uint64_t off, std::span<const std::byte> b) {
+        offsets.push_back(off);
+        got.insert(got.end(), b.begin(), b.end());
+        return Status::Ok();
+      },
+      /*chunk_bytes=*/9984));
+  EXPECT_EQ(got, host_);
+  ASSERT_EQ(offsets.size(), 11u);  // ceil(100000 / 9984)
+  EXPECT_EQ(offsets[3], 3u * 9984);
+}
+
 TEST_F(DeviceSaveTest, SinkErrorStopsTheStream) {
   MakeDeviceTensor(100000);
   ASSERT_OK_AND_ASSIGN(auto streamer,
