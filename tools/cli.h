@@ -67,6 +67,8 @@ extern const CommandInfo kInspect;
 extern const CommandInfo kVerify;
 extern const CommandInfo kPlan;
 extern const CommandInfo kLoad;
+extern const CommandInfo kDiff;
+extern const CommandInfo kConvert;
 
 }  // namespace rckpt::cli
 

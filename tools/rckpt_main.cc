@@ -15,6 +15,8 @@ const CommandInfo* const kCommands[] = {
     &rckpt::cli::kVerify,
     &rckpt::cli::kPlan,
     &rckpt::cli::kLoad,
+    &rckpt::cli::kDiff,
+    &rckpt::cli::kConvert,
 };
 
 void PrintHelp() {

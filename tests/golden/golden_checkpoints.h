@@ -120,7 +120,7 @@ inline std::vector<GoldenCase> GoldenCases() {
                     {Value("epochs"), Value::Set({0, 1, 2})}}));
     t["rng"] = Value::RngRef("torch_rng_state");
     t["big"] = Value::BigInt(std::string("\x01\x00\x00\x00\x00\x00\x00\x00\x80", 9));
-    t["blob"] = Value::Bytes("\x00\xff");
+    t["blob"] = Value::Bytes(std::string("\x00\xff", 2));
     t["none"] = Value();
     t["flag"] = false;
     ck.Metadata()["framework"] = "golden";

@@ -1,0 +1,160 @@
+// Conversion between rckpt checkpoints and PyTorch (.pt/.pth/.bin zip
+// archives written by torch.save) and safetensors files.
+//
+// PyTorch import never executes anything from the file. A restricted
+// unpickler turns the pickled object into the checkpoint's state tree:
+// tensors become tensor references (named by their key path joined with
+// '.'), RNG states become RNG records, recognised values (OrderedDict with
+// its _metadata, torch.Size, torch.device, dtypes, sets, bytes, big ints) are
+// kept as data, and any other class becomes an inert object node (class path
+// and fields) that is listed in the ImportReport; ImportOptions::strict
+// refuses such files instead. docs/CONVERT.md has the section table, the RNG
+// detection rules, the pickle limits and the safetensors metadata layout.
+//
+// Error codes: NotFound (missing file); Corruption (a damaged archive, pickle
+// or header: the message names what and where); Unsupported (legacy pre-1.6
+// and TorchScript archives, compressed zip entries, globals that would call a
+// function such as os.system, unknown classes under strict, dtypes rckpt
+// cannot hold, inert objects on export); InvalidArgument (bad options);
+// IoError (the file system).
+//
+// Writes are atomic like rckpt::Save: a temporary file in the same directory,
+// fsync, rename over the path, fsync of the directory; a failed export leaves
+// any previous file at the path untouched.
+//
+// Thread-safety: all functions may be called concurrently.
+#ifndef RCKPT_CONVERT_H_
+#define RCKPT_CONVERT_H_
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "rckpt/checkpoint.h"
+#include "rckpt/options.h"
+#include "rckpt/status.h"
+
+namespace rckpt {
+
+class FileSystem;
+
+// Resource limits of the unpickler. A pickle that exceeds one is refused with
+// Corruption naming the limit; raise them for unusually large files.
+struct PickleLimits {
+  uint64_t max_pickle_bytes = 1ull << 30;  // size of data.pkl
+  uint64_t max_memo_entries = 1ull << 24;
+  uint64_t max_stack_depth = 1ull << 24;   // values and marks on the VM stack
+  // Nodes the object graph may expand to in the state tree (a graph that
+  // shares containers many times over is refused rather than exploded).
+  uint64_t max_tree_nodes = 1ull << 26;
+  uint32_t max_nesting = 2000;             // container nesting in the tree
+};
+
+struct ImportOptions {
+  // Refuse (Unsupported) files holding classes outside the recognised set
+  // instead of keeping them as inert objects.
+  bool strict = false;
+  // More keys whose uint8 1-D tensors are RNG states (matched against a
+  // tensor's full name or its last key); the kind comes from the size
+  // (5056: torch_cpu, 16: torch_cuda), opaque otherwise.
+  std::vector<std::string> rng_keys;
+  // Top-level key -> section, overriding the default table.
+  std::map<std::string, std::string> section_overrides;
+  // CRC-32 mismatches of PyTorch records are a warning when false (torch can
+  // write files without CRCs), Corruption when true.
+  bool require_crc32 = false;
+  PickleLimits limits;
+  FileSystem* fs = nullptr;  // nullptr: the POSIX file system
+};
+
+struct ImportReport {
+  std::string format;  // "pytorch", "safetensors" or "rckpt"
+  // Class paths kept as inert objects, sorted, without duplicates.
+  std::vector<std::string> inert_classes;
+  std::vector<std::string> warnings;
+};
+
+struct ExportOptions {
+  // Replace inert objects by None (PyTorch) or drop them from the tree
+  // metadata check (safetensors keeps them in JSON regardless) instead of
+  // refusing the export.
+  bool drop_objects = false;
+  // Where each PyTorch record's data starts (a power of two, 1..4096; torch
+  // writes 64, GPUDirect Storage wants 4096).
+  uint32_t pytorch_alignment = 64;
+  FileSystem* fs = nullptr;  // nullptr: the POSIX file system
+};
+
+// Imports a torch.save zip archive (.pt, .pth, .bin, any extension).
+// `report` (optional) receives the inert classes and warnings.
+Result<Checkpoint> ImportPyTorch(const std::string& path, const ImportOptions& options = {},
+                                 ImportReport* report = nullptr);
+// The same over bytes in memory (also the fuzz entry point of the importer).
+Result<Checkpoint> ImportPyTorchFromBytes(std::span<const std::byte> bytes,
+                                          const ImportOptions& options = {},
+                                          ImportReport* report = nullptr);
+
+// Writes `ck` as a torch.save-compatible zip archive that
+// torch.load(weights_only=True) reads: the tree as dicts/lists/tuples/sets/
+// scalars (an OrderedDict with its _metadata where imported so), tensors as
+// _rebuild_tensor_v2/v3 views tagged with their origin device ('cpu',
+// 'cuda:N'), RNG records as uint8 tensors tagged 'cpu'. Tensors or RNG records
+// the tree does not reference are added to a top-level dict under their names
+// (InvalidArgument when the tree is not a dict and some are unreferenced).
+// Unsupported for inert objects unless drop_objects.
+Status ExportPyTorch(const Checkpoint& ck, const std::string& path,
+                     const ExportOptions& options = {});
+
+// Imports a .safetensors file, validating it exactly as the reference reader
+// does (header size and limit, JSON, dtype/shape/size consistency, no gaps,
+// no overlaps, no trailing bytes). A file written by ExportSafetensors comes
+// back identical (sections, roles, origin devices, RNG records, tree, user
+// metadata); any other file becomes a flat map of name -> tensor with
+// sections from the same table as PyTorch import, and its __metadata__ as the
+// checkpoint's metadata.
+Result<Checkpoint> ImportSafetensors(const std::string& path,
+                                     const ImportOptions& options = {},
+                                     ImportReport* report = nullptr);
+Result<Checkpoint> ImportSafetensorsFromBytes(std::span<const std::byte> bytes,
+                                              const ImportOptions& options = {},
+                                              ImportReport* report = nullptr);
+
+// Writes `ck` as safetensors: tensors (device tensors are refused with
+// InvalidArgument; load them to host first) and RNG records as U8 tensors, the
+// tree, sections, roles, origins and RNG kinds as JSON under "rckpt.*" keys of
+// __metadata__, user metadata as the other keys (InvalidArgument for a user
+// key starting with "rckpt."). Unsupported for c128 (no safetensors dtype).
+Status ExportSafetensors(const Checkpoint& ck, const std::string& path,
+                         const ExportOptions& options = {});
+
+enum class CheckpointFormat { kUnknown, kRckpt, kPyTorch, kSafetensors };
+std::string_view CheckpointFormatName(CheckpointFormat f);  // "rckpt" "pytorch" ...
+
+// The format by file name: .rckpt; .pt .pth .bin .ckpt .tar (pytorch);
+// .safetensors. kUnknown otherwise.
+CheckpointFormat FormatFromExtension(const std::string& path);
+
+// The format by content: the rckpt magic, a zip local header (pytorch), or a
+// plausible safetensors header. Also recognises, and refuses with an
+// Unsupported message saying what they are and how to re-save them, legacy
+// pre-1.6 torch files, tar-format torch files and the preview format.
+Result<CheckpointFormat> DetectFormat(const std::string& path, FileSystem* fs = nullptr);
+
+// Reads any supported checkpoint: by content (DetectFormat), falling back to
+// the extension. .rckpt files are loaded to host memory with their origin
+// devices kept (rckpt::Load with MapLocation::To(cpu)).
+Result<Checkpoint> ReadAnyCheckpoint(const std::string& path,
+                                     const ImportOptions& options = {},
+                                     ImportReport* report = nullptr);
+
+// Writes `ck` in the format named by `path`'s extension (.rckpt via
+// rckpt::Save with `save_options`). InvalidArgument for an unknown extension.
+Status WriteAnyCheckpoint(const Checkpoint& ck, const std::string& path,
+                          const ExportOptions& options = {},
+                          const SaveOptions& save_options = {});
+
+}  // namespace rckpt
+
+#endif  // RCKPT_CONVERT_H_

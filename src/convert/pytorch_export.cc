@@ -1,0 +1,343 @@
+// PyTorch export: Checkpoint -> torch.save-compatible zip archive.
+#include <map>
+#include <set>
+
+#include "convert/atomic_write.h"
+#include "convert/bytes.h"
+#include "convert/import_common.h"
+#include "convert/pickle_reader.h"
+#include "convert/pickle_writer.h"
+#include "convert/zip.h"
+#include "rckpt/convert.h"
+#include "rckpt/file.h"
+
+namespace rckpt {
+namespace convert {
+namespace {
+
+class Exporter {
+ public:
+  Exporter(const Checkpoint& ck, const ExportOptions& options) : ck_(ck), options_(options) {}
+
+  Status Build();
+  Status WriteZip(WritableFile* f);
+
+ private:
+  Status Collect(const Value& v, int depth);
+  Status Write(const Value& v, int depth);
+  Status WriteRef(const std::string& name, bool rng);
+  void WriteIntTuple(const Shape& s);
+  void WriteTuple(const std::vector<Value>& items, int depth, Status* st);
+
+  const Checkpoint& ck_;
+  const ExportOptions& options_;
+  Value root_;
+  std::set<std::string> referenced_;
+  PickleWriter p_;
+  std::map<std::string, uint32_t> memo_of_;  // tensor/rng name -> memo index
+  std::vector<std::span<const std::byte>> records_;  // data/<i>
+};
+
+Status Exporter::Collect(const Value& v, int depth) {
+  if (depth > 10000) return Status::InvalidArgument("export: tree nested too deeply");
+  switch (v.kind()) {
+    case ValueKind::kTensorRef:
+      if (!ck_.FindTensor(v.as_string())) {
+        return Status::InvalidArgument("export: tree references tensor '" + v.as_string() +
+                                       "' that the checkpoint lacks");
+      }
+      referenced_.insert(v.as_string());
+      return Status::Ok();
+    case ValueKind::kRngRef:
+      if (!ck_.FindRng(v.as_string())) {
+        return Status::InvalidArgument("export: tree references RNG record '" +
+                                       v.as_string() + "' that the checkpoint lacks");
+      }
+      referenced_.insert(v.as_string());
+      return Status::Ok();
+    case ValueKind::kObject:
+      if (!IsKnownObjectClass(v.as_string())) {
+        if (options_.drop_objects) return Status::Ok();
+        return Status::Unsupported("export: the tree holds an inert object of class '" +
+                                   v.as_string() +
+                                   "' that torch.load(weights_only=True) cannot rebuild; "
+                                   "use --drop-objects to write None in its place");
+      }
+      return Collect(v.fields(), depth + 1);
+    case ValueKind::kMap:
+      for (const auto& [k, x] : v.entries()) {
+        RCKPT_RETURN_IF_ERROR(Collect(k, depth + 1));
+        RCKPT_RETURN_IF_ERROR(Collect(x, depth + 1));
+      }
+      return Status::Ok();
+    default:
+      for (const Value& x : v.items()) RCKPT_RETURN_IF_ERROR(Collect(x, depth + 1));
+      return Status::Ok();
+  }
+}
+
+Status Exporter::Build() {
+  root_ = ck_.Tree();
+  if (root_.is_null()) root_ = Value::Map();
+  RCKPT_RETURN_IF_ERROR(Collect(root_, 0));
+  std::vector<Value::Entry> extra;
+  for (const TensorEntry& t : ck_.tensors()) {
+    if (!referenced_.count(t.name)) extra.emplace_back(Value(t.name), Value::TensorRef(t.name));
+  }
+  for (const RngRecord& r : ck_.rng()) {
+    if (!referenced_.count(r.name)) extra.emplace_back(Value(r.name), Value::RngRef(r.name));
+  }
+  if (extra.empty()) return Status::Ok();
+  Value* target = nullptr;
+  if (root_.is_map()) {
+    target = &root_;
+  } else if (root_.kind() == ValueKind::kObject &&
+             root_.as_string() == "collections.OrderedDict") {
+    for (auto& [k, x] : root_.fields().entries()) {
+      if (k == Value("items")) target = &x;
+    }
+  }
+  if (target == nullptr) {
+    return Status::InvalidArgument(
+        "export: " + std::to_string(extra.size()) + " tensors/RNG records (first: '" +
+        extra[0].first.as_string() +
+        "') are not referenced by the state tree and the tree is not a dict to add them to");
+  }
+  for (auto& e : extra) {
+    if (target->FindKey(e.first)) {
+      return Status::InvalidArgument("export: unreferenced tensor '" + e.first.as_string() +
+                                     "' collides with a top-level key of the tree");
+    }
+    target->entries().push_back(std::move(e));
+  }
+  return Status::Ok();
+}
+
+void Exporter::WriteIntTuple(const Shape& s) {
+  if (s.empty()) {
+    p_.Op(')');
+    return;
+  }
+  if (s.size() > 3) p_.Mark();
+  for (int64_t d : s) p_.Int(d);
+  p_.Op(s.size() == 1 ? 0x85 : s.size() == 2 ? 0x86 : s.size() == 3 ? 0x87 : 't');
+}
+
+Status Exporter::WriteRef(const std::string& name, bool rng) {
+  if (auto it = memo_of_.find(name); it != memo_of_.end()) {
+    p_.Get(it->second);  // tied: the same tensor object again
+    return Status::Ok();
+  }
+  DType dtype;
+  Shape shape;
+  std::string location = "cpu";
+  std::span<const std::byte> bytes;
+  if (rng) {
+    const RngRecord* r = ck_.FindRng(name);
+    dtype = DType::kU8;
+    shape = {static_cast<int64_t>(r->bytes.size())};
+    bytes = r->bytes;
+  } else {
+    const TensorEntry* t = ck_.FindTensor(name);
+    if (!t->tensor.device().is_cpu()) {
+      return Status::InvalidArgument("export: tensor '" + name + "' lives on " +
+                                     t->tensor.device().ToString() +
+                                     "; load the checkpoint to host memory first");
+    }
+    dtype = t->tensor.dtype();
+    shape = t->tensor.shape();
+    location = t->Origin().ToString();
+    bytes = t->tensor.host_bytes();
+  }
+  std::string_view storage = TorchStorageName(dtype);
+  bool v3 = storage.empty();
+  std::string key = std::to_string(records_.size());
+  records_.push_back(bytes);
+  Shape stride(shape.size());
+  int64_t s = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    stride[d] = s;
+    s *= std::max<int64_t>(shape[d], 1);
+  }
+  p_.Global("torch._utils", v3 ? "_rebuild_tensor_v3" : "_rebuild_tensor_v2");
+  p_.Mark();
+  p_.Mark();
+  p_.Str("storage");
+  if (v3) {
+    p_.Global("torch.storage", "UntypedStorage");
+  } else {
+    p_.Global("torch", std::string(storage));
+  }
+  p_.Str(key);
+  p_.Str(location);
+  p_.Int(static_cast<int64_t>(v3 ? bytes.size() : bytes.size() / DTypeSize(dtype)));
+  p_.Op('t');
+  p_.Op('Q');
+  p_.Int(0);
+  WriteIntTuple(shape);
+  WriteIntTuple(stride);
+  p_.Bool(false);
+  p_.Global("collections", "OrderedDict");
+  p_.Op(')');
+  p_.Op('R');
+  if (v3) p_.Global("torch", std::string(TorchDTypeName(dtype)));
+  p_.Op('t');
+  p_.Op('R');
+  memo_of_[name] = p_.Put();
+  return Status::Ok();
+}
+
+void Exporter::WriteTuple(const std::vector<Value>& items, int depth, Status* st) {
+  if (items.empty()) {
+    p_.Op(')');
+    return;
+  }
+  if (items.size() > 3) p_.Mark();
+  for (const Value& x : items) {
+    if (st->ok()) *st = Write(x, depth + 1);
+  }
+  p_.Op(items.size() == 1 ? 0x85 : items.size() == 2 ? 0x86 : items.size() == 3 ? 0x87 : 't');
+}
+
+Status Exporter::Write(const Value& v, int depth) {
+  switch (v.kind()) {
+    case ValueKind::kNull: p_.None(); return Status::Ok();
+    case ValueKind::kBool: p_.Bool(v.as_bool()); return Status::Ok();
+    case ValueKind::kInt: p_.Int(v.as_int()); return Status::Ok();
+    case ValueKind::kFloat: p_.Float(v.as_float()); return Status::Ok();
+    case ValueKind::kString: p_.Str(v.as_string()); return Status::Ok();
+    case ValueKind::kBytes: p_.Bytes(v.as_string()); return Status::Ok();
+    case ValueKind::kBigInt: p_.BigInt(v.as_string()); return Status::Ok();
+    case ValueKind::kTensorRef: return WriteRef(v.as_string(), false);
+    case ValueKind::kRngRef: return WriteRef(v.as_string(), true);
+    case ValueKind::kList: {
+      p_.Op(']');
+      p_.Put();
+      if (v.items().empty()) return Status::Ok();
+      p_.Mark();
+      for (const Value& x : v.items()) RCKPT_RETURN_IF_ERROR(Write(x, depth + 1));
+      p_.Op('e');
+      return Status::Ok();
+    }
+    case ValueKind::kTuple: {
+      Status st;
+      WriteTuple(v.items(), depth, &st);
+      return st;
+    }
+    case ValueKind::kSet: {
+      p_.Global("__builtin__", "set");
+      p_.Op(']');
+      if (!v.items().empty()) {
+        p_.Mark();
+        for (const Value& x : v.items()) RCKPT_RETURN_IF_ERROR(Write(x, depth + 1));
+        p_.Op('e');
+      }
+      p_.Op(0x85);
+      p_.Op('R');
+      return Status::Ok();
+    }
+    case ValueKind::kMap: {
+      p_.Op('}');
+      p_.Put();
+      if (v.entries().empty()) return Status::Ok();
+      p_.Mark();
+      for (const auto& [k, x] : v.entries()) {
+        RCKPT_RETURN_IF_ERROR(Write(k, depth + 1));
+        RCKPT_RETURN_IF_ERROR(Write(x, depth + 1));
+      }
+      p_.Op('u');
+      return Status::Ok();
+    }
+    case ValueKind::kObject: break;
+  }
+  const std::string& cls = v.as_string();
+  const Value& f = v.fields();
+  if (!IsKnownObjectClass(cls)) {  // Collect refused these unless dropping
+    p_.None();
+    return Status::Ok();
+  }
+  if (cls == "torch.dtype") {
+    p_.Global("torch", f.kind() == ValueKind::kString ? f.as_string() : "float32");
+    return Status::Ok();
+  }
+  if (cls == "collections.OrderedDict") {
+    p_.Global("collections", "OrderedDict");
+    p_.Op(')');
+    p_.Op('R');
+    p_.Put();
+    const Value* items = f.Find(std::string_view("items"));
+    if (items != nullptr && !items->entries().empty()) {
+      p_.Mark();
+      for (const auto& [k, x] : items->entries()) {
+        RCKPT_RETURN_IF_ERROR(Write(k, depth + 1));
+        RCKPT_RETURN_IF_ERROR(Write(x, depth + 1));
+      }
+      p_.Op('u');
+    }
+    if (const Value* state = f.Find(std::string_view("state"))) {
+      RCKPT_RETURN_IF_ERROR(Write(*state, depth + 1));
+      p_.Op('b');
+    }
+    return Status::Ok();
+  }
+  if (cls == "torch.Size") {
+    p_.Global("torch", "Size");
+    RCKPT_RETURN_IF_ERROR(Write(f, depth + 1));
+    p_.Op(0x85);
+    p_.Op('R');
+    return Status::Ok();
+  }
+  if (cls == "builtins.bytearray") {
+    p_.Global("__builtin__", "bytearray");
+    RCKPT_RETURN_IF_ERROR(Write(f, depth + 1));
+    p_.Op(0x85);
+    p_.Op('R');
+    return Status::Ok();
+  }
+  // torch.device, torch.layout, builtins.complex: fields are the call's args.
+  if (cls == "torch.device") p_.Global("torch", "device");
+  if (cls == "torch.layout") p_.Global("torch.serialization", "_get_layout");
+  if (cls == "builtins.complex") p_.Global("__builtin__", "complex");
+  if (f.kind() != ValueKind::kTuple) {
+    return Status::InvalidArgument("export: " + cls + " object without a tuple of arguments");
+  }
+  RCKPT_RETURN_IF_ERROR(Write(f, depth + 1));
+  p_.Op('R');
+  return Status::Ok();
+}
+
+Status Exporter::WriteZip(WritableFile* f) {
+  RCKPT_RETURN_IF_ERROR(Write(root_, 0));
+  p_.Stop();
+  ZipWriter z(f, options_.pytorch_alignment);
+  RCKPT_RETURN_IF_ERROR(z.Add("archive/data.pkl", AsBytes(p_.str())));
+  RCKPT_RETURN_IF_ERROR(z.Add("archive/byteorder", AsBytes("little")));
+  for (size_t i = 0; i < records_.size(); ++i) {
+    RCKPT_RETURN_IF_ERROR(z.Add("archive/data/" + std::to_string(i), records_[i]));
+  }
+  RCKPT_RETURN_IF_ERROR(z.Add("archive/version", AsBytes("3\n")));
+  if (options_.pytorch_alignment != 64) {
+    RCKPT_RETURN_IF_ERROR(z.Add("archive/.storage_alignment",
+                                AsBytes(std::to_string(options_.pytorch_alignment))));
+  }
+  return z.Finish();
+}
+
+}  // namespace
+}  // namespace convert
+
+Status ExportPyTorch(const Checkpoint& ck, const std::string& path,
+                     const ExportOptions& options) {
+  uint32_t a = options.pytorch_alignment;
+  if (a == 0 || a > 4096 || (a & (a - 1)) != 0) {
+    return Status::InvalidArgument("export: pytorch_alignment " + std::to_string(a) +
+                                   " is not a power of two in [1, 4096]");
+  }
+  convert::Exporter ex(ck, options);
+  RCKPT_RETURN_IF_ERROR(ex.Build());
+  FileSystem& fs = options.fs ? *options.fs : PosixFileSystem();
+  return convert::WriteFileAtomically(fs, path,
+                                      [&](WritableFile* f) { return ex.WriteZip(f); });
+}
+
+}  // namespace rckpt

@@ -1,0 +1,503 @@
+// PyTorch import: torch.save zip archive -> Checkpoint.
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "convert/bytes.h"
+#include "convert/import_common.h"
+#include "convert/pickle_reader.h"
+#include "convert/zip.h"
+#include "rckpt/convert.h"
+#include "rckpt/file.h"
+
+namespace rckpt {
+namespace convert {
+namespace {
+
+constexpr char kLegacyMagic[] = "\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19";
+
+struct Storage {
+  std::shared_ptr<std::vector<std::byte>> bytes;
+};
+
+Result<Device> DeviceFromTag(const std::string& tag, std::vector<std::string>* warnings) {
+  if (tag == "cpu") return Device::Cpu();
+  if (tag.rfind("cuda", 0) == 0) {
+    auto d = ParseDevice(tag);
+    if (d.ok()) return *d;
+    return Status::Corruption("pytorch: storage location tag '" + Printable(tag) +
+                              "' is not a valid CUDA device");
+  }
+  warnings->push_back("storage location '" + Printable(tag) +
+                      "' has no rckpt device; recorded as cpu");
+  return Device::Cpu();
+}
+
+class Importer {
+ public:
+  Importer(const RandomAccessFile& file, const ImportOptions& options)
+      : file_(file), options_(options) {}
+
+  Result<Checkpoint> Run(ImportReport* report);
+
+ private:
+  Status ReadRecord(const std::string& name, std::vector<std::byte>* out, bool required);
+  Result<Storage*> LoadStorage(const StorageRef& ref);
+  Result<Tensor> Materialize(const TensorRefInfo& t, const std::string& name);
+  Result<Value> Convert(PyNode* n, std::vector<std::string>& path, int depth, bool in_key);
+  Result<Value> ConvertTensor(PyNode* n, const std::vector<std::string>& path, bool in_key);
+  std::string Component(const Value& key);
+
+  const RandomAccessFile& file_;
+  const ImportOptions& options_;
+  ZipDirectory dir_;
+  std::string prefix_;
+  bool big_endian_ = false;
+  bool root_is_map_ = false;
+  bool plain_state_dict_ = false;
+  uint64_t nodes_ = 0;
+  Checkpoint ck_;
+  std::map<std::string, Storage> storages_;
+  std::unordered_map<const PyNode*, Value> tensors_seen_;
+  std::unordered_set<const PyNode*> in_progress_;
+  std::set<std::string> inert_;
+  std::vector<std::string> warnings_;
+};
+
+Status Importer::ReadRecord(const std::string& name, std::vector<std::byte>* out,
+                            bool required) {
+  const ZipEntry* e = dir_.Find(prefix_ + name);
+  if (e == nullptr) {
+    if (!required) return Status::NotFound(name);
+    return Status::Corruption("pytorch: archive has no record '" + Printable(prefix_ + name) +
+                              "'");
+  }
+  if (e->method != 0) {
+    return Status::Unsupported("pytorch: record '" + Printable(e->name) +
+                               "' is compressed (zip method " + std::to_string(e->method) +
+                               "); torch.save writes stored records: the archive was re-zipped "
+                               "by another tool, re-save it with torch.save");
+  }
+  out->resize(e->size);
+  RCKPT_RETURN_IF_ERROR(file_.ReadAt(e->data_offset, *out));
+  uint32_t crc = Crc32(*out);
+  if (crc != e->crc32) {
+    std::string msg = "pytorch: record '" + Printable(e->name) + "' CRC-32 " +
+                      std::to_string(crc) + " differs from the directory's " +
+                      std::to_string(e->crc32);
+    if (options_.require_crc32) return Status::Corruption(msg);
+    warnings_.push_back(msg);
+  }
+  return Status::Ok();
+}
+
+Result<Storage*> Importer::LoadStorage(const StorageRef& ref) {
+  auto it = storages_.find(ref.key);
+  if (it != storages_.end()) return &it->second;
+  uint64_t elem = ref.dtype ? DTypeSize(*ref.dtype) : 1;
+  uint64_t nbytes;
+  if (!MulOk(ref.numel, elem, &nbytes)) {
+    return Status::Corruption("pytorch: storage '" + Printable(ref.key) + "' size overflows");
+  }
+  const ZipEntry* e = dir_.Find(prefix_ + "data/" + ref.key);
+  if (e == nullptr) {
+    return Status::Corruption("pytorch: storage '" + Printable(ref.key) + "' has no record " +
+                              Printable(prefix_ + "data/" + ref.key));
+  }
+  if (e->size != nbytes) {
+    return Status::Corruption("pytorch: record '" + Printable(e->name) + "' holds " +
+                              std::to_string(e->size) + " bytes, its storage declares " +
+                              std::to_string(ref.numel) + " x " + std::to_string(elem) +
+                              " = " + std::to_string(nbytes));
+  }
+  Storage s;
+  s.bytes = std::make_shared<std::vector<std::byte>>();
+  RCKPT_RETURN_IF_ERROR(ReadRecord("data/" + ref.key, s.bytes.get(), true));
+  return &storages_.emplace(ref.key, std::move(s)).first->second;
+}
+
+Result<Tensor> Importer::Materialize(const TensorRefInfo& t, const std::string& name) {
+  const StorageRef& ref = t.storage->storage;
+  RCKPT_ASSIGN_OR_RETURN(Storage * st, LoadStorage(ref));
+  const uint64_t elem = DTypeSize(t.dtype);
+  const uint64_t storage_elems = st->bytes->size() / elem;
+  auto bad = [&](const std::string& why) {
+    return Status::Corruption("pytorch: tensor '" + Printable(name) + "' view of storage '" +
+                              Printable(ref.key) + "' " + why);
+  };
+  if (t.size.size() != t.stride.size()) {
+    return bad("has " + std::to_string(t.size.size()) + " sizes but " +
+               std::to_string(t.stride.size()) + " strides");
+  }
+  if (t.size.size() > 64) return bad("has more than 64 dimensions");
+  if (t.offset < 0) return bad("has negative offset " + std::to_string(t.offset));
+  uint64_t numel = 1;
+  for (size_t d = 0; d < t.size.size(); ++d) {
+    if (t.size[d] < 0 || t.stride[d] < 0) {
+      return bad("has negative size or stride in dimension " + std::to_string(d));
+    }
+    if (!MulOk(numel, static_cast<uint64_t>(t.size[d]), &numel)) return bad("numel overflows");
+  }
+  uint64_t nbytes;
+  if (!MulOk(numel, elem, &nbytes)) return bad("byte size overflows");
+  Shape shape(t.size.begin(), t.size.end());
+  if (numel == 0) return Tensor::Zeros(t.dtype, shape);
+  uint64_t last = static_cast<uint64_t>(t.offset);
+  for (size_t d = 0; d < t.size.size(); ++d) {
+    uint64_t span;
+    if (!MulOk(static_cast<uint64_t>(t.size[d] - 1), static_cast<uint64_t>(t.stride[d]),
+               &span) ||
+        !AddOk(last, span, &last)) {
+      return bad("extent overflows");
+    }
+  }
+  if (last >= storage_elems) {
+    return bad("reaches element " + std::to_string(last) + " of a storage of " +
+               std::to_string(storage_elems) + " elements");
+  }
+  bool contiguous = true;
+  uint64_t expect = 1;
+  for (size_t d = t.size.size(); d-- > 0;) {
+    if (t.size[d] != 1 && static_cast<uint64_t>(t.stride[d]) != expect) contiguous = false;
+    expect *= static_cast<uint64_t>(t.size[d]);
+  }
+  std::byte* base = st->bytes->data();
+  if (contiguous && !big_endian_) {
+    void* data = base + t.offset * elem;
+    return Tensor::Adopt(t.dtype, shape, Device::Cpu(), std::shared_ptr<void>(st->bytes), data);
+  }
+  RCKPT_ASSIGN_OR_RETURN(Tensor out, Tensor::Zeros(t.dtype, shape));
+  std::byte* dst = static_cast<std::byte*>(out.data());
+  std::vector<int64_t> idx(t.size.size(), 0);
+  for (uint64_t i = 0; i < numel; ++i) {
+    uint64_t src = static_cast<uint64_t>(t.offset);
+    for (size_t d = 0; d < idx.size(); ++d) src += idx[d] * t.stride[d];
+    std::memcpy(dst + i * elem, base + src * elem, elem);
+    if (big_endian_) {
+      // Complex numbers swap each half.
+      uint64_t part = (t.dtype == DType::kC64 || t.dtype == DType::kC128) ? elem / 2 : elem;
+      for (uint64_t p = 0; p < elem; p += part) std::reverse(dst + i * elem + p,
+                                                              dst + i * elem + p + part);
+    }
+    for (size_t d = idx.size(); d-- > 0;) {
+      if (++idx[d] < t.size[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
+std::string Importer::Component(const Value& key) {
+  switch (key.kind()) {
+    case ValueKind::kString: return key.as_string();
+    case ValueKind::kInt: return std::to_string(key.as_int());
+    case ValueKind::kBool: return key.as_bool() ? "True" : "False";
+    case ValueKind::kNull: return "None";
+    default: return key.DebugString(128);
+  }
+}
+
+Result<Value> Importer::ConvertTensor(PyNode* n, const std::vector<std::string>& path,
+                                      bool in_key) {
+  if (in_key) return Status::Unsupported("pytorch: a tensor used as a dict key");
+  if (auto it = tensors_seen_.find(n); it != tensors_seen_.end()) return it->second;
+  std::string name = UniqueName(ck_, JoinPath(path), &warnings_);
+  RCKPT_ASSIGN_OR_RETURN(Tensor t, Materialize(n->tensor, name));
+  RCKPT_ASSIGN_OR_RETURN(Device origin,
+                         DeviceFromTag(n->tensor.storage->storage.location, &warnings_));
+  Value ref;
+  std::optional<RngGuess> rng;
+  if (t.dtype() == DType::kU8 && t.shape().size() == 1) {
+    rng = DetectRng(path, t.nbytes(), options_, &warnings_);
+  }
+  if (rng) {
+    Status s = ck_.AddRng(name, rng->kind, t.host_bytes(), rng->origin);
+    if (s.ok()) {
+      ref = Value::RngRef(name);
+    } else {
+      warnings_.push_back("'" + name + "' looks like an RNG state but " + s.message() +
+                          "; kept as a tensor");
+      rng.reset();
+    }
+  }
+  if (!rng) {
+    std::string section = SectionForPath(path, root_is_map_, plain_state_dict_, options_);
+    RCKPT_RETURN_IF_ERROR(ck_.AddTensor(section, name, std::move(t)));
+    if (origin != Device::Cpu()) ck_.mutable_tensors().back().origin = origin;
+    ref = Value::TensorRef(name);
+  }
+  tensors_seen_.emplace(n, ref);
+  return ref;
+}
+
+Result<Value> Importer::Convert(PyNode* n, std::vector<std::string>& path, int depth,
+                                bool in_key) {
+  if (++nodes_ > options_.limits.max_tree_nodes) {
+    return Status::Corruption("pytorch: the pickled object expands to more than " +
+                              std::to_string(options_.limits.max_tree_nodes) +
+                              " tree nodes (limit)");
+  }
+  if (depth > static_cast<int>(options_.limits.max_nesting)) {
+    return Status::Corruption("pytorch: containers nested deeper than " +
+                              std::to_string(options_.limits.max_nesting) + " (limit) at '" +
+                              Printable(JoinPath(path)) + "'");
+  }
+  switch (n->kind) {
+    case PyKind::kNone: return Value();
+    case PyKind::kBool: return Value(n->b);
+    case PyKind::kInt: return Value(n->i);
+    case PyKind::kBigInt: return Value::BigInt(n->s);
+    case PyKind::kFloat: return Value(n->f);
+    case PyKind::kStr: return Value(n->s);
+    case PyKind::kBytes: return Value::Bytes(n->s);
+    case PyKind::kTensor: return ConvertTensor(n, path, in_key);
+    case PyKind::kStorage:
+      return Status::Unsupported("pytorch: a bare storage (not a tensor) at '" +
+                                 Printable(JoinPath(path)) + "' is not supported");
+    case PyKind::kMark: return Status::Corruption("pytorch: MARK left in the object");
+    case PyKind::kGlobal: {
+      if (n->s.rfind("torch.", 0) == 0 && TorchDTypeFromName(n->s.substr(6))) {
+        return Value::Object("torch.dtype", Value(n->s.substr(6)));
+      }
+      inert_.insert(n->s);
+      return Value::Object(n->s, Value());
+    }
+    case PyKind::kKnown: {
+      Value args;
+      if (n->args) {
+        RCKPT_ASSIGN_OR_RETURN(args, Convert(n->args, path, depth + 1, in_key));
+      }
+      return Value::Object(n->s, std::move(args));
+    }
+    default: break;
+  }
+  // Containers and objects: guard against cycles.
+  if (in_progress_.count(n)) {
+    return Status::Corruption("pytorch: a container contains itself at '" +
+                              Printable(JoinPath(path)) + "'");
+  }
+  in_progress_.insert(n);
+  struct Done {
+    std::unordered_set<const PyNode*>* s;
+    const PyNode* n;
+    ~Done() { s->erase(n); }
+  } done{&in_progress_, n};
+
+  auto seq = [&](std::vector<PyNode*>& items, std::vector<Value>* out) -> Status {
+    out->reserve(items.size());
+    for (size_t i = 0; i < items.size(); ++i) {
+      path.push_back(std::to_string(i));
+      auto v = Convert(items[i], path, depth + 1, in_key);
+      path.pop_back();
+      if (!v.ok()) return v.status();
+      out->push_back(std::move(v).value());
+    }
+    return Status::Ok();
+  };
+  auto map = [&](PyNode* d, std::vector<Value::Entry>* out) -> Status {
+    out->reserve(d->entries.size());
+    for (auto& [k, v] : d->entries) {
+      RCKPT_ASSIGN_OR_RETURN(Value key, Convert(k, path, depth + 1, true));
+      path.push_back(Component(key));
+      auto value = Convert(v, path, depth + 1, in_key);
+      path.pop_back();
+      if (!value.ok()) return value.status();
+      out->emplace_back(std::move(key), std::move(value).value());
+    }
+    return Status::Ok();
+  };
+  // Converts `field` as a named field of an object; dict-valued state
+  // (an object's __dict__) adds no path component.
+  auto field = [&](PyNode* f, const char* label, bool transparent_dict) -> Result<Value> {
+    bool transparent = transparent_dict && f->kind == PyKind::kDict;
+    if (!transparent) path.push_back(label);
+    auto v = Convert(f, path, depth + 1, in_key);
+    if (!transparent) path.pop_back();
+    return v;
+  };
+
+  switch (n->kind) {
+    case PyKind::kList:
+    case PyKind::kTuple:
+    case PyKind::kSet: {
+      std::vector<Value> items;
+      RCKPT_RETURN_IF_ERROR(seq(n->items, &items));
+      if (n->kind == PyKind::kList) return Value::List(std::move(items));
+      if (n->kind == PyKind::kTuple) return Value::Tuple(std::move(items));
+      return Value::Set(std::move(items));
+    }
+    case PyKind::kDict: {
+      std::vector<Value::Entry> entries;
+      RCKPT_RETURN_IF_ERROR(map(n, &entries));
+      Value m = Value::Map(std::move(entries));
+      if (n->state == nullptr) return m;
+      RCKPT_ASSIGN_OR_RETURN(Value state, field(n->state, "state", true));
+      return Value::Object("collections.OrderedDict",
+                           Value::Map({{Value("items"), std::move(m)},
+                                       {Value("state"), std::move(state)}}));
+    }
+    case PyKind::kObject: {
+      inert_.insert(n->s);
+      std::vector<Value::Entry> fields;
+      if (n->args && !(n->args->kind == PyKind::kTuple && n->args->items.empty())) {
+        RCKPT_ASSIGN_OR_RETURN(Value a, field(n->args, "args", false));
+        fields.emplace_back(Value("args"), std::move(a));
+      }
+      if (n->state) {
+        RCKPT_ASSIGN_OR_RETURN(Value s, field(n->state, "state", true));
+        fields.emplace_back(Value("state"), std::move(s));
+      }
+      if (!n->entries.empty()) {
+        std::vector<Value::Entry> entries;
+        RCKPT_RETURN_IF_ERROR(map(n, &entries));
+        fields.emplace_back(Value("items"), Value::Map(std::move(entries)));
+      }
+      if (!n->items.empty()) {
+        std::vector<Value> items;
+        RCKPT_RETURN_IF_ERROR(seq(n->items, &items));
+        fields.emplace_back(Value("list"), Value::List(std::move(items)));
+      }
+      return Value::Object(n->s, Value::Map(std::move(fields)));
+    }
+    default:
+      return Status::Corruption("pytorch: unexpected node kind in the object graph");
+  }
+}
+
+Result<Checkpoint> Importer::Run(ImportReport* report) {
+  uint64_t size = file_.Size();
+  std::string head(std::min<uint64_t>(size, 512), '\0');
+  RCKPT_RETURN_IF_ERROR(file_.ReadAt(0, {reinterpret_cast<std::byte*>(head.data()), head.size()}));
+  if (head.rfind("PK\x03\x04", 0) != 0) {
+    if (head.rfind(std::string(kLegacyMagic, sizeof(kLegacyMagic) - 1), 0) == 0) {
+      return Status::Unsupported(
+          "pytorch: this is a pre-1.6 PyTorch legacy (non-zip) checkpoint; re-save it with "
+          "torch >= 1.6: torch.save(torch.load(f, weights_only=False), f2)");
+    }
+    if (head.size() >= 262 && head.compare(257, 5, "ustar") == 0) {
+      return Status::Unsupported(
+          "pytorch: this is a tar-format torch checkpoint (torch < 0.1.10); re-save it with "
+          "a current torch: torch.save(torch.load(f, weights_only=False), f2)");
+    }
+    if (head.rfind("PYTORCH1", 0) == 0) {
+      return Status::Unsupported(
+          "pytorch: this is the unsupported pre-1.0 preview archive format; re-save it with "
+          "a current torch");
+    }
+    return Status::Corruption("pytorch: not a torch.save zip archive (no 'PK\\x03\\x04' "
+                              "local header at offset 0)");
+  }
+  RCKPT_ASSIGN_OR_RETURN(dir_, ReadZipDirectory(file_));
+  if (dir_.entries.empty()) return Status::Corruption("pytorch: the archive is empty");
+  const std::string& first = dir_.entries[0].name;
+  size_t slash = first.find('/');
+  if (slash == std::string::npos || slash == 0) {
+    return Status::Corruption("pytorch: archive entry '" + Printable(first) +
+                              "' is not in a top folder");
+  }
+  prefix_ = first.substr(0, slash + 1);
+  bool torchscript = false;
+  for (const ZipEntry& e : dir_.entries) {
+    if (e.name.rfind(prefix_, 0) != 0) {
+      return Status::Corruption("pytorch: archive entry '" + Printable(e.name) +
+                                "' is outside the top folder '" + Printable(prefix_) + "'");
+    }
+    std::string rel = e.name.substr(prefix_.size());
+    if (rel == "constants.pkl" || rel.rfind("code/", 0) == 0) torchscript = true;
+  }
+  if (torchscript) {
+    return Status::Unsupported(
+        "pytorch: this is a TorchScript archive (torch.jit.save: constants.pkl / code/); "
+        "rckpt imports torch.save checkpoints only. Save the weights with "
+        "torch.save(torch.jit.load(f).state_dict(), f2)");
+  }
+  std::vector<std::byte> rec;
+  if (ReadRecord("byteorder", &rec, false).ok()) {
+    std::string_view bo = AsChars(rec);
+    if (bo == "big") {
+      big_endian_ = true;
+    } else if (bo != "little") {
+      return Status::Corruption("pytorch: record 'byteorder' is '" + Printable(bo) +
+                                "', expected 'little' or 'big'");
+    }
+  }
+  for (const char* vname : {"version", ".data/version"}) {
+    if (ReadRecord(vname, &rec, false).ok()) {
+      std::string v(AsChars(rec));
+      while (!v.empty() && (v.back() == '\n' || v.back() == '\r')) v.pop_back();
+      char* end = nullptr;
+      long n = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end || n < 1 || n > 10) {
+        return Status::Unsupported("pytorch: archive version '" + Printable(v) +
+                                   "' is outside the supported range 1..10");
+      }
+      break;
+    }
+  }
+  const ZipEntry* pkl = dir_.Find(prefix_ + "data.pkl");
+  if (pkl == nullptr) {
+    return Status::Corruption("pytorch: archive has no '" + Printable(prefix_) +
+                              "data.pkl' record");
+  }
+  if (pkl->size > options_.limits.max_pickle_bytes) {
+    return Status::Corruption("pytorch: data.pkl of " + std::to_string(pkl->size) +
+                              " bytes exceeds the limit of " +
+                              std::to_string(options_.limits.max_pickle_bytes));
+  }
+  RCKPT_RETURN_IF_ERROR(ReadRecord("data.pkl", &rec, true));
+  RCKPT_ASSIGN_OR_RETURN(PickleResult pr, Unpickle(rec, options_.limits, options_.strict));
+  warnings_.insert(warnings_.end(), pr.warnings.begin(), pr.warnings.end());
+  PyNode* root = pr.root;
+  if (root->kind == PyKind::kDict) {
+    root_is_map_ = true;
+    plain_state_dict_ = !root->entries.empty();
+    for (auto& [k, v] : root->entries) {
+      if (v->kind != PyKind::kTensor) plain_state_dict_ = false;
+    }
+  }
+  std::vector<std::string> path;
+  RCKPT_ASSIGN_OR_RETURN(ck_.Tree(), Convert(root, path, 0, false));
+  if (options_.strict && !inert_.empty()) {
+    std::string list;
+    for (const std::string& c : inert_) list += (list.empty() ? "" : ", ") + c;
+    return Status::Unsupported("pytorch: strict import refuses classes outside the "
+                               "recognised set: " + list);
+  }
+  if (!inert_.empty()) {
+    std::string list;
+    for (const std::string& c : inert_) list += (list.empty() ? "" : ", ") + c;
+    warnings_.push_back("kept " + std::to_string(inert_.size()) +
+                        " classes as inert objects: " + list);
+  }
+  if (report != nullptr) {
+    report->format = "pytorch";
+    report->inert_classes.assign(inert_.begin(), inert_.end());
+    report->warnings.insert(report->warnings.end(), warnings_.begin(), warnings_.end());
+  }
+  return std::move(ck_);
+}
+
+}  // namespace
+}  // namespace convert
+
+Result<Checkpoint> ImportPyTorchFromBytes(std::span<const std::byte> bytes,
+                                          const ImportOptions& options, ImportReport* report) {
+  convert::SpanFile f(bytes);
+  convert::Importer imp(f, options);
+  return imp.Run(report);
+}
+
+Result<Checkpoint> ImportPyTorch(const std::string& path, const ImportOptions& options,
+                                 ImportReport* report) {
+  FileSystem& fs = options.fs ? *options.fs : PosixFileSystem();
+  RCKPT_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> f, fs.OpenForRead(path));
+  convert::Importer imp(*f, options);
+  auto r = imp.Run(report);
+  if (!r.ok()) return r.status().WithContext(path);
+  return r;
+}
+
+}  // namespace rckpt
