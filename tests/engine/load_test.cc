@@ -159,11 +159,13 @@ TEST_F(LoadTest, LoadIntoADeviceThatDoesNotExistIsNamed) {
   ASSERT_OK(saved.AddTensor("model", "a", SmoothTensor(DType::kF32, {4}, 1)));
   SaveCheckpoint(saved);
   std::vector<float> a(4);
+  auto rt = Emulated(1);
   EXPECT_THAT(
       LoadInto(kPath, {{"a", a.data(), DType::kF32, {4}, Device::Cuda(3)}},
-               Options(nullptr)),
+               Options(rt.get())),
       StatusIs(StatusCode::kDeviceUnavailable,
-               "load_into target 'a' is on cuda:3"));
+               "load_into target 'a' is on cuda:3, which does not exist: "
+               "this machine has 1 CUDA device (cuda:0)"));
 }
 
 TEST_F(LoadTest, ReadTensorsReadsOnlyTheNamedTensorsChunks) {
