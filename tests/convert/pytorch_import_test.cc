@@ -379,7 +379,7 @@ TEST(PyTorchCorruptionTest, RejectsSelfContainingContainers) {
 
 TEST(PyTorchCorruptionTest, BoundsSharedContainerExpansion) {
   // l0 = [0]; l1 = [l0, l0]; ... l40: 2^40 nodes if expanded naively.
-  std::string pkl = "\x80\x02]" + std::string("q\x00K\x00a0", 6);
+  std::string pkl = "\x80\x02]" + std::string("q\x00K\x00" "a0", 6);
   for (int i = 1; i <= 40; ++i) {
     pkl += "](" + std::string("h") + static_cast<char>(i - 1) + "h" + static_cast<char>(i - 1) +
            "eq" + static_cast<char>(i) + "0";
