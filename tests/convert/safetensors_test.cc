@@ -85,7 +85,7 @@ TEST(SafetensorsTest, WritesASpecConformingFile) {
   EXPECT_EQ(n % 8, 0u);                                 // data starts 8-aligned
   EXPECT_EQ(static_cast<char>(b[8]), '{');              // header begins with '{'
   std::string header = ::rckpt::testing::ToString(std::span(b).subspan(8, n));
-  EXPECT_EQ(header.substr(header.find_last_not_of(' ')), "}");  // then only spaces
+  EXPECT_EQ(header[header.find_last_not_of(' ')], '}');  // then only spaces
   EXPECT_NE(header.find("\"__metadata__\""), std::string::npos);
   EXPECT_NE(header.find("\"gen\":{\"dtype\":\"U8\",\"shape\":[16]"), std::string::npos);
   EXPECT_NE(header.find("\"rckpt.tree\""), std::string::npos);
