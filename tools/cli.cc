@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 
@@ -79,6 +80,16 @@ Result<std::vector<std::string>> Args::Positional() {
     out.push_back(words_[i]);
   }
   return out;
+}
+
+Result<uint64_t> ParseCount(const std::string& flag, const std::string& text, uint64_t max) {
+  uint64_t v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || p != text.data() + text.size() || v > max) {
+    return Status::InvalidArgument("--" + flag + " '" + text + "': expected an integer from 0 to " +
+                                   std::to_string(max));
+  }
+  return v;
 }
 
 int Fail(std::string_view cmd, const Status& status) {

@@ -38,6 +38,9 @@ class Args {
   Status error_;
 };
 
+// Parses a non-negative decimal no larger than `max` for flag --<flag>.
+Result<uint64_t> ParseCount(const std::string& flag, const std::string& text, uint64_t max);
+
 // Prints "rckpt <cmd>: <status message>" on stderr; returns the exit code.
 int Fail(std::string_view cmd, const Status& status);
 // Prints a usage error and the command's help hint; returns 2.
@@ -56,12 +59,16 @@ using Command = int (*)(std::vector<std::string> args);
 struct CommandInfo {
   const char* name;
   const char* summary;
-  const char* help;
+  std::string help;
   Command run;
 };
 // Defined by each cmd_*.cc.
 extern const CommandInfo kInspect;
 extern const CommandInfo kVerify;
+extern const CommandInfo kPlan;
+extern const CommandInfo kLoad;
+extern const CommandInfo kDiff;
+extern const CommandInfo kConvert;
 
 }  // namespace rckpt::cli
 

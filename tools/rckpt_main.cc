@@ -13,6 +13,10 @@ using rckpt::cli::CommandInfo;
 const CommandInfo* const kCommands[] = {
     &rckpt::cli::kInspect,
     &rckpt::cli::kVerify,
+    &rckpt::cli::kPlan,
+    &rckpt::cli::kLoad,
+    &rckpt::cli::kDiff,
+    &rckpt::cli::kConvert,
 };
 
 void PrintHelp() {
@@ -35,7 +39,7 @@ int main(int argc, char** argv) {
     if (argc >= 3 && !std::strcmp(argv[1], "help")) {
       for (const CommandInfo* c : kCommands) {
         if (c->name == std::string(argv[2])) {
-          std::fputs(c->help, stdout);
+          std::fputs(c->help.c_str(), stdout);
           return 0;
         }
       }
@@ -52,7 +56,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> args(argv + 2, argv + argc);
     for (const auto& a : args) {
       if (a == "--help" || a == "-h") {
-        std::fputs(c->help, stdout);
+        std::fputs(c->help.c_str(), stdout);
         return 0;
       }
     }

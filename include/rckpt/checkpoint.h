@@ -93,6 +93,9 @@ class Checkpoint {
   const std::vector<TensorEntry>& tensors() const { return tensors_; }
   std::vector<TensorEntry>& mutable_tensors() { return tensors_; }
   const std::vector<RngRecord>& rng() const { return rng_; }
+  // Mutable access (e.g. to rewrite origins); keep names
+  // unique and states valid.
+  std::vector<RngRecord>& mutable_rng() { return rng_; }
 
   // nullptr when absent.
   const TensorEntry* FindTensor(std::string_view name) const;

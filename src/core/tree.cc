@@ -1,5 +1,6 @@
 #include "rckpt/tree.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -177,10 +178,12 @@ void Render(const Value& v, std::string& out, size_t max_chars) {
       double d = v.as_float();
       if (std::isnan(d)) { out += "nan"; break; }
       if (std::isinf(d)) { out += d > 0 ? "inf" : "-inf"; break; }
+      // The shortest text that reads back as the same double.
       char buf[32];
-      std::snprintf(buf, sizeof buf, "%.17g", d);
+      auto res = std::to_chars(buf, buf + sizeof buf - 1, d);
+      *res.ptr = '\0';
       out += buf;
-      if (std::strpbrk(buf, ".e") == nullptr) out += ".0";
+      if (std::strpbrk(buf, ".en") == nullptr) out += ".0";
       break;
     }
     case ValueKind::kString: AppendQuoted(out, v.as_string()); break;

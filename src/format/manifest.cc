@@ -109,6 +109,18 @@ Status ValidateChunk(const std::string& where, const fb::Chunk& c, const FileBou
                               std::to_string(c.shuffle_elem()) + ", expected 0 or 2..16");
   }
   if (c.raw_size() == 0) return Status::Corruption(where + ": raw size is 0");
+  if (c.raw_size() > kMaxChunkRawBytes) {
+    return Status::Corruption(where + ": raw size " + std::to_string(c.raw_size()) +
+                              " exceeds the chunk limit " + std::to_string(kMaxChunkRawBytes));
+  }
+  // No zstd frame expands more than this (an RLE block of 128 KiB costs 4
+  // bytes), so a larger claim is a lie that would only make us allocate.
+  if (c.codec() == static_cast<uint8_t>(Codec::kZstd) &&
+      c.raw_size() > c.stored_size() * kMaxZstdRatio + (128u << 10)) {
+    return Status::Corruption(where + ": raw size " + std::to_string(c.raw_size()) +
+                              " is more than zstd can expand " + std::to_string(c.stored_size()) +
+                              " stored bytes to");
+  }
   if (c.codec() == static_cast<uint8_t>(Codec::kNone) && c.stored_size() != c.raw_size()) {
     return Status::Corruption(where + ": uncompressed chunk stores " +
                               std::to_string(c.stored_size()) + " bytes for raw size " +

@@ -32,6 +32,8 @@ std::vector<uint8_t> BuildManifest(const ManifestInput& in);
 inline constexpr uint64_t kMaxManifestBytes = (1ull << 31) - 2;  // below FlatBuffers limit
 inline constexpr size_t kMaxNameBytes = 1 << 16;
 inline constexpr size_t kMaxRank = 64;
+inline constexpr uint64_t kMaxChunkRawBytes = 1ull << 30;
+inline constexpr uint64_t kMaxZstdRatio = 32768;
 
 struct FileBounds {
   uint64_t file_size = 0;

@@ -167,7 +167,7 @@ InspectReport InspectCheckpoint(const Checkpoint& ck, std::string path, std::str
   r.sections = ck.sections();
   for (const auto& t : ck.tensors()) {
     r.tensors.push_back({t.name, t.section, t.role, t.tensor.dtype(), t.tensor.shape(),
-                         t.tensor.device(), t.tensor.nbytes(), t.tensor.nbytes(), "none", 0});
+                         t.Origin(), t.tensor.nbytes(), t.tensor.nbytes(), "none", 0});
   }
   for (const auto& g : ck.rng()) r.rng.push_back({g.name, g.kind, g.origin, g.bytes.size()});
   r.tree = ck.Tree();

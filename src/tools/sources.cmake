@@ -1,3 +1,4 @@
 target_sources(rckpt PRIVATE
   ${RCKPT_SRC}/util/json_writer.cc
-  ${RCKPT_SRC}/tools/inspect.cc)
+  ${RCKPT_SRC}/tools/inspect.cc
+  ${RCKPT_SRC}/tools/diff.cc)

@@ -1,5 +1,6 @@
 #include "util/json_writer.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 
@@ -107,8 +108,8 @@ JsonWriter& JsonWriter::Double(double v) {
     out_ += v > 0 ? "\"inf\"" : "\"-inf\"";
   } else {
     char buf[32];
-    std::snprintf(buf, sizeof buf, "%.17g", v);
-    out_ += buf;
+    auto res = std::to_chars(buf, buf + sizeof buf, v);
+    out_.append(buf, res.ptr);
   }
   return *this;
 }

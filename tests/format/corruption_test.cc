@@ -250,3 +250,27 @@ TEST(ManifestLimits, SixtyFourBitOffsetsAndSizesValidate) {
 
 }  // namespace
 }  // namespace rckpt
+
+namespace rckpt {
+namespace {
+
+TEST(ManifestLimits, RejectsZstdChunkClaimingMoreThanZstdCanExpand) {
+  Checkpoint ck;
+  Tensor t = Tensor::Borrow(TensorView{nullptr, DType::kU8, {int64_t{1} << 30}, {}});
+  ASSERT_OK(ck.AddTensor("model", "bomb", t));
+  ChunkMeta c;
+  c.offset = 64;
+  c.stored_size = 100;
+  c.raw_size = 1ull << 30;
+  c.codec = Codec::kZstd;
+  std::vector<ChunkMeta> chunks{c};
+  FlatTree tree = *EncodeTree(Value());
+  std::vector<uint64_t> first = {0};
+  auto m = BuildManifest({ck, chunks, first, tree, 4096, 64, 4096, "t", 0});
+  FileBounds bounds{1 << 20, 64, 4096, 4096};
+  EXPECT_THAT(ParseManifest(m, bounds).status(),
+              StatusIs(StatusCode::kCorruption, "more than zstd can expand"));
+}
+
+}  // namespace
+}  // namespace rckpt

@@ -1,0 +1,159 @@
+// The rckpt command-line tool, run as a user runs it: exit codes, one-line
+// errors on stderr, and the documented outputs.
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+
+#include "test_util.h"
+
+namespace rckpt {
+namespace {
+
+const std::string kCli = RCKPT_CLI_PATH;
+const std::string kGolden = std::string(RCKPT_TEST_DATA_DIR) + "/golden/";
+const std::string kErrors = std::string(RCKPT_TEST_DATA_DIR) + "/golden-errors/";
+
+struct CliRun {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+CliRun Cli(const std::string& args) {
+  std::string dir = testing::NewTempDir("cli");
+  std::string cmd = kCli + " " + args + " >" + dir + "/out 2>" + dir + "/err";
+  int status = std::system(cmd.c_str());
+  auto slurp = [](const std::string& p) {
+    std::ifstream in(p);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  return CliRun{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir + "/out"), slurp(dir + "/err")};
+}
+
+int Lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+
+TEST(CliTest, HelpTeachesEveryCommand) {
+  CliRun r = Cli("--help");
+  EXPECT_EQ(r.code, 0);
+  for (const char* c : {"inspect", "verify", "plan", "load"}) {
+    EXPECT_NE(r.out.find(c), std::string::npos) << c;
+    CliRun h = Cli(std::string(c) + " --help");
+    EXPECT_EQ(h.code, 0) << c;
+    EXPECT_NE(h.out.find("usage: rckpt " + std::string(c)), std::string::npos) << c;
+    EXPECT_NE(h.out.find("Exit codes"), std::string::npos) << c;
+  }
+}
+
+TEST(CliTest, UnknownCommandAndUnknownFlagAreUsageErrors) {
+  EXPECT_EQ(Cli("frobnicate").code, 2);
+  CliRun r = Cli("inspect --frob " + kGolden + "v1.0-all-dtypes-raw.rckpt");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("unknown option '--frob'"), std::string::npos) << r.err;
+}
+
+TEST(CliTest, InspectShowsTensorsAndRngRecords) {
+  CliRun r = Cli("inspect " + kGolden + "v1.0-training-state.rckpt");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("net.0.weight"), std::string::npos);
+  EXPECT_NE(r.out.find("cuda:1"), std::string::npos);
+  EXPECT_NE(r.out.find("torch_rng_state"), std::string::npos);
+  EXPECT_NE(r.out.find("current_epoch"), std::string::npos);
+}
+
+TEST(CliTest, InspectJsonHasTheDocumentedKeys) {
+  CliRun r = Cli("inspect --json " + kGolden + "v1.0-training-state.rckpt");
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* key : {"\"schema_version\":1", "\"format_version\":\"1.0\"", "\"metadata\":",
+                          "\"sections\":", "\"tensors\":", "\"rng\":", "\"name\":\"net.0.weight\"",
+                          "\"dtype\":\"f32\"", "\"shape\":[16,8]", "\"device\":\"cuda:1\"",
+                          "\"nbytes\":512", "\"stored_nbytes\":", "\"kind\":\"torch_cpu\"",
+                          "\"tree\":"}) {
+    EXPECT_NE(r.out.find(key), std::string::npos) << key;
+  }
+}
+
+TEST(CliTest, VerifyExitsZeroOnlyForASoundFile) {
+  CliRun ok = Cli("verify " + kGolden + "v1.0-zstd-shuffle-multichunk.rckpt");
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("OK"), std::string::npos);
+  CliRun bad = Cli("verify " + kErrors + "chunk-bitflip.corruption.rckpt");
+  EXPECT_EQ(bad.code, 4);
+  EXPECT_EQ(Lines(bad.err), 1) << bad.err;
+  EXPECT_NE(bad.err.find("checksum mismatch"), std::string::npos);
+  EXPECT_EQ(Cli("verify " + kErrors + "newer-major-version.unsupported.rckpt").code, 5);
+  EXPECT_EQ(Cli("verify /nonexistent/file.rckpt").code, 3);
+  EXPECT_EQ(Cli("verify " + kGolden).code, 2);  // a directory
+}
+
+TEST(CliTest, PlanRejectsBothPlacementOptionsBeforeOpeningTheFile) {
+  CliRun r = Cli("plan /nonexistent.rckpt --map-location cpu --model-device cpu");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("incompatible"), std::string::npos) << r.err;
+}
+
+TEST(CliTest, PlanAsStoredOnAMachineWithoutTheDeviceExplainsTheFix) {
+  CliRun r = Cli("plan " + kGolden + "v1.0-training-state.rckpt --assume-devices 1");
+  EXPECT_EQ(r.code, 6);
+  EXPECT_NE(r.err.find("cuda:1"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("model_device"), std::string::npos) << r.err;
+  EXPECT_EQ(Lines(r.err), 1);
+}
+
+TEST(CliTest, PlanJsonListsOriginAndTarget) {
+  CliRun r = Cli("plan --json " + kGolden +
+              "v1.0-training-state.rckpt --map-location cuda:1=cuda:0 --assume-devices 1");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("{\"name\":\"net.0.weight\",\"kind\":\"tensor\",\"section\":\"model\","
+                       "\"role\":\"model\",\"origin\":\"cuda:1\",\"target\":\"cuda:0\"}"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("\"name\":\"cuda_rng.1\",\"kind\":\"rng\",\"section\":null,\"role\":"
+                       "\"host\",\"origin\":\"cuda:1\",\"target\":\"cpu\""),
+            std::string::npos)
+      << r.out;
+}
+
+TEST(CliTest, PlanRejectsMalformedDevice) {
+  CliRun r = Cli("plan " + kGolden + "v1.0-training-state.rckpt --model-device cuda:x");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("cuda:x"), std::string::npos);
+}
+
+TEST(CliTest, LoadOnEmulatedDevicesReportsPlacementAndStaging) {
+  CliRun r = Cli("load --json --emulate-devices 2 " + kGolden + "v1.0-training-state.rckpt");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"staging_high_water\":"), std::string::npos);
+  EXPECT_NE(r.out.find("\"origin\":\"cuda:1\",\"target\":\"cuda:1\""), std::string::npos) << r.out;
+  CliRun moved = Cli("load --model-device cuda:0 --emulate-devices 1 " + kGolden +
+                  "v1.0-training-state.rckpt");
+  ASSERT_EQ(moved.code, 0) << moved.err;
+  EXPECT_NE(moved.out.find("cuda:0"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace rckpt
+
+namespace rckpt {
+namespace {
+
+TEST(CliTest, ConvertRoundTripThroughSafetensorsIsIdenticalAndDiffExitsOnDifferences) {
+  std::string dir = testing::NewTempDir("convert");
+  std::string src = kGolden + "v1.0-training-state.rckpt";
+  ASSERT_EQ(Cli("convert " + src + " " + dir + "/s.safetensors").code, 0);
+  ASSERT_EQ(Cli("convert " + dir + "/s.safetensors " + dir + "/back.rckpt --codec none").code, 0);
+  CliRun same = Cli("diff " + src + " " + dir + "/back.rckpt");
+  EXPECT_EQ(same.code, 0) << same.out << same.err;
+  ASSERT_EQ(Cli("convert " + src + " " + dir + "/moved.rckpt --set-device cuda:1=cuda:0").code, 0);
+  CliRun moved = Cli("diff --json " + src + " " + dir + "/moved.rckpt");
+  EXPECT_EQ(moved.code, 1);
+  EXPECT_NE(moved.out.find("\"identical\":false"), std::string::npos);
+  EXPECT_NE(moved.out.find("origin device cuda:1 vs cuda:0"), std::string::npos) << moved.out;
+  EXPECT_EQ(Cli("diff --ignore-devices " + src + " " + dir + "/moved.rckpt").code, 0);
+  EXPECT_EQ(Cli("diff " + src + " /nonexistent.rckpt").code, 3);
+  EXPECT_EQ(Cli("convert " + src + " " + dir + "/x.rckpt --codec lz4").code, 2);
+}
+
+}  // namespace
+}  // namespace rckpt

@@ -1,0 +1,171 @@
+#include <chrono>
+#include <cstdio>
+
+#include "checkpoint_io.h"
+#include "cli.h"
+#include "rckpt/tools.h"
+
+namespace rckpt::cli {
+namespace {
+
+Result<std::map<Device, Device>> ParseDeviceMap(const std::string& text) {
+  std::map<Device, Device> out;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    std::string pair = text.substr(start, end - start);
+    size_t eq = pair.find('=');
+    if (eq == std::string::npos) {
+      return Status::InvalidArgument("--set-device '" + pair + "': expected FROM=TO, e.g. cuda:1=cuda:0");
+    }
+    RCKPT_ASSIGN_OR_RETURN(Device from, ParseDevice(pair.substr(0, eq)));
+    RCKPT_ASSIGN_OR_RETURN(Device to, ParseDevice(pair.substr(eq + 1)));
+    out[from] = to;
+    start = end + 1;
+  }
+  if (out.empty()) return Status::InvalidArgument("--set-device needs FROM=TO");
+  return out;
+}
+
+int RunConvert(std::vector<std::string> words) {
+  Args args(std::move(words));
+  ImportOptions in_opts;
+  ExportOptions out_opts;
+  SaveOptions save;
+  in_opts.strict = args.Flag("strict");
+  out_opts.drop_objects = args.Flag("drop-objects");
+  in_opts.rng_keys = args.Values("rng-key");
+  auto sections = args.Values("section");
+  auto from = args.Value("from");
+  auto to = args.Value("to");
+  auto codec = args.Value("codec");
+  auto level = args.Value("level");
+  auto chunk = args.Value("chunk-size");
+  auto shuffle = args.Value("shuffle");
+  auto set_device = args.Values("set-device");
+  auto pos = args.Positional();
+  if (!pos.ok()) return Usage("convert", pos.status().message());
+  if (pos->size() != 2) return Usage("convert", "expected IN and OUT");
+  for (const auto& s : sections) {
+    size_t eq = s.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == s.size()) {
+      return Fail("convert", Status::InvalidArgument("--section '" + s + "': expected KEY=SECTION"));
+    }
+    in_opts.section_overrides[s.substr(0, eq)] = s.substr(eq + 1);
+  }
+  std::optional<CheckpointFormat> in_format, out_format;
+  if (from) {
+    auto f = ParseFormat(*from);
+    if (!f.ok()) return Fail("convert", f.status());
+    in_format = *f;
+  }
+  if (to) {
+    auto f = ParseFormat(*to);
+    if (!f.ok()) return Fail("convert", f.status());
+    out_format = *f;
+  }
+  if (codec) {
+    if (*codec == "none") save.codec = Codec::kNone;
+    else if (*codec == "zstd") save.codec = Codec::kZstd;
+    else return Fail("convert", Status::InvalidArgument("--codec '" + *codec + "': expected none or zstd"));
+  }
+  if (level) {
+    char* end = nullptr;
+    long v = std::strtol(level->c_str(), &end, 10);
+    if (level->empty() || *end != '\0') {
+      return Fail("convert", Status::InvalidArgument("--level '" + *level + "': expected an integer"));
+    }
+    save.level = static_cast<int>(v);
+  }
+  if (chunk) {
+    auto v = ParseCount("chunk-size", *chunk, uint64_t{1} << 30);
+    if (!v.ok()) return Fail("convert", v.status());
+    save.chunk_bytes = *v;
+  }
+  if (shuffle) {
+    if (*shuffle == "auto") save.shuffle = Shuffle::kAuto;
+    else if (*shuffle == "on") save.shuffle = Shuffle::kOn;
+    else if (*shuffle == "off") save.shuffle = Shuffle::kOff;
+    else return Fail("convert", Status::InvalidArgument("--shuffle '" + *shuffle + "': expected auto, on or off"));
+  }
+  std::map<Device, Device> devices;
+  for (const auto& s : set_device) {
+    auto m = ParseDeviceMap(s);
+    if (!m.ok()) return Fail("convert", m.status());
+    devices.insert(m->begin(), m->end());
+  }
+  const std::string& in = (*pos)[0];
+  const std::string& out = (*pos)[1];
+  auto start = std::chrono::steady_clock::now();
+  ImportReport report;
+  auto ck = ReadCheckpoint(in, in_format, in_opts, &report);
+  if (!ck.ok()) return Fail("convert", ck.status());
+  for (const auto& w : report.warnings) std::fprintf(stderr, "rckpt convert: warning: %s\n", w.c_str());
+  if (!report.inert_classes.empty()) {
+    std::string classes;
+    for (const auto& c : report.inert_classes) classes += (classes.empty() ? "" : ", ") + c;
+    std::fprintf(stderr,
+                 "rckpt convert: warning: kept as inert objects (never executed): %s "
+                 "(--strict refuses them)\n",
+                 classes.c_str());
+  }
+  for (auto& t : ck->mutable_tensors()) {
+    auto it = devices.find(t.Origin());
+    if (it != devices.end()) t.origin = it->second;
+  }
+  // Only the recorded origins change; bytes stay as they are.
+  for (auto& r : ck->mutable_rng()) {
+    auto it = devices.find(r.origin);
+    if (it != devices.end()) r.origin = it->second;
+  }
+  save.progress = ProgressBar("convert");
+  Status s = WriteCheckpoint(*ck, out, out_format, out_opts, save);
+  EndProgress();
+  if (!s.ok()) return Fail("convert", s);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  uint64_t bytes = ck->TensorBytes();
+  std::printf("%s -> %s: %zu tensors, %zu RNG records, %s in %.2f s (%s)\n", in.c_str(),
+              out.c_str(), ck->tensors().size(), ck->rng().size(), Bytes(bytes).c_str(), secs,
+              Rate(bytes, secs).c_str());
+  return 0;
+}
+
+}  // namespace
+
+const CommandInfo kConvert = {
+    "convert", "convert between .rckpt, PyTorch .pt and .safetensors, or re-encode",
+    R"(usage: rckpt convert IN OUT [options]
+
+Formats come from the file names (.rckpt; .pt .pth .bin; .safetensors) or
+--from/--to. PyTorch files are read by a restricted unpickler that never
+executes anything; unknown classes are kept as inert objects (listed as a
+warning) unless --strict. Every tensor is kept bit for bit with the device it
+was saved on; RNG states under well-known keys become RNG records.
+
+input options:
+  --from FMT, --to FMT   rckpt, pt or safetensors
+  --strict               refuse files holding classes outside the known set
+  --rng-key KEY          also treat uint8 tensors under KEY as RNG states
+  --section KEY=SECTION  put top-level KEY into SECTION (repeatable)
+output options:
+  --drop-objects         export inert objects as None instead of refusing
+  --codec none|zstd      .rckpt output codec (default zstd)
+  --level N              zstd level (default 1)
+  --chunk-size BYTES     chunk size (default 4194304)
+  --shuffle auto|on|off  byte-shuffle before zstd (auto: floating-point)
+  --set-device FROM=TO   rewrite recorded origin devices, e.g. cuda:1=cuda:0
+                         (repeatable or comma-separated; bytes unchanged)
+
+examples:
+  rckpt convert best_checkpoint.pt best.rckpt
+  rckpt convert best.rckpt best.safetensors
+  rckpt convert run.rckpt run-gpu0.rckpt --set-device cuda:1=cuda:0
+
+Exit codes: 0 ok, 2 usage, 3 not found, 4 corrupt input, 5 unsupported
+(legacy or TorchScript files, code-executing pickles, --strict classes),
+7 I/O error.
+)",
+    RunConvert};
+
+}  // namespace rckpt::cli
