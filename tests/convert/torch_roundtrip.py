@@ -138,7 +138,7 @@ def convert(src, dst, drop):
 def check(name, drop):
     src = os.path.join(PT, name)
     CURRENT[0] = name
-    base = os.path.join(WORK, name)
+    base = os.path.join(WORK, name.replace("/", "_"))
     orig, ta = load_with_tags(src, weights_only=False)
     routes = {
         "pt": [base + ".out.pt"],
@@ -172,6 +172,29 @@ def check(name, drop):
 
 for fixture, drop in FIXTURES.items():
     check(fixture, drop)
+
+# hippynn's files (tests/data/pytorch/hippynn): loading the originals needs
+# hippynn importable (its MetricTracker class); skipped with a note otherwise.
+try:
+    import hippynn  # noqa: F401
+    have_hippynn = True
+except ImportError:
+    have_hippynn = False
+    print("note: hippynn not importable; hippynn fixtures not checked (pip install hippynn)")
+if have_hippynn:
+    check("hippynn/best_checkpoint.pt", True)
+    check("hippynn/best_model.pt", False)
+    # The structure file is whole pickled modules: with --drop-objects every
+    # object becomes None and each tensor is kept under its own name.
+    out = os.path.join(WORK, "structure.pt")
+    try:
+        convert(os.path.join(PT, "hippynn/experiment_structure.pt"), out, True)
+        back = torch.load(out, weights_only=True, map_location="cpu")
+        n = sum(isinstance(v, torch.Tensor) for v in back.values())
+        if n != 36:
+            failures.append(f"experiment_structure.pt: {n} tensors kept, expected 36")
+    except Exception as e:  # noqa: BLE001
+        failures.append(f"experiment_structure.pt: {e}")
 
 # The refusals: hostile pickles and unsupported archives never convert.
 for bad, expect in [("hostile_os_system.pt", "os.system"), ("hostile_eval.pt", "eval"),
