@@ -250,6 +250,21 @@ TEST(PyTorchImportTest, ReadsRezippedArchiveWithDataDescriptors) {
   EXPECT_EQ(F32(ck.FindTensor("col")), (std::vector<float>{2, 8, 14, 20}));
 }
 
+TEST(PyTorchImportTest, ReadsTorch1ArchivesWithoutByteorderRecord) {
+  // Written by Debian's torch 1.13: no 'byteorder' record (little-endian),
+  // storages in lexicographic key order, numpy 1.x module paths.
+  ImportReport report;
+  ASSERT_OK_AND_ASSIGN(Checkpoint ck, ImportFixture("torch1_checkpoint.pt", {}, &report));
+  EXPECT_EQ(F32(ck.FindTensor("many.t11")), (std::vector<float>{11, 11}));
+  EXPECT_EQ(F32(ck.FindTensor("many.t2")), (std::vector<float>{2, 2}));
+  auto col = ck.FindTensor("views.col")->tensor.host_span<double>();
+  EXPECT_EQ(std::vector<double>(col.begin(), col.end()), (std::vector<double>{1, 7, 13, 19}));
+  EXPECT_EQ(ck.FindTensor("optimizer.state.0.step")->role, Role::kHost);
+  EXPECT_EQ(ck.FindRng("torch_rng_state")->kind, RngKind::kTorchCpu);
+  EXPECT_EQ(ck.Tree().Find("tied")->items()[1], Value::TensorRef("many.t3"));
+  EXPECT_THAT(report.inert_classes, ::testing::Contains("numpy.core.multiarray._reconstruct"));
+}
+
 TEST(PyTorchImportTest, ReadsThroughTheFileSystemInterface) {
   MemFileSystem fs;
   fs.SetFile("/m/tied.pt", ReadBytes(Fixture("pytorch/tied.pt")));

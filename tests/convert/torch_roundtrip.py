@@ -30,7 +30,7 @@ FIXTURES = {
     "dtypes.pt": False, "module_state_dict.pth": False, "optimizer_adam.pt": False,
     "nested.pt": False, "views.pt": False, "tied.pt": False, "zero_d_empty.pt": False,
     "rng_states.pt": False, "cuda_tagged.pt": False, "custom_class.pt": True,
-    "hf_rng_state.pth": True,
+    "hf_rng_state.pth": True, "torch1_checkpoint.pt": True,
 }
 failures = []
 CURRENT = [""]
