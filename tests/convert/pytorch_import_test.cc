@@ -1,5 +1,6 @@
 #include <cmath>
 #include <cstring>
+#include <random>
 
 #include "convert/bytes.h"
 #include "convert_test_util.h"
@@ -464,6 +465,27 @@ TEST(PyTorchCorruptionTest, EveryTruncationOfARealFileIsRejected) {
   for (size_t n = 0; n < bytes.size(); n += 7) {
     std::span<const std::byte> cut(bytes.data(), n);
     EXPECT_FALSE(ImportPyTorchFromBytes(cut).ok()) << n;
+  }
+}
+
+}  // namespace
+}  // namespace rckpt
+
+namespace rckpt {
+namespace {
+
+TEST(PyTorchFuzzTest, MutatedArchivesNeverCrash) {
+  for (const char* f : {"pytorch/tied.pt", "pytorch/nested.pt"}) {
+    auto seed = ::rckpt::testing::ReadBytes(::rckpt::testing::Fixture(f));
+    ASSERT_FALSE(seed.empty());
+    std::mt19937 rng(7);
+    for (int i = 0; i < 3000; ++i) {
+      std::vector<std::byte> m = seed;
+      for (int e = 0, n = 1 + rng() % 8; e < n; ++e) {
+        m[rng() % m.size()] = static_cast<std::byte>(rng());
+      }
+      (void)ImportPyTorchFromBytes(m);  // any status, never a crash
+    }
   }
 }
 

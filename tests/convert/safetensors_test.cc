@@ -1,4 +1,5 @@
 #include <cstring>
+#include <random>
 
 #include "convert/bytes.h"
 #include "convert_test_util.h"
@@ -239,6 +240,33 @@ TEST(FormatDetectionTest, ReadAnyAndWriteAnyRoundTripThroughRckpt) {
   EXPECT_EQ(back.Tree(), ck.Tree());
   EXPECT_THAT(WriteAnyCheckpoint(ck, dir + "/c.txt"),
               StatusIs(StatusCode::kInvalidArgument, "unknown extension"));
+}
+
+}  // namespace
+}  // namespace rckpt
+
+namespace rckpt {
+namespace {
+
+TEST(SafetensorsFuzzTest, MutatedFilesNeverCrash) {
+  MemFileSystem fs;
+  ExportOptions eo;
+  eo.fs = &fs;
+  ASSERT_OK(ExportSafetensors(Rich(), "/s/a.safetensors", eo));
+  for (const std::vector<std::byte>& seed :
+       {*fs.GetFile("/s/a.safetensors"),
+        ::rckpt::testing::ReadBytes(Fixture("safetensors/model.safetensors"))}) {
+    std::mt19937 rng(11);
+    for (int i = 0; i < 3000; ++i) {
+      std::vector<std::byte> m = seed;
+      for (int e = 0, n = 1 + rng() % 4; e < n; ++e) {
+        // Mostly the header, where the parsing happens.
+        size_t limit = std::min<size_t>(m.size(), 8 + convert::Load64(seed.data()));
+        m[rng() % limit] = static_cast<std::byte>(rng());
+      }
+      (void)ImportSafetensorsFromBytes(m);
+    }
+  }
 }
 
 }  // namespace
