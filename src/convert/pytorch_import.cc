@@ -470,12 +470,6 @@ Result<Checkpoint> Importer::Run(ImportReport* report) {
     return Status::Unsupported("pytorch: strict import refuses classes outside the "
                                "recognised set: " + list);
   }
-  if (!inert_.empty()) {
-    std::string list;
-    for (const std::string& c : inert_) list += (list.empty() ? "" : ", ") + c;
-    warnings_.push_back("kept " + std::to_string(inert_.size()) +
-                        " classes as inert objects: " + list);
-  }
   if (report != nullptr) {
     report->format = "pytorch";
     report->inert_classes.assign(inert_.begin(), inert_.end());
