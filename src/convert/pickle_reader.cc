@@ -1,7 +1,11 @@
 #include "convert/pickle_reader.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 #include <string_view>
@@ -131,31 +135,33 @@ bool IsTorchTopLevelName(string_view name) {
 }
 
 // Refuses globals that could only mean code execution. `module` is normalised.
-Status CheckGlobal(const std::string& module, const std::string& name) {
+Status CheckGlobal(const std::string& module, const std::string& name, size_t offset) {
   std::string path = module + "." + name;
+  std::string at = "' at offset " + std::to_string(offset);
   for (const char* m : kDeniedModules) {
     if (InModule(module, m)) {
-      return Status::Unsupported("pickle: refusing global '" + Printable(path) +
-                                 "': module '" + m +
+      return Status::Unsupported("pickle: refusing global '" + Printable(path) + at +
+                                 ": module '" + m +
                                  "' can only serve to run code; nothing was executed");
     }
   }
   for (const PartialModule& pm : kPartialModules) {
     if (module == pm.module) {
       for (const char* n : pm.names) if (name == n) return Status::Ok();
-      return Status::Unsupported("pickle: refusing global '" + Printable(path) +
-                                 "': a function outside the allowlist; nothing was executed");
+      return Status::Unsupported("pickle: refusing global '" + Printable(path) + at +
+                                 ": a function outside the allowlist; nothing was executed");
     }
   }
   if (module == "torch" && !IsTorchTopLevelName(name)) {
-    return Status::Unsupported("pickle: refusing global '" + Printable(path) +
-                               "': a torch function outside the allowlist; nothing was "
+    return Status::Unsupported("pickle: refusing global '" + Printable(path) + at +
+                               ": a torch function outside the allowlist; nothing was "
                                "executed");
   }
   if (module == "torch.cuda" && !(name.size() > 7 && (name.ends_with("Storage") ||
                                                       name.ends_with("Tensor")))) {
-    return Status::Unsupported("pickle: refusing global '" + Printable(path) +
-                               "': a torch.cuda function outside the allowlist");
+    return Status::Unsupported("pickle: refusing global '" + Printable(path) + at +
+                               ": a torch.cuda function outside the allowlist; nothing was "
+                               "executed");
   }
   return Status::Ok();
 }
@@ -396,8 +402,7 @@ Status Machine::PushGlobal(const std::string& raw_module, const std::string& nam
                    Printable(name) + "'");
   }
   std::string module = NormaliseModule(raw_module);
-  RCKPT_RETURN_IF_ERROR(CheckGlobal(module, name).WithContext(
-      "at offset " + std::to_string(op_pos_)));
+  RCKPT_RETURN_IF_ERROR(CheckGlobal(module, name, op_pos_));
   return Push(NewStr(module + "." + name, PyKind::kGlobal));
 }
 

@@ -63,6 +63,7 @@ class Importer {
   std::map<std::string, Storage> storages_;
   std::unordered_map<const PyNode*, Value> tensors_seen_;
   std::unordered_set<const PyNode*> in_progress_;
+  std::unordered_map<const PyNode*, std::string> first_path_;
   std::set<std::string> inert_;
   std::vector<std::string> warnings_;
 };
@@ -274,12 +275,15 @@ Result<Value> Importer::Convert(PyNode* n, std::vector<std::string>& path, int d
     }
     default: break;
   }
-  // Containers and objects: guard against cycles.
-  if (in_progress_.count(n)) {
-    return Status::Corruption("pytorch: a container contains itself at '" +
-                              Printable(JoinPath(path)) + "'");
+  // Containers and objects met again while still being converted (a cycle,
+  // e.g. graph nodes pointing at their parents), and objects met again at all
+  // (shared module graphs), become a reference to where they first appeared.
+  if (in_progress_.count(n) || (n->kind == PyKind::kObject && first_path_.count(n))) {
+    auto it = first_path_.find(n);
+    return Value::Object("rckpt.ref", Value(it == first_path_.end() ? "" : it->second));
   }
   in_progress_.insert(n);
+  first_path_.emplace(n, path.empty() ? std::string() : JoinPath(path));
   struct Done {
     std::unordered_set<const PyNode*>* s;
     const PyNode* n;
@@ -465,12 +469,6 @@ Result<Checkpoint> Importer::Run(ImportReport* report) {
     for (const std::string& c : inert_) list += (list.empty() ? "" : ", ") + c;
     return Status::Unsupported("pytorch: strict import refuses classes outside the "
                                "recognised set: " + list);
-  }
-  if (!inert_.empty()) {
-    std::string list;
-    for (const std::string& c : inert_) list += (list.empty() ? "" : ", ") + c;
-    warnings_.push_back("kept " + std::to_string(inert_.size()) +
-                        " classes as inert objects: " + list);
   }
   if (report != nullptr) {
     report->format = "pytorch";
