@@ -10,8 +10,8 @@ namespace rckpt {
 namespace {
 
 constexpr std::array<std::string_view, kNumRngKinds> kKindNames = {
-    "opaque", "torch_cpu", "torch_cuda", "mt19937",
-    "mt19937_64", "numpy", "python"};
+    "opaque",     "torch_cpu", "torch_cuda", "mt19937",
+    "mt19937_64", "numpy",     "python"};
 
 // torch.get_rng_state(): a memcpy of CPUGeneratorImplState (LP64,
 // little-endian). The fields checked are those torch's set_state checks.
@@ -39,10 +39,9 @@ int32_t LoadI32(std::span<const std::byte> bytes, size_t offset) {
 }
 
 Status SizeMismatch(RngKind kind, size_t expected, size_t actual) {
-  return Status::Corruption(std::string(RngKindName(kind)) +
-                            " RNG state: size: expected " +
-                            std::to_string(expected) + " bytes, got " +
-                            std::to_string(actual));
+  return Status::Corruption(
+      std::string(RngKindName(kind)) + " RNG state: size: expected " +
+      std::to_string(expected) + " bytes, got " + std::to_string(actual));
 }
 
 Status ValidateTorchCpu(std::span<const std::byte> bytes) {
@@ -53,19 +52,22 @@ Status ValidateTorchCpu(std::span<const std::byte> bytes) {
   if (seeded != 1) {
     return Status::Corruption(
         "torch_cpu RNG state: field 'seeded' (i32 at offset 12): expected 1, "
-        "got " + std::to_string(seeded));
+        "got " +
+        std::to_string(seeded));
   }
   const int32_t left = LoadI32(bytes, kTorchCpuLeftOffset);
   if (left < 1 || left > kMersenneStateN) {
     return Status::Corruption(
         "torch_cpu RNG state: field 'left' (i32 at offset 8): expected 1..624, "
-        "got " + std::to_string(left));
+        "got " +
+        std::to_string(left));
   }
   const uint64_t next = LoadLe(bytes, kTorchCpuNextOffset, 8);
   if (next > static_cast<uint64_t>(kMersenneStateN)) {
     return Status::Corruption(
         "torch_cpu RNG state: field 'next' (u64 at offset 16): expected at "
-        "most 624, got " + std::to_string(next));
+        "most 624, got " +
+        std::to_string(next));
   }
   return Status::Ok();
 }
@@ -101,8 +103,7 @@ Status CheckEngineText(RngKind kind, std::string_view text, int word_bits) {
       ++i;
     }
     if (i == start) {
-      return Status::Corruption(name + " RNG state: byte " +
-                                std::to_string(i) +
+      return Status::Corruption(name + " RNG state: byte " + std::to_string(i) +
                                 ": expected a digit or whitespace, got code " +
                                 std::to_string(static_cast<unsigned char>(c)));
     }
@@ -128,19 +129,18 @@ Status ParseEngine(RngKind kind, std::span<const std::byte> bytes,
   Engine engine;
   in >> engine;
   if (in.fail()) {
-    return Status::Corruption(std::string(RngKindName(kind)) +
-                              " RNG state: expected the engine's " +
-                              std::to_string(Engine::state_size) +
-                              "-word textual state, got " +
-                              std::to_string(bytes.size()) +
-                              " bytes that do not parse as one");
+    return Status::Corruption(
+        std::string(RngKindName(kind)) + " RNG state: expected the engine's " +
+        std::to_string(Engine::state_size) + "-word textual state, got " +
+        std::to_string(bytes.size()) + " bytes that do not parse as one");
   }
   in >> std::ws;
   if (!in.eof()) {
     return Status::Corruption(
-        std::string(RngKindName(kind)) + " RNG state: expected the end of the " +
-        "state at byte " + std::to_string(static_cast<long long>(in.tellg())) +
-        " of " + std::to_string(bytes.size()) + ", found more words");
+        std::string(RngKindName(kind)) +
+        " RNG state: expected the end of the " + "state at byte " +
+        std::to_string(static_cast<long long>(in.tellg())) + " of " +
+        std::to_string(bytes.size()) + ", found more words");
   }
   if (out != nullptr) *out = engine;
   return Status::Ok();

@@ -29,19 +29,16 @@ uint64_t RandomSuffix() {
       int marker = 0;
       const auto now = static_cast<uint64_t>(
           std::chrono::steady_clock::now().time_since_epoch().count());
-      std::seed_seq seq{static_cast<unsigned>(now),
-                        static_cast<unsigned>(now >> 32), pid,
-                        static_cast<unsigned>(
-                            reinterpret_cast<uintptr_t>(&marker))};
+      std::seed_seq seq{
+          static_cast<unsigned>(now), static_cast<unsigned>(now >> 32), pid,
+          static_cast<unsigned>(reinterpret_cast<uintptr_t>(&marker))};
       return std::mt19937_64(seq);
     }
   }();
   return engine();
 }
 
-bool IsHex(char c) {
-  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-}
+bool IsHex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
 
 // Parses "<pid>-<16 hex>" (the part of a temporary's name after ".tmp-").
 bool ParseTempSuffix(std::string_view s, pid_t* pid) {

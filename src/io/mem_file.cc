@@ -72,8 +72,8 @@ class MemRandomAccessFile final : public RandomAccessFile {
 
 class MemWritableFile final : public WritableFile {
  public:
-  MemWritableFile(std::shared_ptr<MemState> fs,
-                  std::shared_ptr<MemData> data, std::string path)
+  MemWritableFile(std::shared_ptr<MemState> fs, std::shared_ptr<MemData> data,
+                  std::string path)
       : fs_(std::move(fs)), data_(std::move(data)), path_(std::move(path)) {}
 
   Status Append(std::span<const std::byte> src) override {

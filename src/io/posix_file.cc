@@ -243,9 +243,10 @@ Result<std::unique_ptr<RandomAccessFile>> OpenPosixRandomAccessFile(
         "open '" + path + "': expected a regular file, found " +
         (S_ISDIR(st.st_mode) ? "a directory" : "a special file"));
   }
-  return std::unique_ptr<RandomAccessFile>(std::make_unique<PosixRandomAccessFile>(
-      fd, path, static_cast<uint64_t>(st.st_size),
-      std::max<size_t>(max_io_bytes, 1)));
+  return std::unique_ptr<RandomAccessFile>(
+      std::make_unique<PosixRandomAccessFile>(
+          fd, path, static_cast<uint64_t>(st.st_size),
+          std::max<size_t>(max_io_bytes, 1)));
 }
 
 Result<std::unique_ptr<WritableFile>> OpenPosixWritableFile(

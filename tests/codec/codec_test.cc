@@ -188,8 +188,9 @@ TEST(ZstdTest, CompressWorksFromManyThreadsAtOnce) {
 
 TEST(ZstdDecompressTest, RejectsEmptyInput) {
   std::vector<std::byte> dst(10);
-  EXPECT_THAT(ZstdDecompressExact({}, dst),
-              StatusIs(StatusCode::kCorruption, "expected at least 4 bytes, got 0"));
+  EXPECT_THAT(
+      ZstdDecompressExact({}, dst),
+      StatusIs(StatusCode::kCorruption, "expected at least 4 bytes, got 0"));
 }
 
 TEST(ZstdDecompressTest, RejectsGarbage) {
@@ -202,17 +203,19 @@ TEST(ZstdDecompressTest, RejectsGarbage) {
 TEST(ZstdDecompressTest, RejectsFrameDeclaringMoreThanDestination) {
   const std::vector<std::byte> frame = Compress(Compressible(100));
   std::vector<std::byte> dst(64);
-  EXPECT_THAT(ZstdDecompressExact(frame, dst),
-              StatusIs(StatusCode::kCorruption,
-                       "content size: expected 64 bytes, frame declares 100 bytes"));
+  EXPECT_THAT(
+      ZstdDecompressExact(frame, dst),
+      StatusIs(StatusCode::kCorruption,
+               "content size: expected 64 bytes, frame declares 100 bytes"));
 }
 
 TEST(ZstdDecompressTest, RejectsFrameDeclaringLessThanDestination) {
   const std::vector<std::byte> frame = Compress(Compressible(100));
   std::vector<std::byte> dst(200);
-  EXPECT_THAT(ZstdDecompressExact(frame, dst),
-              StatusIs(StatusCode::kCorruption,
-                       "content size: expected 200 bytes, frame declares 100 bytes"));
+  EXPECT_THAT(
+      ZstdDecompressExact(frame, dst),
+      StatusIs(StatusCode::kCorruption,
+               "content size: expected 200 bytes, frame declares 100 bytes"));
 }
 
 TEST(ZstdDecompressTest, RejectsFrameWithoutContentSize) {
@@ -295,8 +298,8 @@ TEST(ZstdDecompressTest, FlippedBytesNeverWritePastDestination) {
     std::vector<std::byte> bad = frame;
     bad[i] ^= std::byte{0x5A};
     std::vector<std::byte> buffer(raw.size() + 2 * kGuard, std::byte{0xEE});
-    Status s = ZstdDecompressExact(
-        bad, std::span(buffer).subspan(kGuard, raw.size()));
+    Status s =
+        ZstdDecompressExact(bad, std::span(buffer).subspan(kGuard, raw.size()));
     if (!s.ok()) {
       ++rejected;
       EXPECT_EQ(s.code(), StatusCode::kCorruption) << s.ToString();

@@ -31,8 +31,8 @@ std::string Temp(const std::string& path, pid_t pid) {
 
 TEST(TempPathForTest, AppendsPidAndSixteenHexDigits) {
   const std::string temp = TempPathFor("dir/run.rckpt");
-  const std::regex format("dir/run\\.rckpt\\.tmp-" + std::to_string(::getpid()) +
-                          "-[0-9a-f]{16}");
+  const std::regex format("dir/run\\.rckpt\\.tmp-" +
+                          std::to_string(::getpid()) + "-[0-9a-f]{16}");
   EXPECT_TRUE(std::regex_match(temp, format)) << temp;
 }
 
@@ -49,35 +49,37 @@ TEST(RemoveStaleTempsTest, RemovesDeadPidTempsOnlyOnMemFs) {
   fsys.SetFile("d/run.rckpt", {});
   fsys.SetFile(Temp("d/run.rckpt", dead), {});
   fsys.SetFile(Temp("d/run.rckpt", live), {});
-  fsys.SetFile(Temp("d/other.rckpt", dead), {});        // another path's
-  fsys.SetFile("d/run.rckpt.tmp-" + std::to_string(dead) + "-xyz", {});  // not ours
-  fsys.SetFile("d/run.rckpt.tmp-" + std::to_string(dead) + "-0123456789ABCDEF", {});
+  fsys.SetFile(Temp("d/other.rckpt", dead), {});  // another path's
+  fsys.SetFile("d/run.rckpt.tmp-" + std::to_string(dead) + "-xyz",
+               {});  // not ours
+  fsys.SetFile("d/run.rckpt.tmp-" + std::to_string(dead) + "-0123456789ABCDEF",
+               {});
   fsys.SetFile("d/run.rckpt.tmp--5-0123456789abcdef", {});
   RemoveStaleTemps(fsys, "d/run.rckpt");
   ASSERT_OK_AND_ASSIGN(std::vector<std::string> names, fsys.ListDir("d"));
   const std::string d = std::to_string(dead);
   EXPECT_THAT(names,
-              UnorderedElementsAre(
-                  "run.rckpt", Temp("run.rckpt", live), Temp("other.rckpt", dead),
-                  "run.rckpt.tmp-" + d + "-xyz",
-                  "run.rckpt.tmp-" + d + "-0123456789ABCDEF",
-                  "run.rckpt.tmp--5-0123456789abcdef"));
+              UnorderedElementsAre("run.rckpt", Temp("run.rckpt", live),
+                                   Temp("other.rckpt", dead),
+                                   "run.rckpt.tmp-" + d + "-xyz",
+                                   "run.rckpt.tmp-" + d + "-0123456789ABCDEF",
+                                   "run.rckpt.tmp--5-0123456789abcdef"));
 }
 
 TEST(RemoveStaleTempsTest, RemovesDeadPidTempsOnPosixFs) {
   const std::string dir = testing::NewTempDir("stale");
   const std::string path = dir + "/ck.rckpt";
   const pid_t dead = DeadPid();
-  for (const std::string& p :
-       {path, Temp(path, dead), Temp(path, ::getpid()), Temp(path, 1),
-        dir + "/unrelated"}) {
+  for (const std::string& p : {path, Temp(path, dead), Temp(path, ::getpid()),
+                               Temp(path, 1), dir + "/unrelated"}) {
     std::ofstream(p) << "x";
   }
   RemoveStaleTemps(PosixFileSystem(), path);
   ASSERT_OK_AND_ASSIGN(std::vector<std::string> names,
                        PosixFileSystem().ListDir(dir));
-  EXPECT_THAT(names, UnorderedElementsAre("ck.rckpt", Temp("ck.rckpt", ::getpid()),
-                                          Temp("ck.rckpt", 1), "unrelated"));
+  EXPECT_THAT(names,
+              UnorderedElementsAre("ck.rckpt", Temp("ck.rckpt", ::getpid()),
+                                   Temp("ck.rckpt", 1), "unrelated"));
 }
 
 TEST(RemoveStaleTempsTest, PathWithoutDirectoryUsesCurrentDirectory) {

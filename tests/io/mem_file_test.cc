@@ -41,9 +41,10 @@ TEST(MemFileTest, ReadPastEndIsCorruptionNamingSizes) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<RandomAccessFile> r,
                        fsys.OpenForRead("a"));
   std::vector<std::byte> buf(50);
-  EXPECT_THAT(r->ReadAt(60, buf),
-              StatusIs(StatusCode::kCorruption,
-                       "truncated: wanted 50 bytes at offset 60, file has 100"));
+  EXPECT_THAT(
+      r->ReadAt(60, buf),
+      StatusIs(StatusCode::kCorruption,
+               "truncated: wanted 50 bytes at offset 60, file has 100"));
   EXPECT_THAT(r->ReadAt(UINT64_MAX, buf),
               StatusIs(StatusCode::kCorruption, "truncated"));
 }
@@ -51,11 +52,13 @@ TEST(MemFileTest, ReadPastEndIsCorruptionNamingSizes) {
 TEST(MemFileTest, MissingIsNotFoundAndDirectoryIsInvalidArgument) {
   MemFileSystem fsys;
   fsys.SetFile("dir/a", Iota(1));
-  EXPECT_THAT(fsys.OpenForRead("dir/b"), StatusIs(StatusCode::kNotFound, "dir/b"));
+  EXPECT_THAT(fsys.OpenForRead("dir/b"),
+              StatusIs(StatusCode::kNotFound, "dir/b"));
   EXPECT_THAT(fsys.OpenForRead("dir"),
               StatusIs(StatusCode::kInvalidArgument, "directory"));
   EXPECT_THAT(fsys.Remove("dir/b"), StatusIs(StatusCode::kNotFound, "dir/b"));
-  EXPECT_THAT(fsys.Rename("dir/b", "dir/c"), StatusIs(StatusCode::kNotFound, "dir/b"));
+  EXPECT_THAT(fsys.Rename("dir/b", "dir/c"),
+              StatusIs(StatusCode::kNotFound, "dir/b"));
   EXPECT_TRUE(fsys.Exists("dir"));
   EXPECT_TRUE(fsys.Exists("dir/a"));
   EXPECT_FALSE(fsys.Exists("dir/b"));
@@ -84,9 +87,10 @@ TEST(MemFileTest, WritePastLimitWritesWhatFitsThenFails) {
   fsys.SetFaults({.fail_write_after_bytes = 12});
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<WritableFile> w, fsys.OpenForWrite("a"));
   ASSERT_OK(w->Append(Iota(10)));
-  EXPECT_THAT(w->Append(Iota(5, 10)),
-              StatusIs(StatusCode::kIoError,
-                       "write 'a' (2 of 5 bytes written): No space left on device"));
+  EXPECT_THAT(
+      w->Append(Iota(5, 10)),
+      StatusIs(StatusCode::kIoError,
+               "write 'a' (2 of 5 bytes written): No space left on device"));
   EXPECT_THAT(fsys.GetFile("a"), Pointee(Iota(12)));
   EXPECT_THAT(w->Append(Iota(1)), StatusIs(StatusCode::kIoError, "No space"));
 }
@@ -122,10 +126,12 @@ TEST(MemFileTest, RenameReplacesTargetAndRemovesSource) {
 TEST(MemFileTest, OpenReaderKeepsItsBytesWhenPathIsRewritten) {
   MemFileSystem fsys;
   fsys.SetFile("a", Iota(100));
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<RandomAccessFile> r, fsys.OpenForRead("a"));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<RandomAccessFile> r,
+                       fsys.OpenForRead("a"));
   fsys.SetFile("a", Iota(3, 50));
   {
-    ASSERT_OK_AND_ASSIGN(std::unique_ptr<WritableFile> w, fsys.OpenForWrite("a"));
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<WritableFile> w,
+                         fsys.OpenForWrite("a"));
     ASSERT_OK(w->Append(Iota(4, 90)));
   }
   ASSERT_OK(fsys.Remove("a"));

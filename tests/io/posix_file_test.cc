@@ -1,7 +1,10 @@
 #include "io/posix_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -100,9 +103,10 @@ TEST_F(PosixFileTest, ReadPastEndIsCorruptionNamingSizes) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<RandomAccessFile> f,
                        fsys_.OpenForRead(Path("a")));
   std::vector<std::byte> buf(50);
-  EXPECT_THAT(f->ReadAt(60, buf),
-              StatusIs(StatusCode::kCorruption,
-                       "truncated: wanted 50 bytes at offset 60, file has 100"));
+  EXPECT_THAT(
+      f->ReadAt(60, buf),
+      StatusIs(StatusCode::kCorruption,
+               "truncated: wanted 50 bytes at offset 60, file has 100"));
   EXPECT_THAT(f->ReadAt(UINT64_MAX - 10, buf),
               StatusIs(StatusCode::kCorruption, "truncated"));
 }
@@ -148,14 +152,42 @@ TEST_F(PosixFileTest, WriteToFullDeviceIsIoErrorNamingPath) {
                        fsys_.OpenForWrite("/dev/full"));
   const std::vector<std::byte> data = Iota(10);
   EXPECT_THAT(f->Append(data),
-              StatusIs(StatusCode::kIoError, "'/dev/full' (0 of 10 bytes written): No space"));
+              StatusIs(StatusCode::kIoError,
+                       "'/dev/full' (0 of 10 bytes written): No space"));
+}
+
+TEST_F(PosixFileTest, WritePastFileSizeLimitIsIoErrorNamingPath) {
+  // RLIMIT_FSIZE makes write(2) fail with EFBIG; set it in a child only.
+  const std::string path = Path("big");
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::signal(SIGXFSZ, SIG_IGN);
+    const rlimit limit{4096, 4096};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    auto f = OpenPosixWritableFile(path, 1000);
+    if (!f.ok()) ::_exit(2);
+    const Status s = (*f)->Append(Iota(10000));
+    const bool matches =
+        s.code() == StatusCode::kIoError &&
+        s.message().find("'" + path + "' (4096 of 10000") !=
+            std::string::npos &&
+        s.message().find("File too large") != std::string::npos;
+    ::_exit(matches ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(fs::file_size(path), 4096u);
 }
 
 TEST_F(PosixFileTest, UseAfterCloseIsRefused) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<WritableFile> f,
                        fsys_.OpenForWrite(Path("a")));
   ASSERT_OK(f->Close());
-  EXPECT_THAT(f->Append(Iota(1)), StatusIs(StatusCode::kInvalidArgument, "closed"));
+  EXPECT_THAT(f->Append(Iota(1)),
+              StatusIs(StatusCode::kInvalidArgument, "closed"));
   EXPECT_THAT(f->Sync(), StatusIs(StatusCode::kInvalidArgument, "closed"));
   EXPECT_THAT(f->Close(), StatusIs(StatusCode::kInvalidArgument, "closed"));
 }
@@ -190,7 +222,8 @@ TEST_F(PosixFileTest, RemoveDeletesAndMissingIsNotFound) {
   EXPECT_TRUE(fsys_.Exists(Path("a")));
   ASSERT_OK(fsys_.Remove(Path("a")));
   EXPECT_FALSE(fsys_.Exists(Path("a")));
-  EXPECT_THAT(fsys_.Remove(Path("a")), StatusIs(StatusCode::kNotFound, "remove"));
+  EXPECT_THAT(fsys_.Remove(Path("a")),
+              StatusIs(StatusCode::kNotFound, "remove"));
 }
 
 TEST_F(PosixFileTest, ListDirReturnsSortedNames) {

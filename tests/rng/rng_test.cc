@@ -28,10 +28,10 @@ void Put(std::vector<std::byte>& state, size_t offset, T value) {
 // A torch CPU generator state as torch.manual_seed leaves it.
 std::vector<std::byte> TorchCpuState() {
   std::vector<std::byte> state(5056);
-  Put<uint64_t>(state, 0, 42);   // the_initial_seed
-  Put<int32_t>(state, 8, 1);     // left
-  Put<int32_t>(state, 12, 1);    // seeded
-  Put<uint64_t>(state, 16, 0);   // next
+  Put<uint64_t>(state, 0, 42);  // the_initial_seed
+  Put<int32_t>(state, 8, 1);    // left
+  Put<int32_t>(state, 12, 1);   // seeded
+  Put<uint64_t>(state, 16, 0);  // next
   return state;
 }
 
@@ -66,9 +66,10 @@ TEST(TorchCpuStateTest, AcceptsFreshAndMidBlockStates) {
 TEST(TorchCpuStateTest, RejectsWrongSize) {
   std::vector<std::byte> state = TorchCpuState();
   state.resize(5048);  // the legacy layout
-  EXPECT_THAT(ValidateRngState(RngKind::kTorchCpu, state),
-              StatusIs(StatusCode::kCorruption,
-                       "torch_cpu RNG state: size: expected 5056 bytes, got 5048"));
+  EXPECT_THAT(
+      ValidateRngState(RngKind::kTorchCpu, state),
+      StatusIs(StatusCode::kCorruption,
+               "torch_cpu RNG state: size: expected 5056 bytes, got 5048"));
   EXPECT_THAT(ValidateRngState(RngKind::kTorchCpu, {}),
               StatusIs(StatusCode::kCorruption, "got 0"));
 }
@@ -85,10 +86,11 @@ TEST(TorchCpuStateTest, RejectsLeftOutOfRange) {
   std::vector<std::byte> state = TorchCpuState();
   for (int32_t left : {0, -1, 625}) {
     Put<int32_t>(state, 8, left);
-    EXPECT_THAT(ValidateRngState(RngKind::kTorchCpu, state),
-                StatusIs(StatusCode::kCorruption,
-                         "field 'left' (i32 at offset 8): expected 1..624, got " +
-                             std::to_string(left)));
+    EXPECT_THAT(
+        ValidateRngState(RngKind::kTorchCpu, state),
+        StatusIs(StatusCode::kCorruption,
+                 "field 'left' (i32 at offset 8): expected 1..624, got " +
+                     std::to_string(left)));
   }
 }
 
@@ -96,18 +98,20 @@ TEST(TorchCpuStateTest, RejectsNextOutOfRange) {
   std::vector<std::byte> state = TorchCpuState();
   for (uint64_t next : {uint64_t{625}, UINT64_MAX}) {
     Put<uint64_t>(state, 16, next);
-    EXPECT_THAT(ValidateRngState(RngKind::kTorchCpu, state),
-                StatusIs(StatusCode::kCorruption,
-                         "field 'next' (u64 at offset 16): expected at most 624, got " +
-                             std::to_string(next)));
+    EXPECT_THAT(
+        ValidateRngState(RngKind::kTorchCpu, state),
+        StatusIs(StatusCode::kCorruption,
+                 "field 'next' (u64 at offset 16): expected at most 624, got " +
+                     std::to_string(next)));
   }
 }
 
 TEST(TorchCudaStateTest, RequiresSixteenBytes) {
   EXPECT_OK(ValidateRngState(RngKind::kTorchCuda, std::vector<std::byte>(16)));
-  EXPECT_THAT(ValidateRngState(RngKind::kTorchCuda, std::vector<std::byte>(15)),
-              StatusIs(StatusCode::kCorruption,
-                       "torch_cuda RNG state: size: expected 16 bytes, got 15"));
+  EXPECT_THAT(
+      ValidateRngState(RngKind::kTorchCuda, std::vector<std::byte>(15)),
+      StatusIs(StatusCode::kCorruption,
+               "torch_cuda RNG state: size: expected 16 bytes, got 15"));
 }
 
 TEST(OpaqueStatesTest, AcceptAnyBytes) {
@@ -188,21 +192,24 @@ TEST(EngineStateTest, RejectsWordBeyondEngineWidth) {
   text = "4294967296" + text.substr(text.find(' '));
   std::mt19937 target(2);
   const std::mt19937 before = target;
-  EXPECT_THAT(RestoreEngine(Bytes(text), &target),
-              StatusIs(StatusCode::kCorruption,
-                       "word 0: expected a value below 2^32, got '4294967296'"));
+  EXPECT_THAT(
+      RestoreEngine(Bytes(text), &target),
+      StatusIs(StatusCode::kCorruption,
+               "word 0: expected a value below 2^32, got '4294967296'"));
   EXPECT_EQ(target, before);
 }
 
 TEST(EngineStateTest, RejectsHugeRecordWithoutParsing) {
   const std::vector<std::byte> huge(1 << 20, std::byte{'1'});
-  EXPECT_THAT(ValidateRngState(RngKind::kMt19937_64, huge),
-              StatusIs(StatusCode::kCorruption, "size: expected at most 65536 bytes"));
+  EXPECT_THAT(
+      ValidateRngState(RngKind::kMt19937_64, huge),
+      StatusIs(StatusCode::kCorruption, "size: expected at most 65536 bytes"));
 }
 
 TEST(EngineStateTest, Mt19937StateIsNotAnMt19937_64State) {
   std::mt19937 engine(3);
-  EXPECT_FALSE(ValidateRngState(RngKind::kMt19937_64, CaptureEngine(engine)).ok());
+  EXPECT_FALSE(
+      ValidateRngState(RngKind::kMt19937_64, CaptureEngine(engine)).ok());
 }
 
 }  // namespace

@@ -1,0 +1,68 @@
+// Writes the seed corpus of the rng fuzz target into a directory:
+//   make_rng_corpus tests/data/corpus/rng
+// One valid state per validated kind plus near misses. Deterministic.
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "rckpt/rng.h"
+
+namespace {
+
+bool Write(const std::string& dir, const std::string& name, rckpt::RngKind kind,
+           const std::vector<std::byte>& state) {
+  std::ofstream out(dir + "/" + name, std::ios::binary);
+  out.put(static_cast<char>(kind));
+  out.write(reinterpret_cast<const char*>(state.data()),
+            static_cast<std::streamsize>(state.size()));
+  return static_cast<bool>(out);
+}
+
+std::vector<std::byte> TorchCpu(int32_t left, int32_t seeded, uint64_t next) {
+  std::vector<std::byte> s(5056);
+  const uint64_t seed = 67280421310721ull;
+  std::memcpy(s.data(), &seed, 8);
+  std::memcpy(s.data() + 8, &left, 4);
+  std::memcpy(s.data() + 12, &seeded, 4);
+  std::memcpy(s.data() + 16, &next, 8);
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s OUTPUT_DIR\n", argv[0]);
+    return 2;
+  }
+  using rckpt::RngKind;
+  const std::string dir = argv[1];
+  std::mt19937 mt(5489u);
+  mt.discard(700);
+  std::mt19937_64 mt64(42);
+  mt64.discard(100);
+  std::vector<std::byte> mt_extra = rckpt::CaptureEngine(mt);
+  for (char c : std::string(" 7\n")) mt_extra.push_back(std::byte(c));
+  bool ok = true;
+  ok &= Write(dir, "mt19937", RngKind::kMt19937, rckpt::CaptureEngine(mt));
+  ok &= Write(dir, "mt19937-extra-word", RngKind::kMt19937, mt_extra);
+  ok &= Write(dir, "mt19937_64", RngKind::kMt19937_64,
+              rckpt::CaptureEngine(mt64));
+  ok &= Write(dir, "mt19937_64-as-mt19937", RngKind::kMt19937,
+              rckpt::CaptureEngine(mt64));
+  ok &= Write(dir, "torch_cpu", RngKind::kTorchCpu, TorchCpu(1, 1, 0));
+  ok &= Write(dir, "torch_cpu-mid-block", RngKind::kTorchCpu,
+              TorchCpu(200, 1, 425));
+  ok &= Write(dir, "torch_cpu-unseeded", RngKind::kTorchCpu, TorchCpu(1, 0, 0));
+  ok &=
+      Write(dir, "torch_cuda", RngKind::kTorchCuda, std::vector<std::byte>(16));
+  ok &= Write(dir, "opaque", RngKind::kOpaque, std::vector<std::byte>(3));
+  if (!ok) {
+    std::fprintf(stderr, "cannot write the corpus into %s\n", dir.c_str());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,54 @@
+// Fuzz target: RNG state validation and engine restore on hostile bytes.
+// Input: [kind: u8 (mod kNumRngKinds)][state bytes]. Traps when:
+//  - validation fails with a code other than Corruption;
+//  - RestoreEngine disagrees with ValidateRngState, or changes the engine
+//    when it fails;
+//  - a restored engine's captured state does not validate, or does not
+//    restore to the same engine.
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "rckpt/rng.h"
+
+namespace {
+
+void Check(bool ok) {
+  if (!ok) __builtin_trap();
+}
+
+template <typename Engine>
+void CheckRestore(std::span<const std::byte> bytes, rckpt::RngKind kind,
+                  bool valid) {
+  Engine engine(12345);
+  const Engine before = engine;
+  const rckpt::Status s = rckpt::RestoreEngine(bytes, &engine);
+  Check(s.ok() == valid);
+  if (!s.ok()) {
+    Check(engine == before);
+    return;
+  }
+  const std::vector<std::byte> again = rckpt::CaptureEngine(engine);
+  Check(rckpt::ValidateRngState(kind, again).ok());
+  Engine copy;
+  Check(rckpt::RestoreEngine(again, &copy).ok());
+  Check(copy == engine);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 1) return 0;
+  const auto kind = static_cast<rckpt::RngKind>(data[0] % rckpt::kNumRngKinds);
+  const std::span<const std::byte> bytes(
+      reinterpret_cast<const std::byte*>(data) + 1, size - 1);
+  const rckpt::Status s = rckpt::ValidateRngState(kind, bytes);
+  Check(s.ok() || s.code() == rckpt::StatusCode::kCorruption);
+  if (kind == rckpt::RngKind::kMt19937) {
+    CheckRestore<std::mt19937>(bytes, kind, s.ok());
+  } else if (kind == rckpt::RngKind::kMt19937_64) {
+    CheckRestore<std::mt19937_64>(bytes, kind, s.ok());
+  }
+  return 0;
+}
