@@ -9,7 +9,7 @@
 #include "engine/pipeline.h"
 #include "engine/placement.h"
 #include "format/file_reader.h"
-#include "format/host_load.h"
+#include "format/skeleton.h"
 #include "rckpt/file.h"
 #include "rckpt/io.h"
 #include "rckpt/runtime.h"

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "format/file_reader.h"
-#include "format/host_load.h"
 #include "rckpt/checkpoint.h"
 #include "rckpt/file.h"
 #include "rckpt/io.h"
@@ -39,13 +38,15 @@ inline Tensor HostTensor(DType dtype, Shape shape, uint64_t seed) {
   return *Tensor::FromBytes(dtype, std::move(shape), bytes);
 }
 
-// Loads every tensor of `path` to host through the format layer.
+// Loads every tensor of `path` to host memory, origins kept.
 inline Result<Checkpoint> LoadAllToHost(FileSystem& fs, const std::string& path,
                                         bool verify = true) {
-  RCKPT_ASSIGN_OR_RETURN(auto reader, FileReader::Open(fs, path));
-  std::vector<size_t> all(reader->manifest().tensors.size());
-  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
-  return LoadTensorsToHost(*reader, all, verify, 2, {});
+  LoadOptions o;
+  o.fs = &fs;
+  o.map_location = MapLocation::To(Device::Cpu());
+  o.verify_checksums = verify;
+  o.threads = 2;
+  return Load(path, o);
 }
 
 inline std::string Bytes(const Tensor& t) {

@@ -1,0 +1,182 @@
+// rckpt-train-demo: a small, real training run that checkpoints its whole
+// state with rckpt, can be made to crash (after a step, or in the middle of
+// writing a checkpoint), and resumes bit-identically -- on the same device
+// or, through the load's placement options, on another one.
+// See --help and docs/RESTARTING.md.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "options.h"
+#include "rckpt/io.h"
+#include "rckpt/runtime.h"
+#include "rckpt/tools.h"
+#include "state_io.h"
+#include "trainer.h"
+
+namespace train_demo {
+namespace {
+
+using rckpt::Status;
+
+double MillisecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                   start)
+      .count();
+}
+
+// Lines go out at once: a simulated crash must not lose them in a buffer.
+void Print(const std::string& line) {
+  std::fputs(line.c_str(), stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+}
+
+int Fail(const std::string& what, const Status& status) {
+  std::fprintf(stderr, "rckpt-train-demo: %s: %s\n", what.c_str(),
+               status.ToString().c_str());
+  return rckpt::ExitCodeFor(status);  // the rckpt CLI's codes (docs/CLI.md)
+}
+
+// Saves `state` to `path`. When `crash_midway`, aborts the process from the
+// save's progress callback once half of the bytes are written, as a machine
+// failure during a checkpoint would.
+Status SaveState(const TrainState& state, const std::string& path,
+                 rckpt::DeviceRuntime* runtime, bool crash_midway, const char* label) {
+  auto start = std::chrono::steady_clock::now();
+  RCKPT_ASSIGN_OR_RETURN(rckpt::Checkpoint ck, ToCheckpoint(state));
+  rckpt::SaveOptions options;
+  options.runtime = runtime;
+  if (crash_midway) {
+    options.progress = [&path](uint64_t done, uint64_t total) {
+      if (total > 0 && 2 * done >= total) {
+        std::fprintf(stderr,
+                     "rckpt-train-demo: --stop-in-save: crashing while writing %s "
+                     "(%llu of %llu bytes)\n",
+                     path.c_str(), static_cast<unsigned long long>(done),
+                     static_cast<unsigned long long>(total));
+        std::abort();
+      }
+      return true;
+    };
+  }
+  RCKPT_RETURN_IF_ERROR(rckpt::Save(path, ck, options));
+  char line[256];
+  std::snprintf(line, sizeof(line), "%s step %lld -> %s: %.2f MB saved in %.1f ms", label,
+                static_cast<long long>(state.controller.global_step), path.c_str(),
+                static_cast<double>(ck.TensorBytes()) / 1e6, MillisecondsSince(start));
+  Print(line);
+  return Status::Ok();
+}
+
+int Run(const DemoOptions& opt) {
+  // The runtime outlives every tensor (device masters free through it).
+  std::unique_ptr<rckpt::DeviceRuntime> emulated;
+  rckpt::DeviceRuntime* runtime = &rckpt::DefaultRuntime();
+  if (opt.emulate_devices >= 0) {
+    emulated = rckpt::NewEmulatedRuntime(opt.emulate_devices);
+    runtime = emulated.get();
+  }
+  DeviceMemory memory(runtime);
+
+  TrainState state;
+  if (opt.resume.empty()) {
+    Config config;
+    config.seed = opt.seed;
+    config.hidden = opt.hidden;
+    rckpt::Result<TrainState> fresh = NewRun(config, opt.device, memory);
+    if (!fresh.ok()) return Fail("cannot start", fresh.status());
+    state = std::move(fresh).value();
+    Print("fresh run: seed " + std::to_string(config.seed) + ", " +
+          std::to_string(state.ParameterCount()) + " parameters, device " +
+          opt.device.ToString() + " (runtime " + std::string(runtime->name()) + ")");
+  } else {
+    auto start = std::chrono::steady_clock::now();
+    rckpt::LoadOptions options;
+    options.map_location = opt.map_location;
+    options.model_device = opt.model_device;
+    options.runtime = runtime;
+    // Load validates the placement options before it opens the file.
+    rckpt::Result<rckpt::Checkpoint> ck = rckpt::Load(opt.resume, options);
+    if (!ck.ok()) {
+      if (ck.status().code() == rckpt::StatusCode::kDeviceUnavailable &&
+          !opt.map_location.is_set() && !opt.model_device) {
+        std::fprintf(stderr,
+                     "rckpt-train-demo: hint: resume with --model-device auto|cpu|cuda:N "
+                     "or --map-location SPEC (docs/RESTARTING.md)\n");
+      }
+      return Fail("cannot resume from " + opt.resume, ck.status());
+    }
+    rckpt::Result<TrainState> restored = FromCheckpoint(*ck, memory);
+    if (!restored.ok()) return Fail("cannot resume from " + opt.resume, restored.status());
+    state = std::move(restored).value();
+    char line[256];
+    std::snprintf(line, sizeof(line),
+                  "resumed %s at step %lld (epoch %lld, batch %lld): restored in %.1f ms",
+                  opt.resume.c_str(), static_cast<long long>(state.controller.global_step),
+                  static_cast<long long>(state.controller.epoch),
+                  static_cast<long long>(state.cursor / state.config.batch_size),
+                  MillisecondsSince(start));
+    Print(line);
+  }
+  Print("placement: " + DescribePlacement(state));
+
+  int64_t saves = 0;
+  auto train_start = std::chrono::steady_clock::now();
+  const int64_t first_step = state.controller.global_step;
+  while (!state.Done(opt.steps)) {
+    size_t epochs_before = state.metrics.history.size();
+    if (Status s = Step(state, memory); !s.ok()) return Fail("training step", s);
+    if (state.metrics.history.size() != epochs_before) {
+      Print(DescribeEpoch(state.metrics.history.back()));
+    }
+    const int64_t step = state.controller.global_step;
+    if (!opt.checkpoint.empty() && step % opt.checkpoint_every == 0) {
+      ++saves;
+      bool crash = opt.stop_in_save && *opt.stop_in_save == saves;
+      if (Status s = SaveState(state, opt.checkpoint, runtime, crash, "checkpoint");
+          !s.ok()) {
+        return Fail("cannot save checkpoint " + opt.checkpoint, s);
+      }
+    }
+    if (opt.stop_after && *opt.stop_after == step) {
+      std::fprintf(stderr, "rckpt-train-demo: --stop-after %lld: crashing now\n",
+                   static_cast<long long>(step));
+      std::abort();
+    }
+  }
+  char line[200];
+  std::snprintf(line, sizeof(line), "trained steps %lld..%lld in %.1f ms%s",
+                static_cast<long long>(first_step),
+                static_cast<long long>(state.controller.global_step),
+                MillisecondsSince(train_start),
+                state.controller.stopped_early ? " (stopped early)" : "");
+  Print(line);
+  if (!opt.final_path.empty()) {
+    if (Status s = SaveState(state, opt.final_path, runtime, false, "final"); !s.ok()) {
+      return Fail("cannot save final checkpoint " + opt.final_path, s);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace train_demo
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  rckpt::Result<train_demo::DemoOptions> opt = train_demo::ParseOptions(args);
+  if (!opt.ok()) {
+    std::fprintf(stderr, "rckpt-train-demo: %s (see --help)\n",
+                 opt.status().ToString().c_str());
+    return rckpt::ExitCodeFor(opt.status());
+  }
+  if (opt->help) {
+    std::fputs(train_demo::UsageText().c_str(), stdout);
+    return 0;
+  }
+  return train_demo::Run(*opt);
+}
