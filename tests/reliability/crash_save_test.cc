@@ -3,6 +3,9 @@
 // and verifiable, and at most one stray temporary that the next save removes.
 #include <sys/mount.h>
 
+#include <cerrno>
+#include <cstring>
+
 #include <chrono>
 #include <filesystem>
 #include <thread>
@@ -147,10 +150,11 @@ TEST_F(CrashSaveTest, FullTmpfsGivesIoErrorAndKeepsThePreviousCheckpoint) {
 
 #ifdef RCKPT_CLI
 TEST_F(CrashSaveTest, CliConvertKilledAtAnyMomentLeavesAVerifiableFile) {
-  const std::string src = dir_ + "/src.rckpt";
+  const std::string src_dir = testing::NewTempDir("crash-save-src");
+  const std::string src = src_dir + "/src.rckpt";
   ASSERT_OK(Save(src, MakeCheckpoint(kNewSeed, 32)));
   const auto t0 = std::chrono::steady_clock::now();
-  const std::string calibrate = dir_ + "/calibrate.rckpt";
+  const std::string calibrate = src_dir + "/calibrate.rckpt";
   int status = 0;
   RunChild({RCKPT_CLI, "convert", src, calibrate}, &status);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -165,6 +169,7 @@ TEST_F(CrashSaveTest, CliConvertKilledAtAnyMomentLeavesAVerifiableFile) {
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "kill " << k;
     ExpectAtMostOneTemporary("kill " + std::to_string(k));
   }
+  fs::remove_all(src_dir);
 }
 #endif
 

@@ -170,11 +170,30 @@ TEST(ForeignInputTest, SafetensorsBitFlipAnywhereIsOkOrRejectedCleanly) {
   }
 }
 
+TEST(ForeignInputTest, SafetensorsRckptLayoutWithABadDeviceIsCorruption) {
+  // A damaged origin device in the rckpt.* metadata is a damaged file
+  // (Corruption), not a bad argument of the caller's.
+  Checkpoint ck;
+  std::vector<std::byte> bytes(16, std::byte{1});
+  ASSERT_OK(ck.AddTensor("model", "w", *Tensor::FromBytes(DType::kF32, {4}, bytes)));
+  MemFileSystem mem;
+  ExportOptions o;
+  o.fs = &mem;
+  ASSERT_OK(ExportSafetensors(ck, "/a.safetensors", o));
+  auto b = *mem.GetFile("/a.safetensors");
+  std::string text(reinterpret_cast<const char*>(b.data()), b.size());
+  const size_t at = text.find("cpu");
+  ASSERT_NE(at, std::string::npos);
+  b[at] = std::byte{'a'};  // "apu"
+  EXPECT_THAT(ImportSafetensorsFromBytes(b).status(),
+              StatusIs(StatusCode::kCorruption, "invalid device 'apu'"));
+}
+
 TEST(ForeignInputTest, PyTorchStorageClaimsAreCheckedAgainstTheRecord) {
   // A storage claiming 2^60 floats over a 16-byte record, and a view past the
   // end of a correctly sized storage.
   EXPECT_THAT(ImportPyTorchFromBytes(Archive(TensorPickle(uint64_t{1} << 60, 4))).status(),
-              StatusIs(StatusCode::kCorruption, "'w'"));
+              StatusIs(StatusCode::kCorruption, "record 'archive/data/0' holds 16 bytes"));
   EXPECT_THAT(ImportPyTorchFromBytes(Archive(TensorPickle(4, uint64_t{1} << 62))).status(),
               StatusIs(StatusCode::kCorruption, "'w'"));
   EXPECT_THAT(ImportPyTorchFromBytes(Archive(TensorPickle(UINT64_MAX, UINT64_MAX))).status(),
