@@ -184,7 +184,7 @@ Result<Checkpoint> Import(const RandomAccessFile& f, const ImportOptions& option
       }
       continue;
     }
-    auto bad = [&](const std::string& what) {
+    auto bad = [&name = name](const std::string& what) {
       return Status::Corruption("safetensors: tensor '" + Printable(name) + "': " + what);
     };
     const Json* dt = e.is_object() ? e.Find("dtype") : nullptr;
