@@ -391,6 +391,10 @@ Result<Checkpoint> Importer::Run(ImportReport* report) {
           "pytorch: this is the unsupported pre-1.0 preview archive format; re-save it with "
           "a current torch");
     }
+    if (head.rfind("version https://git-lfs", 0) == 0) {
+      return Status::Corruption(
+          "pytorch: this is a Git LFS pointer file, not the checkpoint (run 'git lfs pull')");
+    }
     return Status::Corruption("pytorch: not a torch.save zip archive (no 'PK\\x03\\x04' "
                               "local header at offset 0)");
   }
