@@ -189,7 +189,44 @@ def expected(folder):
     return exp
 
 
+# ---- regression fixtures of what hippynn's structure file needs (plain torch) ----
+
+def write_pickle_shape_fixtures():
+    """Small files with the two pickle shapes experiment_structure.pt has:
+    an object graph with cycles (graph nodes pointing at their parents and
+    children) and operator functions stored as values; plus the refusals that
+    must stay (calling an operator function, operator.attrgetter)."""
+    import operator
+    import types
+    mod = types.ModuleType("mylib.graph")
+
+    class Node:
+        def __init__(self, name):
+            self.name, self.parents, self.children = name, [], []
+
+    class CallsPow:
+        def __reduce__(self):
+            return (operator.pow, (2, 3))
+    for cls in (Node, CallsPow):
+        cls.__module__, cls.__qualname__ = mod.__name__, cls.__name__
+        setattr(mod, cls.__name__, cls)
+    sys.modules.setdefault("mylib", types.ModuleType("mylib"))
+    sys.modules[mod.__name__] = mod
+
+    a, b, c = Node("a"), Node("b"), Node("c")
+    a.children, b.parents, c.parents, b.children = [b, c], [a], [a, b], [c]
+    a.weight = torch.arange(4, dtype=torch.float32)
+    torch.save({"nodes": [a, b, c], "root": a}, os.path.join(HERE, "cyclic_objects.pt"))
+    torch.save({"fn": operator.pow, "ops": [operator.add, operator.mul],
+                "w": torch.arange(3, dtype=torch.float64)},
+               os.path.join(HERE, "operator_values.pt"))
+    torch.save({"x": CallsPow()}, os.path.join(HERE, "operator_call.pt"))
+    torch.save({"getter": operator.attrgetter("system")},
+               os.path.join(HERE, "operator_attrgetter.pt"))
+
+
 def main():
+    write_pickle_shape_fixtures()
     torch.manual_seed(0)
     np.random.seed(0)
     random.seed(0)
