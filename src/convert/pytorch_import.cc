@@ -17,15 +17,6 @@ namespace rckpt {
 namespace convert {
 namespace {
 
-// A class instance the pickle references more than once (one object shared
-// by several owners, or an object graph with cycles such as hippynn's graph
-// nodes, whose parents and children point at each other) is converted at its
-// first occurrence; later occurrences become an inert object of this class
-// whose field is the first occurrence's key path. Plain containers are still
-// expanded at every occurrence, as torch.load(weights_only=True) rebuilds
-// them.
-constexpr char kSharedObjectClass[] = "rckpt.SharedObject";
-
 constexpr char kLegacyMagic[] = "\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19";
 
 struct Storage {
@@ -72,9 +63,7 @@ class Importer {
   std::map<std::string, Storage> storages_;
   std::unordered_map<const PyNode*, Value> tensors_seen_;
   std::unordered_set<const PyNode*> in_progress_;
-  // Pickled class instances already converted, with the path of their first
-  // occurrence (see kSharedObjectClass).
-  std::unordered_map<const PyNode*, std::string> objects_seen_;
+  std::unordered_map<const PyNode*, std::string> first_path_;
   std::set<std::string> inert_;
   std::vector<std::string> warnings_;
 };
@@ -286,16 +275,15 @@ Result<Value> Importer::Convert(PyNode* n, std::vector<std::string>& path, int d
     }
     default: break;
   }
-  if (n->kind == PyKind::kObject) {
-    auto [it, first] = objects_seen_.emplace(n, JoinPath(path));
-    if (!first) return Value::Object(kSharedObjectClass, Value(it->second));
-  }
-  // Containers: guard against cycles.
-  if (in_progress_.count(n)) {
-    return Status::Corruption("pytorch: a container contains itself at '" +
-                              Printable(JoinPath(path)) + "'");
+  // Containers and objects met again while still being converted (a cycle,
+  // e.g. graph nodes pointing at their parents), and objects met again at all
+  // (shared module graphs), become a reference to where they first appeared.
+  if (in_progress_.count(n) || (n->kind == PyKind::kObject && first_path_.count(n))) {
+    auto it = first_path_.find(n);
+    return Value::Object("rckpt.ref", Value(it == first_path_.end() ? "" : it->second));
   }
   in_progress_.insert(n);
+  first_path_.emplace(n, path.empty() ? std::string() : JoinPath(path));
   struct Done {
     std::unordered_set<const PyNode*>* s;
     const PyNode* n;

@@ -58,7 +58,7 @@ TEST(PickleSharedObjects, CyclicObjectGraphImportsWithSharedReferences) {
   // back at it by path.
   const Value* root = ck.Tree().Find("root");
   ASSERT_NE(root, nullptr);
-  EXPECT_EQ(*root, Value::Object("rckpt.SharedObject", Value("nodes.0")));
+  EXPECT_EQ(*root, Value::Object("rckpt.ref", Value("nodes.0")));
   const Value& a = ck.Tree().Find("nodes")->items()[0];
   ASSERT_EQ(a.kind(), ValueKind::kObject);
   EXPECT_EQ(a.as_string(), "mylib.graph.Node");
@@ -66,9 +66,9 @@ TEST(PickleSharedObjects, CyclicObjectGraphImportsWithSharedReferences) {
   ASSERT_EQ(b.kind(), ValueKind::kObject);
   EXPECT_EQ(*b.fields().Find("state")->Find("name"), Value("b"));
   EXPECT_EQ(b.fields().Find("state")->Find("parents")->items()[0],
-            Value::Object("rckpt.SharedObject", Value("nodes.0")));
+            Value::Object("rckpt.ref", Value("nodes.0")));
   EXPECT_EQ(ck.Tree().Find("nodes")->items()[1],
-            Value::Object("rckpt.SharedObject", Value("nodes.0.children.0")));
+            Value::Object("rckpt.ref", Value("nodes.0.children.0")));
 }
 
 TEST(PickleSharedObjects, ExportWithDropObjectsWritesNoneForThem) {
