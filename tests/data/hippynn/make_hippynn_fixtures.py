@@ -192,10 +192,11 @@ def expected(folder):
 # ---- regression fixtures of what hippynn's structure file needs (plain torch) ----
 
 def write_pickle_shape_fixtures():
-    """Small files with the two pickle shapes experiment_structure.pt has:
-    an object graph with cycles (graph nodes pointing at their parents and
-    children) and operator functions stored as values; plus the refusals that
-    must stay (calling an operator function, operator.attrgetter)."""
+    """Small files with the pickle shapes experiment_structure.pt has: an
+    object graph with cycles (graph nodes pointing at their parents and
+    children), operator functions stored as values, dicts keyed by objects
+    (GraphModule.names_dict); plus the refusals that must stay (calling an
+    operator function, operator.attrgetter)."""
     import operator
     import types
     mod = types.ModuleType("mylib.graph")
@@ -220,6 +221,10 @@ def write_pickle_shape_fixtures():
     torch.save({"fn": operator.pow, "ops": [operator.add, operator.mul],
                 "w": torch.arange(3, dtype=torch.float64)},
                os.path.join(HERE, "operator_values.pt"))
+    keys = [Node("k0"), Node("k1")]
+    torch.save({"names": {keys[0]: "k0", keys[1]: "k1"}, "by_int": {1: "one"},
+                "w": torch.ones(2, dtype=torch.int32)},
+               os.path.join(HERE, "object_keys.pt"))
     torch.save({"x": CallsPow()}, os.path.join(HERE, "operator_call.pt"))
     torch.save({"getter": operator.attrgetter("system")},
                os.path.join(HERE, "operator_attrgetter.pt"))
