@@ -307,6 +307,17 @@ TEST(HippynnStructure, StrictImportRefusesNamingTheClasses) {
   EXPECT_THAT(r.status().message(), HasSubstr("torch.optim.adam.Adam"));
 }
 
+void ExpectSameTensors(const Checkpoint& a, const Checkpoint& b);
+
+TEST(HippynnStructure, ConvertsToRckptAndReadsBackEqual) {
+  std::string dir = testing::NewTempDir("hippynn");
+  ASSERT_OK_AND_ASSIGN(Checkpoint original, ImportPyTorch(kStructure));
+  ASSERT_OK(WriteAnyCheckpoint(original, dir + "/structure.rckpt"));
+  ASSERT_OK_AND_ASSIGN(Checkpoint stored, ReadAnyCheckpoint(dir + "/structure.rckpt"));
+  ExpectSameTensors(original, stored);
+  EXPECT_EQ(stored.Tree(), original.Tree());
+}
+
 void ExpectSameTensors(const Checkpoint& a, const Checkpoint& b) {
   ASSERT_EQ(a.tensors().size(), b.tensors().size());
   for (const TensorEntry& t : a.tensors()) {

@@ -1,7 +1,8 @@
 // Regression tests for two pickle shapes that hippynn's experiment_structure.pt
-// holds and that the PyTorch importer once refused: operator functions stored
-// as values, and class instances referenced more than once (graph nodes whose
-// parents and children point at each other). Fixtures written by torch.save
+// holds and that the PyTorch importer once refused or could not save:
+// operator functions stored as values, class instances referenced more than
+// once (graph nodes whose parents and children point at each other), and
+// dicts keyed by objects (GraphModule.names_dict). Fixtures written by torch.save
 // (tests/data/hippynn/make_hippynn_fixtures.py, write_pickle_shape_fixtures).
 #include <string>
 
@@ -84,6 +85,34 @@ TEST(PickleSharedObjects, ExportWithDropObjectsWritesNoneForThem) {
   const TensorEntry* w = back.FindTensor("nodes.0.weight");
   ASSERT_NE(w, nullptr);
   EXPECT_EQ(w->tensor.host_span<float>()[3], 3.0f);
+}
+
+TEST(PickleObjectKeys, DictKeyedByObjectsBecomesAListOfPairs) {
+  ImportReport report;
+  ASSERT_OK_AND_ASSIGN(Checkpoint ck, ImportPyTorch(kDir + "object_keys.pt", {}, &report));
+  EXPECT_THAT(report.inert_classes, ElementsAre("mylib.graph.Node"));
+  const Value* names = ck.Tree().Find("names");
+  ASSERT_NE(names, nullptr);
+  ASSERT_EQ(names->kind(), ValueKind::kObject);
+  EXPECT_EQ(names->as_string(), "rckpt.dict");
+  ASSERT_EQ(names->fields().size(), 2u);
+  const Value& first = names->fields().items()[0];
+  ASSERT_EQ(first.kind(), ValueKind::kTuple);
+  ASSERT_EQ(first.size(), 2u);
+  EXPECT_EQ(first.items()[0].as_string(), "mylib.graph.Node");
+  EXPECT_EQ(first.items()[1], Value("k0"));
+  // Dicts with scalar keys stay maps.
+  const Value* by_int = ck.Tree().Find("by_int");
+  ASSERT_NE(by_int, nullptr);
+  EXPECT_EQ(*by_int, Value::Map({{Value(1), Value("one")}}));
+}
+
+TEST(PickleObjectKeys, ImportedTreeSavesAsRckptAndReadsBackEqual) {
+  std::string dir = testing::NewTempDir("pickle-shapes");
+  ASSERT_OK_AND_ASSIGN(Checkpoint ck, ImportPyTorch(kDir + "object_keys.pt"));
+  ASSERT_OK(WriteAnyCheckpoint(ck, dir + "/keys.rckpt"));
+  ASSERT_OK_AND_ASSIGN(Checkpoint back, ReadAnyCheckpoint(dir + "/keys.rckpt"));
+  EXPECT_EQ(back.Tree(), ck.Tree());
 }
 
 }  // namespace
