@@ -9,6 +9,9 @@ this directory, together with expected.json: what torch itself reads from
 those same files (tensor names, dtypes, shapes and an FNV-1a 64 checksum of
 their bytes, the RNG state bytes, the controller scalars, the globals each
 pickle names). The tests in tests/hippynn compare rckpt's import against it.
+It also writes small plain-torch files with the pickle shapes the structure
+file has (cyclic_objects.pt, operator_values.pt, object_keys.pt) and two that
+must stay refused (operator_call.pt, operator_attrgetter.pt).
 
 Run from anywhere with torch, numpy and hippynn installed:
     python3 -m venv --system-site-packages /tmp/hvenv   # or install torch too
