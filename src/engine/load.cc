@@ -13,6 +13,7 @@
 #include "rckpt/file.h"
 #include "rckpt/io.h"
 #include "rckpt/runtime.h"
+#include "util/host_memory.h"
 
 namespace rckpt {
 namespace {
@@ -45,6 +46,42 @@ Result<Tensor> AllocateTensor(DeviceRuntime& runtime, const TensorMeta& t,
                               [rt, target](void* q) { rt->Free(target, q); });
   return Tensor::Adopt(t.dtype, t.shape, target, std::move(owner), *p);
 }
+
+// The host tensors of one load, carved from one block of memory when they
+// are large together: one huge-page mapping faults once per 2 MiB, where
+// hundreds of separate allocations would fault once per 4 KiB
+// (docs/PERFORMANCE.md). The block lives until its last tensor is gone.
+class HostArena {
+ public:
+  static Result<HostArena> Create(const Manifest& m, const LoadPlan& plan) {
+    HostArena a;
+    uint64_t total = 0;
+    for (size_t k = 0; k < plan.tensor_index.size(); ++k) {
+      if (!plan.placements[k].target.is_cpu()) continue;
+      total += AlignUp64(m.tensors[plan.tensor_index[k]].nbytes);
+    }
+    if (total < kHugeBlockBytes) return a;
+    a.block_ = AllocateHostBlock(total, /*zero=*/false);
+    if (a.block_ == nullptr) {
+      return Status::OutOfMemory("host memory for the loaded tensors (" +
+                                 std::to_string(total) + " bytes)");
+    }
+    return a;
+  }
+
+  bool active() const { return block_ != nullptr; }
+
+  Tensor Take(const TensorMeta& t) {
+    void* p = static_cast<std::byte*>(block_.get()) + used_;
+    used_ += AlignUp64(t.nbytes);
+    return Tensor::Adopt(t.dtype, t.shape, Device::Cpu(), std::shared_ptr<void>(block_, p), p);
+  }
+
+ private:
+  static uint64_t AlignUp64(uint64_t n) { return (n + 63) & ~uint64_t{63}; }
+  std::shared_ptr<void> block_;
+  uint64_t used_ = 0;
+};
 
 PipelineOptions PipelineOptionsOf(const LoadOptions& o, DeviceRuntime& rt) {
   PipelineOptions p;
@@ -82,10 +119,13 @@ Result<std::vector<Tensor>> Restore(const FileReader& reader,
   std::vector<TensorDest> dests;
   tensors.reserve(plan.tensor_index.size());
   dests.reserve(plan.tensor_index.size());
+  RCKPT_ASSIGN_OR_RETURN(HostArena arena, HostArena::Create(m, plan));
   for (size_t k = 0; k < plan.tensor_index.size(); ++k) {
     const TensorMeta& t = m.tensors[plan.tensor_index[k]];
     const Device target = plan.placements[k].target;
-    RCKPT_ASSIGN_OR_RETURN(Tensor tensor, AllocateTensor(runtime, t, target));
+    RCKPT_ASSIGN_OR_RETURN(Tensor tensor, target.is_cpu() && arena.active()
+                                              ? arena.Take(t)
+                                              : AllocateTensor(runtime, t, target));
     dests.push_back(TensorDest{&t, target, tensor.data()});
     tensors.push_back(std::move(tensor));
   }
