@@ -31,7 +31,7 @@ FIXTURES = {
     "dtypes.pt": False, "module_state_dict.pth": False, "optimizer_adam.pt": False,
     "nested.pt": False, "views.pt": False, "tied.pt": False, "zero_d_empty.pt": False,
     "rng_states.pt": False, "cuda_tagged.pt": False, "custom_class.pt": True,
-    "hf_rng_state.pth": True,
+    "hf_rng_state.pth": True, "torch1_checkpoint.pt": True,
 }
 failures = []
 CURRENT = [""]
@@ -141,7 +141,7 @@ def convert(src, dst, drop):
 def check(name, drop):
     src = os.path.join(PT, name)
     CURRENT[0] = name
-    base = os.path.join(WORK, name)
+    base = os.path.join(WORK, name.replace("/", "_"))
     try:
         orig, ta = load_with_tags(src, weights_only=False)
     except (AttributeError, RuntimeError, ImportError) as e:
@@ -191,6 +191,29 @@ for fixture, drop in FIXTURES.items():
     check(fixture, drop)
 for s in skipped:
     print("skipped fixture:", s)
+
+# hippynn's files (tests/data/pytorch/hippynn): loading the originals needs
+# hippynn importable (its MetricTracker class); skipped with a note otherwise.
+try:
+    import hippynn  # noqa: F401
+    have_hippynn = True
+except ImportError:
+    have_hippynn = False
+    print("note: hippynn not importable; hippynn fixtures not checked (pip install hippynn)")
+if have_hippynn:
+    check("hippynn/best_checkpoint.pt", True)
+    check("hippynn/best_model.pt", False)
+    # The structure file is whole pickled modules: with --drop-objects every
+    # object becomes None and each tensor is kept under its own name.
+    out = os.path.join(WORK, "structure.pt")
+    try:
+        convert(os.path.join(PT, "hippynn/experiment_structure.pt"), out, True)
+        back = torch.load(out, weights_only=True, map_location="cpu")
+        n = sum(isinstance(v, torch.Tensor) for v in back.values())
+        if n != 36:
+            failures.append(f"experiment_structure.pt: {n} tensors kept, expected 36")
+    except Exception as e:  # noqa: BLE001
+        failures.append(f"experiment_structure.pt: {e}")
 
 # The refusals: hostile pickles and unsupported archives never convert.
 for bad, expect in [("hostile_os_system.pt", "os.system"), ("hostile_eval.pt", "eval"),
