@@ -191,10 +191,12 @@ TEST(PyTorchImportTest, HfRngFileKeepsNumpyStateInertAndTorchStateAsRecord) {
   ASSERT_NE(ck.FindRng("cpu"), nullptr);
   EXPECT_EQ(ck.FindRng("cpu")->kind, RngKind::kTorchCpu);
   EXPECT_THAT(report.inert_classes, ::testing::Contains(::testing::HasSubstr("_reconstruct")));
-  const Value* py = At(ck.Tree(), {"python"});
+  // random.getstate(): (3, 624 MT words + index, gauss) as a python record.
+  EXPECT_EQ(*At(ck.Tree(), {"python"}), Value::RngRef("python"));
+  const RngRecord* py = ck.FindRng("python");
   ASSERT_NE(py, nullptr);
-  ASSERT_EQ(py->kind(), ValueKind::kTuple);
-  EXPECT_EQ(py->items()[1].items().size(), 625u);  // 624 MT words + index
+  EXPECT_EQ(py->kind, RngKind::kPython);
+  EXPECT_EQ(py->bytes.size(), 2516u);
 }
 
 TEST(PyTorchImportTest, KeepsUnknownClassesAsInertObjectsAndReportsThem) {
