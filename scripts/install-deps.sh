@@ -3,7 +3,8 @@
 # Run as root (or with sudo) on Debian 12.
 set -euo pipefail
 pkgs=(cmake ninja-build g++ pkg-config libzstd-dev libflatbuffers-dev flatbuffers-compiler
-      libgtest-dev libgmock-dev libxxhash-dev python3)
+      libgtest-dev libgmock-dev libxxhash-dev python3
+      clang libclang-rt-14-dev)  # clang + libFuzzer for the fuzz stage of scripts/test.sh
 pkgs+=("$@")
 missing=()
 for p in "${pkgs[@]}"; do

@@ -20,4 +20,32 @@ BUILD_DIR="$root/build" bash scripts/build.sh -DRCKPT_PYTHON="$py"
 stage "tests (default)"
 ctest --test-dir "$root/build" -j"$(nproc)" --output-on-failure --timeout 600
 
+# AddressSanitizer + UBSan over the whole suite (gcc's runtimes), without
+# CUDA, the install test (it rebuilds the package) and the GPU tests.
+if [ "${RCKPT_SKIP_SANITIZERS:-0}" = 1 ]; then
+  stage "sanitizers: skipped (RCKPT_SKIP_SANITIZERS=1)"
+else
+  stage "build (ASan + UBSan)"
+  BUILD_DIR="$root/build-asan" bash scripts/build.sh -DRCKPT_SANITIZE=ON -DRCKPT_ENABLE_CUDA=OFF \
+    -DRCKPT_BUILD_BENCH=OFF -DRCKPT_BUILD_EXAMPLES=OFF
+  stage "tests (ASan + UBSan)"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir "$root/build-asan" -j"$(nproc)" --output-on-failure --timeout 900 \
+      -LE 'install|gpu'
+fi
+
+# Bounded libFuzzer runs of every fuzz target (about 5 minutes in all).
+fuzz_seconds="${RCKPT_FUZZ_SECONDS:-30}"
+if [ "${RCKPT_SKIP_FUZZ:-0}" = 1 ]; then
+  stage "fuzzers: skipped (RCKPT_SKIP_FUZZ=1)"
+elif ! command -v clang++ >/dev/null ||
+     ! echo 'extern "C" int LLVMFuzzerTestOneInput(const char*, unsigned long) { return 0; }' |
+       clang++ -x c++ -fsanitize=fuzzer -o /dev/null - 2>/dev/null; then
+  stage "fuzzers: SKIPPED: clang with libFuzzer not found (apt-get install clang libclang-rt-14-dev)"
+else
+  stage "fuzzers (${fuzz_seconds} s per target)"
+  RCKPT_FUZZ_BUILD_JOBS="$(nproc)" bash scripts/run_fuzzers.sh "$fuzz_seconds" "$root/build-fuzz"
+fi
+
 stage "done in $(( $(date +%s) - t0 )) s"

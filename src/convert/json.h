@@ -19,6 +19,15 @@ namespace rckpt::convert {
 
 struct Json {
   enum class Kind { kNull, kBool, kNumber, kString, kArray, kObject };
+  // Defined in json.cc, where Json is complete: clang with libstdc++ refuses
+  // to instantiate the members' vector<pair<string, Json>> in the class body.
+  Json();
+  Json(const Json&);
+  Json(Json&&) noexcept;
+  Json& operator=(const Json&);
+  Json& operator=(Json&&) noexcept;
+  ~Json();
+
   Kind kind = Kind::kNull;
   bool b = false;
   std::string text;  // kString: decoded UTF-8; kNumber: the literal

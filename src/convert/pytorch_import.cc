@@ -19,6 +19,33 @@ namespace {
 
 constexpr char kLegacyMagic[] = "\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19";
 
+// A map key of the state tree is a scalar or a tuple of scalars.
+bool IsScalarKey(const Value& k, bool in_tuple = false) {
+  if (k.kind() == ValueKind::kTuple && !in_tuple) {
+    for (const Value& e : k.items()) {
+      if (!IsScalarKey(e, true)) return false;
+    }
+    return true;
+  }
+  return !(k.is_sequence() || k.is_map() || k.kind() == ValueKind::kObject);
+}
+
+// A dict whose keys are all scalars (or tuples of them) is a map. Any other
+// dict (hippynn's GraphModule.names_dict is keyed by graph node objects)
+// becomes the inert object kDictPairsClass holding a list of (key, value)
+// tuples, which the state tree can hold and export drops like any object.
+constexpr char kDictPairsClass[] = "rckpt.dict";
+
+Value MapOrPairs(std::vector<Value::Entry> entries) {
+  bool scalar_keys = std::all_of(entries.begin(), entries.end(),
+                                 [](const Value::Entry& e) { return IsScalarKey(e.first); });
+  if (scalar_keys) return Value::Map(std::move(entries));
+  std::vector<Value> pairs;
+  pairs.reserve(entries.size());
+  for (auto& [k, v] : entries) pairs.push_back(Value::Tuple({std::move(k), std::move(v)}));
+  return Value::Object(kDictPairsClass, Value::List(std::move(pairs)));
+}
+
 struct Storage {
   std::shared_ptr<std::vector<std::byte>> bytes;
 };
@@ -363,7 +390,7 @@ Result<Value> Importer::Convert(PyNode* n, std::vector<std::string>& path, int d
     case PyKind::kDict: {
       std::vector<Value::Entry> entries;
       RCKPT_RETURN_IF_ERROR(map(n, &entries));
-      Value m = Value::Map(std::move(entries));
+      Value m = MapOrPairs(std::move(entries));
       if (n->state == nullptr) return m;
       RCKPT_ASSIGN_OR_RETURN(Value state, field(n->state, "state", true));
       return Value::Object("collections.OrderedDict",
@@ -384,7 +411,7 @@ Result<Value> Importer::Convert(PyNode* n, std::vector<std::string>& path, int d
       if (!n->entries.empty()) {
         std::vector<Value::Entry> entries;
         RCKPT_RETURN_IF_ERROR(map(n, &entries));
-        fields.emplace_back(Value("items"), Value::Map(std::move(entries)));
+        fields.emplace_back(Value("items"), MapOrPairs(std::move(entries)));
       }
       if (!n->items.empty()) {
         std::vector<Value> items;
@@ -417,6 +444,10 @@ Result<Checkpoint> Importer::Run(ImportReport* report) {
       return Status::Unsupported(
           "pytorch: this is the unsupported pre-1.0 preview archive format; re-save it with "
           "a current torch");
+    }
+    if (head.rfind("version https://git-lfs", 0) == 0) {
+      return Status::Corruption(
+          "pytorch: this is a Git LFS pointer file, not the checkpoint (run 'git lfs pull')");
     }
     return Status::Corruption("pytorch: not a torch.save zip archive (no 'PK\\x03\\x04' "
                               "local header at offset 0)");

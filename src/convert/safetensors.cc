@@ -184,7 +184,7 @@ Result<Checkpoint> Import(const RandomAccessFile& f, const ImportOptions& option
       }
       continue;
     }
-    auto bad = [&](const std::string& what) {
+    auto bad = [&name = name](const std::string& what) {
       return Status::Corruption("safetensors: tensor '" + Printable(name) + "': " + what);
     };
     const Json* dt = e.is_object() ? e.Find("dtype") : nullptr;
@@ -260,7 +260,13 @@ Result<Checkpoint> Import(const RandomAccessFile& f, const ImportOptions& option
       return Status::Unsupported("safetensors: rckpt.format '" + Printable(meta[kFormatKey]) +
                                  "' is newer than this reader (1)");
     }
-    RCKPT_RETURN_IF_ERROR(ImportRckptLayout(meta, tensors, &ck));
+    // The layout is file content: a value the checkpoint refuses (a bad
+    // device, a duplicate or empty name) is a damaged file, not a bad argument.
+    Status layout = ImportRckptLayout(meta, tensors, &ck);
+    if (layout.code() == StatusCode::kInvalidArgument) {
+      layout = Status::Corruption("safetensors: rckpt metadata: " + layout.message());
+    }
+    RCKPT_RETURN_IF_ERROR(layout);
   } else {
     std::vector<Value::Entry> tree;
     for (size_t i : order) {
