@@ -189,6 +189,15 @@ TEST(ForeignInputTest, SafetensorsRckptLayoutWithABadDeviceIsCorruption) {
               StatusIs(StatusCode::kCorruption, "invalid device 'apu'"));
 }
 
+TEST(ForeignInputTest, SafetensorsHeaderErrorsQuoteControlBytesOnOneLine) {
+  // A raw newline after a backslash, or where a value should start.
+  for (const char* header : {"{\"a\\\n\":1}", "{\"a\":\n\x01}", "{\"a\":\x01}"}) {
+    const Status s = ImportSafetensorsFromBytes(Safetensors(header, 0)).status();
+    EXPECT_EQ(s.code(), StatusCode::kCorruption) << s.ToString();
+    EXPECT_EQ(s.message().find('\n'), std::string::npos) << s.ToString();
+  }
+}
+
 TEST(ForeignInputTest, PyTorchStorageClaimsAreCheckedAgainstTheRecord) {
   // A storage claiming 2^60 floats over a 16-byte record, and a view past the
   // end of a correctly sized storage.
