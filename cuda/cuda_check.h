@@ -33,12 +33,12 @@ inline Status CudaStatus(cudaError_t err, std::string_view what) {
 
 // Returns the mapped Status from the enclosing function when `expr` (a CUDA
 // runtime call) does not return cudaSuccess.
-#define RCKPT_CUDA_RETURN_IF_ERROR(expr)                            \
-  do {                                                              \
-    cudaError_t rckpt_cuda_err_ = (expr);                           \
-    if (rckpt_cuda_err_ != cudaSuccess) {                           \
-      return ::rckpt::CudaStatus(rckpt_cuda_err_, #expr);           \
-    }                                                               \
+#define RCKPT_CUDA_RETURN_IF_ERROR(expr)                  \
+  do {                                                    \
+    cudaError_t rckpt_cuda_err_ = (expr);                 \
+    if (rckpt_cuda_err_ != cudaSuccess) {                 \
+      return ::rckpt::CudaStatus(rckpt_cuda_err_, #expr); \
+    }                                                     \
   } while (0)
 
 #endif  // RCKPT_CUDA_CUDA_CHECK_H_

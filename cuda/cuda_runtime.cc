@@ -32,7 +32,8 @@ class CudaRuntimeImpl final : public DeviceRuntime {
   Result<void*> Allocate(Device device, uint64_t bytes) override {
     RCKPT_RETURN_IF_ERROR(Use(device, "Allocate"));
     void* p = nullptr;
-    // cudaMalloc(0) may return nullptr; a distinct pointer keeps callers simple.
+    // cudaMalloc(0) may return nullptr; a distinct pointer keeps callers
+    // simple.
     RCKPT_CUDA_RETURN_IF_ERROR(cudaMalloc(&p, bytes == 0 ? 1 : bytes));
     return p;
   }
@@ -90,9 +91,8 @@ class CudaRuntimeImpl final : public DeviceRuntime {
                                      ", expected >= 2");
     }
     RCKPT_RETURN_IF_ERROR(Use(device, "UnshuffleAsync"));
-    RCKPT_CUDA_RETURN_IF_ERROR(
-        LaunchUnshuffle(dst, src, bytes, elem_size,
-                        static_cast<cudaStream_t>(stream.handle)));
+    RCKPT_CUDA_RETURN_IF_ERROR(LaunchUnshuffle(
+        dst, src, bytes, elem_size, static_cast<cudaStream_t>(stream.handle)));
     return Status::Ok();
   }
 

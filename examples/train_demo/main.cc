@@ -64,11 +64,11 @@ Status SaveState(const TrainState& state, const std::string& path,
     };
   }
   RCKPT_RETURN_IF_ERROR(rckpt::Save(path, ck, options));
-  char line[256];
-  std::snprintf(line, sizeof(line), "%s step %lld -> %s: %.2f MB saved in %.1f ms", label,
-                static_cast<long long>(state.controller.global_step), path.c_str(),
+  char numbers[96];
+  std::snprintf(numbers, sizeof(numbers), ": %.2f MB saved in %.1f ms",
                 static_cast<double>(ck.TensorBytes()) / 1e6, MillisecondsSince(start));
-  Print(line);
+  Print(std::string(label) + " step " + std::to_string(state.controller.global_step) +
+        " -> " + path + numbers);
   return Status::Ok();
 }
 
@@ -113,14 +113,14 @@ int Run(const DemoOptions& opt) {
     rckpt::Result<TrainState> restored = FromCheckpoint(*ck, memory);
     if (!restored.ok()) return Fail("cannot resume from " + opt.resume, restored.status());
     state = std::move(restored).value();
-    char line[256];
-    std::snprintf(line, sizeof(line),
-                  "resumed %s at step %lld (epoch %lld, batch %lld): restored in %.1f ms",
-                  opt.resume.c_str(), static_cast<long long>(state.controller.global_step),
+    char numbers[128];
+    std::snprintf(numbers, sizeof(numbers),
+                  " at step %lld (epoch %lld, batch %lld): restored in %.1f ms",
+                  static_cast<long long>(state.controller.global_step),
                   static_cast<long long>(state.controller.epoch),
                   static_cast<long long>(state.cursor / state.config.batch_size),
                   MillisecondsSince(start));
-    Print(line);
+    Print("resumed " + opt.resume + numbers);
   }
   Print("placement: " + DescribePlacement(state));
 

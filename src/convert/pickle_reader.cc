@@ -1,7 +1,11 @@
 #include "convert/pickle_reader.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 #include <string_view>
@@ -66,14 +70,24 @@ bool InModule(string_view module, string_view root) {
 constexpr const char* kDeniedModules[] = {
     "os", "posix", "nt", "sys", "subprocess", "shutil", "socket", "importlib", "runpy",
     "pickle", "_pickle", "marshal", "ctypes", "code", "codeop", "pty", "webbrowser",
-    "multiprocessing", "threading", "_thread", "signal", "operator", "_operator",
-    "functools", "types", "inspect", "io", "_io", "tempfile", "asyncio", "http", "urllib",
+    "multiprocessing", "threading", "_thread", "signal", "functools", "types", "inspect", "io", "_io", "tempfile", "asyncio", "http", "urllib",
     "ftplib", "smtplib", "telnetlib", "timeit", "trace", "pdb", "bdb", "cProfile",
     "profile", "imp", "zipimport", "pkgutil", "site", "sysconfig", "platform", "shelve",
     "dbm", "sqlite3", "pip", "setuptools", "distutils", "torch.hub", "torch.jit",
     "torch.package", "torch.ops", "torch._C", "torch._dynamo", "torch._inductor",
     "torch.utils.cpp_extension", "numpy.testing", "numpy.f2py", "numpy.distutils",
     "numpy.lib.npyio", "numpy.ctypeslib",
+};
+
+// The only names of operator / _operator allowed: arithmetic and comparison
+// functions, which pickled modules hold as values (hippynn's algebra nodes
+// keep fn = operator.pow). Referencing is all they can do here: REDUCE of a
+// lower-case function is refused; attrgetter, itemgetter, methodcaller and
+// call are refused as globals.
+constexpr const char* kOperatorFunctions[] = {
+    "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "neg", "pos", "abs",
+    "invert", "lshift", "rshift", "and_", "or_", "xor", "not_", "truth", "eq", "ne", "lt",
+    "le", "gt", "ge",
 };
 
 // Modules where only the listed names are allowed (everything else there is
@@ -131,31 +145,39 @@ bool IsTorchTopLevelName(string_view name) {
 }
 
 // Refuses globals that could only mean code execution. `module` is normalised.
-Status CheckGlobal(const std::string& module, const std::string& name) {
+Status CheckGlobal(const std::string& module, const std::string& name, size_t offset) {
   std::string path = module + "." + name;
+  std::string at = "' at offset " + std::to_string(offset);
   for (const char* m : kDeniedModules) {
     if (InModule(module, m)) {
-      return Status::Unsupported("pickle: refusing global '" + Printable(path) +
-                                 "': module '" + m +
+      return Status::Unsupported("pickle: refusing global '" + Printable(path) + at +
+                                 ": module '" + m +
                                  "' can only serve to run code; nothing was executed");
     }
+  }
+  if (module == "operator" || module == "_operator") {
+    for (const char* n : kOperatorFunctions) if (name == n) return Status::Ok();
+    return Status::Unsupported("pickle: refusing global '" + Printable(path) +
+                               "': only arithmetic operator functions are allowed; nothing "
+                               "was executed");
   }
   for (const PartialModule& pm : kPartialModules) {
     if (module == pm.module) {
       for (const char* n : pm.names) if (name == n) return Status::Ok();
-      return Status::Unsupported("pickle: refusing global '" + Printable(path) +
-                                 "': a function outside the allowlist; nothing was executed");
+      return Status::Unsupported("pickle: refusing global '" + Printable(path) + at +
+                                 ": a function outside the allowlist; nothing was executed");
     }
   }
   if (module == "torch" && !IsTorchTopLevelName(name)) {
-    return Status::Unsupported("pickle: refusing global '" + Printable(path) +
-                               "': a torch function outside the allowlist; nothing was "
+    return Status::Unsupported("pickle: refusing global '" + Printable(path) + at +
+                               ": a torch function outside the allowlist; nothing was "
                                "executed");
   }
   if (module == "torch.cuda" && !(name.size() > 7 && (name.ends_with("Storage") ||
                                                       name.ends_with("Tensor")))) {
-    return Status::Unsupported("pickle: refusing global '" + Printable(path) +
-                               "': a torch.cuda function outside the allowlist");
+    return Status::Unsupported("pickle: refusing global '" + Printable(path) + at +
+                               ": a torch.cuda function outside the allowlist; nothing was "
+                               "executed");
   }
   return Status::Ok();
 }
@@ -396,8 +418,7 @@ Status Machine::PushGlobal(const std::string& raw_module, const std::string& nam
                    Printable(name) + "'");
   }
   std::string module = NormaliseModule(raw_module);
-  RCKPT_RETURN_IF_ERROR(CheckGlobal(module, name).WithContext(
-      "at offset " + std::to_string(op_pos_)));
+  RCKPT_RETURN_IF_ERROR(CheckGlobal(module, name, op_pos_));
   return Push(NewStr(module + "." + name, PyKind::kGlobal));
 }
 

@@ -19,6 +19,33 @@ namespace {
 
 constexpr char kLegacyMagic[] = "\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19";
 
+// A map key of the state tree is a scalar or a tuple of scalars.
+bool IsScalarKey(const Value& k, bool in_tuple = false) {
+  if (k.kind() == ValueKind::kTuple && !in_tuple) {
+    for (const Value& e : k.items()) {
+      if (!IsScalarKey(e, true)) return false;
+    }
+    return true;
+  }
+  return !(k.is_sequence() || k.is_map() || k.kind() == ValueKind::kObject);
+}
+
+// A dict whose keys are all scalars (or tuples of them) is a map. Any other
+// dict (hippynn's GraphModule.names_dict is keyed by graph node objects)
+// becomes the inert object kDictPairsClass holding a list of (key, value)
+// tuples, which the state tree can hold and export drops like any object.
+constexpr char kDictPairsClass[] = "rckpt.dict";
+
+Value MapOrPairs(std::vector<Value::Entry> entries) {
+  bool scalar_keys = std::all_of(entries.begin(), entries.end(),
+                                 [](const Value::Entry& e) { return IsScalarKey(e.first); });
+  if (scalar_keys) return Value::Map(std::move(entries));
+  std::vector<Value> pairs;
+  pairs.reserve(entries.size());
+  for (auto& [k, v] : entries) pairs.push_back(Value::Tuple({std::move(k), std::move(v)}));
+  return Value::Object(kDictPairsClass, Value::List(std::move(pairs)));
+}
+
 struct Storage {
   std::shared_ptr<std::vector<std::byte>> bytes;
 };
@@ -63,6 +90,7 @@ class Importer {
   std::map<std::string, Storage> storages_;
   std::unordered_map<const PyNode*, Value> tensors_seen_;
   std::unordered_set<const PyNode*> in_progress_;
+  std::unordered_map<const PyNode*, std::string> first_path_;
   std::set<std::string> inert_;
   std::vector<std::string> warnings_;
 };
@@ -274,12 +302,15 @@ Result<Value> Importer::Convert(PyNode* n, std::vector<std::string>& path, int d
     }
     default: break;
   }
-  // Containers and objects: guard against cycles.
-  if (in_progress_.count(n)) {
-    return Status::Corruption("pytorch: a container contains itself at '" +
-                              Printable(JoinPath(path)) + "'");
+  // Containers and objects met again while still being converted (a cycle,
+  // e.g. graph nodes pointing at their parents), and objects met again at all
+  // (shared module graphs), become a reference to where they first appeared.
+  if (in_progress_.count(n) || (n->kind == PyKind::kObject && first_path_.count(n))) {
+    auto it = first_path_.find(n);
+    return Value::Object("rckpt.ref", Value(it == first_path_.end() ? "" : it->second));
   }
   in_progress_.insert(n);
+  first_path_.emplace(n, path.empty() ? std::string() : JoinPath(path));
   struct Done {
     std::unordered_set<const PyNode*>* s;
     const PyNode* n;
@@ -332,7 +363,7 @@ Result<Value> Importer::Convert(PyNode* n, std::vector<std::string>& path, int d
     case PyKind::kDict: {
       std::vector<Value::Entry> entries;
       RCKPT_RETURN_IF_ERROR(map(n, &entries));
-      Value m = Value::Map(std::move(entries));
+      Value m = MapOrPairs(std::move(entries));
       if (n->state == nullptr) return m;
       RCKPT_ASSIGN_OR_RETURN(Value state, field(n->state, "state", true));
       return Value::Object("collections.OrderedDict",
@@ -353,7 +384,7 @@ Result<Value> Importer::Convert(PyNode* n, std::vector<std::string>& path, int d
       if (!n->entries.empty()) {
         std::vector<Value::Entry> entries;
         RCKPT_RETURN_IF_ERROR(map(n, &entries));
-        fields.emplace_back(Value("items"), Value::Map(std::move(entries)));
+        fields.emplace_back(Value("items"), MapOrPairs(std::move(entries)));
       }
       if (!n->items.empty()) {
         std::vector<Value> items;
@@ -469,12 +500,6 @@ Result<Checkpoint> Importer::Run(ImportReport* report) {
     for (const std::string& c : inert_) list += (list.empty() ? "" : ", ") + c;
     return Status::Unsupported("pytorch: strict import refuses classes outside the "
                                "recognised set: " + list);
-  }
-  if (!inert_.empty()) {
-    std::string list;
-    for (const std::string& c : inert_) list += (list.empty() ? "" : ", ") + c;
-    warnings_.push_back("kept " + std::to_string(inert_.size()) +
-                        " classes as inert objects: " + list);
   }
   if (report != nullptr) {
     report->format = "pytorch";

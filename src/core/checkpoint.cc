@@ -91,7 +91,7 @@ Status Checkpoint::AddTensor(std::string_view section, std::string_view name,
   }
   Role r = role ? *role : DefaultRoleForTensor(section, s->role, name, tensor.shape());
   tensor_index_.emplace(std::string(name), tensors_.size());
-  tensors_.push_back(TensorEntry{std::string(name), std::string(section), r, std::move(tensor)});
+  tensors_.push_back(TensorEntry{std::string(name), std::string(section), r, std::move(tensor), {}});
   return Status::Ok();
 }
 

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <limits>
 
+#include "util/host_memory.h"
+
 namespace rckpt {
 
 Result<uint64_t> ShapeNumel(const Shape& shape) {
@@ -45,27 +47,12 @@ uint64_t TensorView::nbytes() const {
   return b.ok() ? *b : 0;
 }
 
-namespace {
-
-// Host tensor memory is 64-byte aligned so any element type and SIMD decode
-// can use it directly.
-std::shared_ptr<void> AllocateHost(uint64_t nbytes, bool zero) {
-  size_t size = static_cast<size_t>((nbytes + 63) & ~uint64_t{63});
-  if (size == 0) size = 64;
-  void* p = std::aligned_alloc(64, size);
-  if (p == nullptr) return nullptr;
-  if (zero) std::memset(p, 0, size);
-  return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
-}
-
-}  // namespace
-
 Result<Tensor> Tensor::Zeros(DType dtype, Shape shape) {
   RCKPT_ASSIGN_OR_RETURN(uint64_t nbytes, ShapeBytes(shape, dtype));
   if (nbytes > std::numeric_limits<size_t>::max() - 64) {
     return Status::OutOfMemory("tensor of " + std::to_string(nbytes) + " bytes");
   }
-  auto mem = AllocateHost(nbytes, /*zero=*/true);
+  auto mem = AllocateHostBlock(nbytes, /*zero=*/true);
   if (!mem) {
     return Status::OutOfMemory("host allocation of " + std::to_string(nbytes) +
                                " bytes failed");
@@ -79,7 +66,7 @@ Result<Tensor> Tensor::Empty(DType dtype, Shape shape) {
   if (nbytes > std::numeric_limits<size_t>::max() - 64) {
     return Status::OutOfMemory("tensor of " + std::to_string(nbytes) + " bytes");
   }
-  auto mem = AllocateHost(nbytes, /*zero=*/false);
+  auto mem = AllocateHostBlock(nbytes, /*zero=*/false);
   if (!mem) {
     return Status::OutOfMemory("host allocation of " + std::to_string(nbytes) +
                                " bytes failed");
@@ -97,7 +84,7 @@ Result<Tensor> Tensor::FromBytes(DType dtype, Shape shape,
                                    std::to_string(nbytes) + " bytes, got " +
                                    std::to_string(bytes.size()));
   }
-  auto mem = AllocateHost(nbytes, /*zero=*/false);
+  auto mem = AllocateHostBlock(nbytes, /*zero=*/false);
   if (!mem) {
     return Status::OutOfMemory("host allocation of " + std::to_string(nbytes) +
                                " bytes failed");

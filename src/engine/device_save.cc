@@ -24,8 +24,7 @@ Result<std::unique_ptr<DeviceToHostStreamer>> DeviceToHostStreamer::Create(
 }
 
 DeviceToHostStreamer::DeviceToHostStreamer(DeviceRuntime& runtime,
-                                           std::byte* base,
-                                           uint64_t slot_bytes,
+                                           std::byte* base, uint64_t slot_bytes,
                                            uint64_t chunk_bytes, int slots)
     : runtime_(runtime),
       base_(base),
@@ -35,7 +34,8 @@ DeviceToHostStreamer::DeviceToHostStreamer(DeviceRuntime& runtime,
 }
 
 DeviceToHostStreamer::~DeviceToHostStreamer() {
-  for (auto& [device, stream] : streams_) runtime_.DestroyStream(device, stream);
+  for (auto& [device, stream] : streams_)
+    runtime_.DestroyStream(device, stream);
   runtime_.FreePinned(base_);
 }
 
@@ -48,7 +48,9 @@ Result<Stream> DeviceToHostStreamer::StreamFor(Device device) {
 }
 
 Status DeviceToHostStreamer::StreamTensor(const TensorView& src,
-                                          const DeviceChunkSink& sink) {
+                                          const DeviceChunkSink& sink,
+                                          uint64_t chunk_bytes) {
+  const uint64_t chunk = chunk_bytes > 0 ? chunk_bytes : chunk_bytes_;
   const uint64_t total = src.nbytes();
   if (total == 0) return Status::Ok();
   RCKPT_ASSIGN_OR_RETURN(Stream stream, StreamFor(src.device));
@@ -71,7 +73,7 @@ Status DeviceToHostStreamer::StreamTensor(const TensorView& src,
 
   auto piece_end = [&](uint64_t offset) {
     const uint64_t chunk_end =
-        std::min(total, (offset / chunk_bytes_ + 1) * chunk_bytes_);
+        std::min(total, (offset / chunk + 1) * chunk);
     return std::min(chunk_end, offset + slot_bytes_);
   };
   auto enqueue_more = [&]() -> Status {
@@ -99,8 +101,8 @@ Status DeviceToHostStreamer::StreamTensor(const TensorView& src,
     status = runtime_.WaitEvent(p.event);
     runtime_.DestroyEvent(p.event);
     if (status.ok()) {
-      const uint64_t chunk_begin = p.offset / chunk_bytes_ * chunk_bytes_;
-      const uint64_t chunk_size = std::min(chunk_bytes_, total - chunk_begin);
+      const uint64_t chunk_begin = p.offset / chunk * chunk;
+      const uint64_t chunk_size = std::min(chunk, total - chunk_begin);
       const std::byte* bytes = slots_[p.slot];
       if (chunk_size <= slot_bytes_) {
         status = sink(chunk_begin, {bytes, p.bytes});

@@ -56,7 +56,10 @@ class DeviceToHostStreamer {
   // chunk order. Returns the sink's first error, or the runtime's
   // (DeviceError, DeviceUnavailable); all copies have completed when it
   // returns, either way.
-  Status StreamTensor(const TensorView& src, const DeviceChunkSink& sink);
+  // `chunk_bytes` > 0 overrides the streamer's chunk size for this tensor
+  // (the writer rounds chunks down to whole elements).
+  Status StreamTensor(const TensorView& src, const DeviceChunkSink& sink,
+                      uint64_t chunk_bytes = 0);
 
   uint64_t capacity() const { return slot_bytes_ * slots_.size(); }
   uint64_t high_water() const { return high_water_; }

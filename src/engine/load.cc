@@ -13,6 +13,7 @@
 #include "rckpt/file.h"
 #include "rckpt/io.h"
 #include "rckpt/runtime.h"
+#include "util/host_memory.h"
 
 namespace rckpt {
 namespace {
@@ -41,9 +42,46 @@ Result<Tensor> AllocateTensor(DeviceRuntime& runtime, const TensorMeta& t,
   Result<void*> p = runtime.Allocate(target, t.nbytes);
   if (!p.ok()) return p.status().WithContext("tensor '" + t.name + "'");
   DeviceRuntime* rt = &runtime;
-  std::shared_ptr<void> owner(*p, [rt, target](void* q) { rt->Free(target, q); });
+  std::shared_ptr<void> owner(*p,
+                              [rt, target](void* q) { rt->Free(target, q); });
   return Tensor::Adopt(t.dtype, t.shape, target, std::move(owner), *p);
 }
+
+// The host tensors of one load, carved from one block of memory when they
+// are large together: one huge-page mapping faults once per 2 MiB, where
+// hundreds of separate allocations would fault once per 4 KiB
+// (docs/PERFORMANCE.md). The block lives until its last tensor is gone.
+class HostArena {
+ public:
+  static Result<HostArena> Create(const Manifest& m, const LoadPlan& plan) {
+    HostArena a;
+    uint64_t total = 0;
+    for (size_t k = 0; k < plan.tensor_index.size(); ++k) {
+      if (!plan.placements[k].target.is_cpu()) continue;
+      total += AlignUp64(m.tensors[plan.tensor_index[k]].nbytes);
+    }
+    if (total < kHugeBlockBytes) return a;
+    a.block_ = AllocateHostBlock(total, /*zero=*/false);
+    if (a.block_ == nullptr) {
+      return Status::OutOfMemory("host memory for the loaded tensors (" +
+                                 std::to_string(total) + " bytes)");
+    }
+    return a;
+  }
+
+  bool active() const { return block_ != nullptr; }
+
+  Tensor Take(const TensorMeta& t) {
+    void* p = static_cast<std::byte*>(block_.get()) + used_;
+    used_ += AlignUp64(t.nbytes);
+    return Tensor::Adopt(t.dtype, t.shape, Device::Cpu(), std::shared_ptr<void>(block_, p), p);
+  }
+
+ private:
+  static uint64_t AlignUp64(uint64_t n) { return (n + 63) & ~uint64_t{63}; }
+  std::shared_ptr<void> block_;
+  uint64_t used_ = 0;
+};
 
 PipelineOptions PipelineOptionsOf(const LoadOptions& o, DeviceRuntime& rt) {
   PipelineOptions p;
@@ -62,9 +100,9 @@ void FillStats(const LoadOptions& o, const FileReader& reader,
   o.stats->bytes_read =
       ps.bytes_read + reader.manifest().manifest_size + kFrameBytes;
   o.stats->bytes_restored = ps.bytes_restored + extra;
-  o.stats->seconds = std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - start)
-                         .count();
+  o.stats->seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   o.stats->staging_high_water = ps.staging_high_water;
   o.stats->staging_capacity = ps.staging_capacity;
 }
@@ -81,10 +119,13 @@ Result<std::vector<Tensor>> Restore(const FileReader& reader,
   std::vector<TensorDest> dests;
   tensors.reserve(plan.tensor_index.size());
   dests.reserve(plan.tensor_index.size());
+  RCKPT_ASSIGN_OR_RETURN(HostArena arena, HostArena::Create(m, plan));
   for (size_t k = 0; k < plan.tensor_index.size(); ++k) {
     const TensorMeta& t = m.tensors[plan.tensor_index[k]];
     const Device target = plan.placements[k].target;
-    RCKPT_ASSIGN_OR_RETURN(Tensor tensor, AllocateTensor(runtime, t, target));
+    RCKPT_ASSIGN_OR_RETURN(Tensor tensor, target.is_cpu() && arena.active()
+                                              ? arena.Take(t)
+                                              : AllocateTensor(runtime, t, target));
     dests.push_back(TensorDest{&t, target, tensor.data()});
     tensors.push_back(std::move(tensor));
   }
@@ -102,24 +143,42 @@ std::string JoinNames(const std::vector<std::string>& names) {
   return out;
 }
 
+// The steps every load takes before planning: the options are checked
+// before the file is opened (so a missing file still gives their error).
+struct OpenedFile {
+  std::chrono::steady_clock::time_point start;
+  DeviceRuntime* runtime;
+  int device_count;
+  std::unique_ptr<FileReader> reader;
+};
+
+Result<OpenedFile> OpenForLoad(const std::string& path,
+                               const LoadOptions& options,
+                               int device_count = -1) {
+  OpenedFile f;
+  f.start = std::chrono::steady_clock::now();
+  f.runtime = &RuntimeOf(options);
+  f.device_count = device_count >= 0 ? device_count : f.runtime->DeviceCount();
+  RCKPT_RETURN_IF_ERROR(CheckLoadOptions(options, f.device_count));
+  RCKPT_ASSIGN_OR_RETURN(f.reader,
+                         FileReader::Open(FileSystemOf(options), path));
+  return f;
+}
+
 }  // namespace
 
 Result<Checkpoint> Load(const std::string& path, const LoadOptions& options) {
-  const auto start = std::chrono::steady_clock::now();
-  DeviceRuntime& runtime = RuntimeOf(options);
-  const int count = runtime.DeviceCount();
-  RCKPT_RETURN_IF_ERROR(CheckLoadOptions(options, count));
-  RCKPT_ASSIGN_OR_RETURN(std::unique_ptr<FileReader> reader,
-                         FileReader::Open(FileSystemOf(options), path));
-  const Manifest& m = reader->manifest();
-  RCKPT_ASSIGN_OR_RETURN(LoadPlan plan, PlanPlacements(m.sections, m.tensors,
-                                                       m.rng, options, count));
+  RCKPT_ASSIGN_OR_RETURN(OpenedFile f, OpenForLoad(path, options));
+  const Manifest& m = f.reader->manifest();
+  RCKPT_ASSIGN_OR_RETURN(
+      LoadPlan plan,
+      PlanPlacements(m.sections, m.tensors, m.rng, options, f.device_count));
   // Sections, RNG records (validated here, before any tensor byte is read),
   // tree and metadata.
   RCKPT_ASSIGN_OR_RETURN(Checkpoint ck, CheckpointSkeleton(m));
   PipelineStats ps;
   RCKPT_ASSIGN_OR_RETURN(std::vector<Tensor> tensors,
-                         Restore(*reader, plan, options, runtime, &ps));
+                         Restore(*f.reader, plan, options, *f.runtime, &ps));
   for (size_t k = 0; k < tensors.size(); ++k) {
     const TensorMeta& t = m.tensors[plan.tensor_index[k]];
     RCKPT_RETURN_IF_ERROR(
@@ -128,19 +187,14 @@ Result<Checkpoint> Load(const std::string& path, const LoadOptions& options) {
   }
   uint64_t rng_bytes = 0;
   for (const RngRecord& r : m.rng) rng_bytes += r.bytes.size();
-  FillStats(options, *reader, ps, start, rng_bytes);
+  FillStats(options, *f.reader, ps, f.start, rng_bytes);
   return ck;
 }
 
 Status LoadInto(const std::string& path, const std::vector<LoadTarget>& targets,
                 const LoadOptions& options, bool strict) {
-  const auto start = std::chrono::steady_clock::now();
-  DeviceRuntime& runtime = RuntimeOf(options);
-  const int count = runtime.DeviceCount();
-  RCKPT_RETURN_IF_ERROR(CheckLoadOptions(options, count));
-  RCKPT_ASSIGN_OR_RETURN(std::unique_ptr<FileReader> reader,
-                         FileReader::Open(FileSystemOf(options), path));
-  const Manifest& m = reader->manifest();
+  RCKPT_ASSIGN_OR_RETURN(OpenedFile f, OpenForLoad(path, options));
+  const Manifest& m = f.reader->manifest();
   // Section selection decides which of the file's tensors are expected.
   RCKPT_ASSIGN_OR_RETURN(std::vector<size_t> selected,
                          SelectTensors(m.sections, m.tensors, options));
@@ -211,30 +265,25 @@ Status LoadInto(const std::string& path, const std::vector<LoadTarget>& targets,
     return Status::InvalidArgument(msg);
   }
   for (const TensorDest& d : dests) {
-    if (!DeviceExists(d.device, count)) {
+    if (!DeviceExists(d.device, f.device_count)) {
       return Status::DeviceUnavailable(
           "load_into target '" + d.tensor->name + "' is on " +
           d.device.ToString() + ", which does not exist: this machine has " +
-          DescribeCudaDevices(count));
+          DescribeCudaDevices(f.device_count));
     }
   }
   PipelineStats ps;
   RCKPT_RETURN_IF_ERROR(RunLoadPipeline(
-      *reader, dests, PipelineOptionsOf(options, runtime), &ps));
-  FillStats(options, *reader, ps, start, 0);
+      *f.reader, dests, PipelineOptionsOf(options, *f.runtime), &ps));
+  FillStats(options, *f.reader, ps, f.start, 0);
   return Status::Ok();
 }
 
 Result<std::vector<TensorEntry>> ReadTensors(
     const std::string& path, const std::vector<std::string>& names,
     const LoadOptions& options) {
-  const auto start = std::chrono::steady_clock::now();
-  DeviceRuntime& runtime = RuntimeOf(options);
-  const int count = runtime.DeviceCount();
-  RCKPT_RETURN_IF_ERROR(CheckLoadOptions(options, count));
-  RCKPT_ASSIGN_OR_RETURN(std::unique_ptr<FileReader> reader,
-                         FileReader::Open(FileSystemOf(options), path));
-  const Manifest& m = reader->manifest();
+  RCKPT_ASSIGN_OR_RETURN(OpenedFile f, OpenForLoad(path, options));
+  const Manifest& m = f.reader->manifest();
   std::map<std::string_view, size_t> by_name;
   for (size_t i = 0; i < m.tensors.size(); ++i) by_name[m.tensors[i].name] = i;
   std::vector<size_t> indices;
@@ -258,10 +307,10 @@ Result<std::vector<TensorEntry>> ReadTensors(
   }
   RCKPT_ASSIGN_OR_RETURN(LoadPlan plan,
                          PlanPlacements(m.sections, m.tensors, m.rng, options,
-                                        count, &indices));
+                                        f.device_count, &indices));
   PipelineStats ps;
   RCKPT_ASSIGN_OR_RETURN(std::vector<Tensor> tensors,
-                         Restore(*reader, plan, options, runtime, &ps));
+                         Restore(*f.reader, plan, options, *f.runtime, &ps));
   std::vector<TensorEntry> out;
   out.reserve(tensors.size());
   for (size_t k = 0; k < tensors.size(); ++k) {
@@ -274,21 +323,19 @@ Result<std::vector<TensorEntry>> ReadTensors(
     e.origin = t.origin;
     out.push_back(std::move(e));
   }
-  FillStats(options, *reader, ps, start, 0);
+  FillStats(options, *f.reader, ps, f.start, 0);
   return out;
 }
 
 Result<std::vector<Placement>> PlanLoad(const std::string& path,
                                         const LoadOptions& options,
                                         int cuda_device_count) {
-  const int count = cuda_device_count >= 0 ? cuda_device_count
-                                           : RuntimeOf(options).DeviceCount();
-  RCKPT_RETURN_IF_ERROR(CheckLoadOptions(options, count));
-  RCKPT_ASSIGN_OR_RETURN(std::unique_ptr<FileReader> reader,
-                         FileReader::Open(FileSystemOf(options), path));
-  const Manifest& m = reader->manifest();
-  RCKPT_ASSIGN_OR_RETURN(LoadPlan plan, PlanPlacements(m.sections, m.tensors,
-                                                       m.rng, options, count));
+  RCKPT_ASSIGN_OR_RETURN(OpenedFile f,
+                         OpenForLoad(path, options, cuda_device_count));
+  const Manifest& m = f.reader->manifest();
+  RCKPT_ASSIGN_OR_RETURN(
+      LoadPlan plan,
+      PlanPlacements(m.sections, m.tensors, m.rng, options, f.device_count));
   return std::move(plan.placements);
 }
 

@@ -68,7 +68,8 @@ std::string ChunkWhere(const TensorMeta& t, size_t chunk) {
 
 std::string Hex(uint64_t v) {
   char buf[24];
-  std::snprintf(buf, sizeof(buf), "0x%016llx", static_cast<unsigned long long>(v));
+  std::snprintf(buf, sizeof(buf), "0x%016llx",
+                static_cast<unsigned long long>(v));
   return buf;
 }
 
@@ -87,8 +88,8 @@ class LoadRun {
   Status ReadAndDecode(const TensorMeta& t, size_t ci, std::span<std::byte> dst,
                        bool keep_shuffled);
   Status DeviceChunk(const TensorDest& dest, size_t ci);
-  Status CopyFromSlot(DeviceLane& lane, std::byte* dst,
-                      StagingRing::Slot slot, uint32_t shuffle_elem);
+  Status CopyFromSlot(DeviceLane& lane, std::byte* dst, StagingRing::Slot slot,
+                      uint32_t shuffle_elem);
   void Fail(Status s);
 
   const FileReader& reader_;
@@ -118,10 +119,10 @@ Status LoadRun::ReadAndDecode(const TensorMeta& t, size_t ci,
   if (c.codec == Codec::kNone && (c.shuffle_elem == 0 || keep_shuffled)) {
     // Stored bytes are the wanted bytes: read them in place.
     if (c.stored_size != dst.size()) {
-      return Status::Corruption(ChunkWhere(t, ci) + ": stored size " +
-                                std::to_string(c.stored_size) +
-                                " of an uncompressed chunk, expected raw size " +
-                                std::to_string(dst.size()));
+      return Status::Corruption(
+          ChunkWhere(t, ci) + ": stored size " + std::to_string(c.stored_size) +
+          " of an uncompressed chunk, expected raw size " +
+          std::to_string(dst.size()));
     }
     RCKPT_RETURN_IF_ERROR(reader_.file().ReadAt(c.offset, dst));
     bytes_read_ += c.stored_size;
@@ -174,8 +175,8 @@ Status LoadRun::CopyFromSlot(DeviceLane& lane, std::byte* dst,
                              slot.bytes);
     enqueued = s.ok();
   }
-  Result<Event> event = s.ok() ? rt.RecordEvent(lane.device, lane.stream)
-                               : Result<Event>(s);
+  Result<Event> event =
+      s.ok() ? rt.RecordEvent(lane.device, lane.stream) : Result<Event>(s);
   if (!event.ok()) {
     // The slot may still be read by an enqueued copy: let it finish first.
     if (enqueued) Status ignored = rt.Synchronize(lane.device, lane.stream);

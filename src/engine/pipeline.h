@@ -40,9 +40,9 @@ struct TensorDest {
 struct PipelineOptions {
   DeviceRuntime* runtime = nullptr;  // required when any dest is a device
   bool verify_checksums = true;
-  int threads = 0;                   // 0: all cores
+  int threads = 0;  // 0: all cores
   uint64_t staging_bytes = 64ull << 20;
-  ProgressCallback progress;         // called on the calling thread
+  ProgressCallback progress;  // called on the calling thread
 };
 
 struct PipelineStats {

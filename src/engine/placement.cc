@@ -8,8 +8,8 @@ namespace rckpt {
 std::string DescribeCudaDevices(int n) {
   if (n <= 0) return "no CUDA device";
   if (n == 1) return "1 CUDA device (cuda:0)";
-  return std::to_string(n) + " CUDA devices (cuda:0 to cuda:" +
-         std::to_string(n - 1) + ")";
+  return std::to_string(n) +
+         " CUDA devices (cuda:0 to cuda:" + std::to_string(n - 1) + ")";
 }
 
 bool DeviceExists(Device device, int cuda_device_count) {
@@ -30,17 +30,16 @@ Status CheckLoadOptions(const LoadOptions& options, int cuda_device_count) {
         "staging_bytes: 0, expected at least 1 (default 64 MiB)");
   }
   if (options.threads < 0) {
-    return Status::InvalidArgument("threads: " +
-                                   std::to_string(options.threads) +
-                                   ", expected >= 0 (0 = all cores)");
+    return Status::InvalidArgument(
+        "threads: " + std::to_string(options.threads) +
+        ", expected >= 0 (0 = all cores)");
   }
   if (options.model_device.has_value() && !options.model_device->is_auto()) {
     Device d = options.model_device->device();
     if (!DeviceExists(d, cuda_device_count)) {
-      return Status::DeviceUnavailable(
-          "model_device " + d.ToString() +
-          " does not exist: this machine has " +
-          DescribeCudaDevices(cuda_device_count));
+      return Status::DeviceUnavailable("model_device " + d.ToString() +
+                                       " does not exist: this machine has " +
+                                       DescribeCudaDevices(cuda_device_count));
     }
   }
   return Status::Ok();
@@ -48,8 +47,8 @@ Status CheckLoadOptions(const LoadOptions& options, int cuda_device_count) {
 
 const std::vector<std::string>& CanonicalSections() {
   static const auto* names = new std::vector<std::string>{
-      "model",   "loss",    "optimizer", "scheduler", "controller",
-      "metrics", "evaluator", "database"};
+      "model",      "loss",    "optimizer", "scheduler",
+      "controller", "metrics", "evaluator", "database"};
   return *names;
 }
 

@@ -75,8 +75,8 @@ std::string RenderPlanText(const std::vector<Placement>& placements) {
   for (const Placement& p : placements) {
     out += Pad(p.is_rng ? "rng" : "tensor", 7) + Pad(p.name, name_w + 2) +
            Pad(p.is_rng ? "-" : p.section, section_w + 2) +
-           Pad(std::string(RoleName(p.role)), 7) +
-           Pad(p.origin.ToString(), 9) + p.target.ToString() + "\n";
+           Pad(std::string(RoleName(p.role)), 7) + Pad(p.origin.ToString(), 9) +
+           p.target.ToString() + "\n";
   }
   return out + Summary(placements);
 }

@@ -47,6 +47,17 @@ void StagingRing::FreeLocked(const Slot& slot) {
   cv_.notify_all();
 }
 
+void StagingRing::RecycleOldest(std::unique_lock<std::mutex>& lock) {
+  InFlight oldest = in_flight_.front();
+  in_flight_.pop_front();
+  lock.unlock();
+  Status s = runtime_.WaitEvent(oldest.event);
+  runtime_.DestroyEvent(oldest.event);
+  lock.lock();
+  if (!s.ok() && error_.ok()) error_ = s;
+  FreeLocked(oldest.slot);
+}
+
 Result<StagingRing::Slot> StagingRing::Acquire(uint64_t bytes) {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
@@ -60,14 +71,7 @@ Result<StagingRing::Slot> StagingRing::Acquire(uint64_t bytes) {
       return slot;
     }
     if (!in_flight_.empty()) {
-      InFlight oldest = in_flight_.front();
-      in_flight_.pop_front();
-      lock.unlock();
-      Status s = runtime_.WaitEvent(oldest.event);
-      runtime_.DestroyEvent(oldest.event);
-      lock.lock();
-      if (!s.ok() && error_.ok()) error_ = s;
-      FreeLocked(oldest.slot);
+      RecycleOldest(lock);
       continue;
     }
     // Every slot is held by a worker that has not retired it yet.
@@ -88,16 +92,7 @@ void StagingRing::Release(Slot slot) {
 
 Status StagingRing::Drain() {
   std::unique_lock<std::mutex> lock(mu_);
-  while (!in_flight_.empty()) {
-    InFlight oldest = in_flight_.front();
-    in_flight_.pop_front();
-    lock.unlock();
-    Status s = runtime_.WaitEvent(oldest.event);
-    runtime_.DestroyEvent(oldest.event);
-    lock.lock();
-    if (!s.ok() && error_.ok()) error_ = s;
-    FreeLocked(oldest.slot);
-  }
+  while (!in_flight_.empty()) RecycleOldest(lock);
   return error_;
 }
 

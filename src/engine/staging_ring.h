@@ -64,6 +64,9 @@ class StagingRing {
   StagingRing(DeviceRuntime& runtime, std::byte* base, uint64_t slot_bytes,
               int slot_count);
   void FreeLocked(const Slot& slot);
+  // Waits (unlocked) for the oldest in-flight slot and frees it; records its
+  // error. REQUIRES: `lock` holds mu_ and in_flight_ is not empty.
+  void RecycleOldest(std::unique_lock<std::mutex>& lock);
 
   DeviceRuntime& runtime_;
   std::byte* const base_;

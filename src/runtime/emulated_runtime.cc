@@ -215,16 +215,20 @@ class EmulatedRuntimeImpl final : public EmulatedRuntime {
   Status CopyToDeviceAsync(Device device, Stream stream, void* dst,
                            const void* src, uint64_t bytes) override {
     RCKPT_ASSIGN_OR_RETURN(auto state, FindStream(device, stream));
-    RCKPT_RETURN_IF_ERROR(CheckRange(device, dst, bytes, "CopyToDeviceAsync dst"));
-    state->Enqueue([this, dst, src, bytes] { return RunCopy(dst, src, bytes); });
+    RCKPT_RETURN_IF_ERROR(
+        CheckRange(device, dst, bytes, "CopyToDeviceAsync dst"));
+    state->Enqueue(
+        [this, dst, src, bytes] { return RunCopy(dst, src, bytes); });
     return Status::Ok();
   }
 
   Status CopyToHostAsync(Device device, Stream stream, void* dst,
                          const void* src, uint64_t bytes) override {
     RCKPT_ASSIGN_OR_RETURN(auto state, FindStream(device, stream));
-    RCKPT_RETURN_IF_ERROR(CheckRange(device, src, bytes, "CopyToHostAsync src"));
-    state->Enqueue([this, dst, src, bytes] { return RunCopy(dst, src, bytes); });
+    RCKPT_RETURN_IF_ERROR(
+        CheckRange(device, src, bytes, "CopyToHostAsync src"));
+    state->Enqueue(
+        [this, dst, src, bytes] { return RunCopy(dst, src, bytes); });
     return Status::Ok();
   }
 
@@ -355,15 +359,15 @@ class EmulatedRuntimeImpl final : public EmulatedRuntime {
     std::lock_guard<std::mutex> lock(mu_);
     if (bytes == 0 && ptr == nullptr) return Status::Ok();
     if (!FindAllocLocked(device.index, ptr, bytes)) {
-      return Status::DeviceError(std::string(what) + ": " +
-                                 std::to_string(bytes) +
-                                 " bytes are not inside an allocation of " +
-                                 device.ToString());
+      return Status::DeviceError(
+          std::string(what) + ": " + std::to_string(bytes) +
+          " bytes are not inside an allocation of " + device.ToString());
     }
     return Status::Ok();
   }
 
-  Result<std::shared_ptr<StreamState>> FindStream(Device device, Stream stream) {
+  Result<std::shared_ptr<StreamState>> FindStream(Device device,
+                                                  Stream stream) {
     RCKPT_RETURN_IF_ERROR(CheckDevice(device, "stream operation"));
     std::lock_guard<std::mutex> lock(mu_);
     auto it = streams_.find(stream.handle);
@@ -371,9 +375,9 @@ class EmulatedRuntimeImpl final : public EmulatedRuntime {
       return Status::DeviceError("unknown stream on " + device.ToString());
     }
     if (it->second->device != device.index) {
-      return Status::DeviceError("stream of cuda:" +
-                                 std::to_string(it->second->device) +
-                                 " used for " + device.ToString());
+      return Status::DeviceError(
+          "stream of cuda:" + std::to_string(it->second->device) +
+          " used for " + device.ToString());
     }
     return it->second;
   }

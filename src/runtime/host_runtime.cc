@@ -28,7 +28,8 @@ class HostRuntimeImpl final : public DeviceRuntime {
   void Free(Device device, void* ptr) override {}
 
   Result<void*> AllocatePinned(uint64_t bytes) override {
-    void* p = ::operator new(bytes == 0 ? 1 : bytes, kPinnedAlign, std::nothrow);
+    void* p =
+        ::operator new(bytes == 0 ? 1 : bytes, kPinnedAlign, std::nothrow);
     if (p == nullptr) {
       return Status::OutOfMemory("AllocatePinned: " + std::to_string(bytes) +
                                  " bytes");

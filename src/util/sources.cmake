@@ -1,2 +1,3 @@
 target_sources(rckpt PRIVATE
+  ${RCKPT_SRC}/util/host_memory.cc
   ${RCKPT_SRC}/util/thread_pool.cc)

@@ -50,6 +50,31 @@ class CorruptionTest : public ::testing::Test {
     return out;
   }
 
+  std::vector<ChunkMeta> AllChunks() const {
+    std::vector<ChunkMeta> chunks;
+    for (const auto& t : manifest_.tensors) chunks.insert(chunks.end(), t.chunks.begin(), t.chunks.end());
+    return chunks;
+  }
+
+  // The good file with its manifest rebuilt from `chunks`, the tensors of
+  // `ck` (one chunk each) and `tree`.
+  std::vector<std::byte> Rebuilt(const std::vector<ChunkMeta>& chunks, const Checkpoint& ck,
+                                 const Value& tree = Value()) {
+    FlatTree flat = *EncodeTree(tree);
+    std::vector<uint64_t> first;
+    for (size_t i = 0; i < ck.tensors().size(); ++i) first.push_back(i);
+    return WithManifest(BuildManifest({ck, chunks, first, flat, manifest_.alignment,
+                                       manifest_.data_begin, manifest_.data_end, "test", 0}));
+  }
+
+  // The saved checkpoint's tensors, "b" with another shape.
+  static Checkpoint Tensors(Shape b_shape = {64}) {
+    Checkpoint ck;
+    EXPECT_OK(ck.AddTensor("model", "w", HostTensor(DType::kF32, {64, 64}, 1)));
+    EXPECT_OK(ck.AddTensor("model", "b", HostTensor(DType::kF32, b_shape, 2)));
+    return ck;
+  }
+
   MemFileSystem fs_;
   std::vector<std::byte> good_;
   Manifest manifest_;
@@ -139,72 +164,40 @@ TEST_F(CorruptionTest, ChunkChecksumMismatchNamesTensorAndChunk) {
 }
 
 TEST_F(CorruptionTest, RejectsOverlappingExtents) {
-  std::vector<ChunkMeta> chunks;
-  for (const auto& t : manifest_.tensors) chunks.insert(chunks.end(), t.chunks.begin(), t.chunks.end());
+  auto chunks = AllChunks();
   chunks[1].offset = chunks[0].offset;  // second tensor's chunk on top of the first
-  Checkpoint ck;
-  ASSERT_OK(ck.AddTensor("model", "w", HostTensor(DType::kF32, {64, 64}, 1)));
-  ASSERT_OK(ck.AddTensor("model", "b", HostTensor(DType::kF32, {64}, 2)));
-  FlatTree tree = *EncodeTree(Value());
-  std::vector<uint64_t> first = {0, 1};
-  auto m = BuildManifest({ck, chunks, first, tree, manifest_.alignment, manifest_.data_begin,
-                          manifest_.data_end, "test", 0});
-  EXPECT_THAT(Open(WithManifest(m)), StatusIs(StatusCode::kCorruption, "overlap"));
+  EXPECT_THAT(Open(Rebuilt(chunks, Tensors())), StatusIs(StatusCode::kCorruption, "overlap"));
 }
 
 TEST_F(CorruptionTest, RejectsExtentPastTheDataRegion) {
-  std::vector<ChunkMeta> chunks;
-  for (const auto& t : manifest_.tensors) chunks.insert(chunks.end(), t.chunks.begin(), t.chunks.end());
+  auto chunks = AllChunks();
   chunks[1].offset = AlignUp(manifest_.data_end, 64);
-  Checkpoint ck;
-  ASSERT_OK(ck.AddTensor("model", "w", HostTensor(DType::kF32, {64, 64}, 1)));
-  ASSERT_OK(ck.AddTensor("model", "b", HostTensor(DType::kF32, {64}, 2)));
-  FlatTree tree = *EncodeTree(Value());
-  std::vector<uint64_t> first = {0, 1};
-  auto m = BuildManifest({ck, chunks, first, tree, manifest_.alignment, manifest_.data_begin,
-                          manifest_.data_end, "test", 0});
-  EXPECT_THAT(Open(WithManifest(m)), StatusIs(StatusCode::kCorruption, "outside the data region"));
+  EXPECT_THAT(Open(Rebuilt(chunks, Tensors())),
+              StatusIs(StatusCode::kCorruption, "outside the data region"));
 }
 
 TEST_F(CorruptionTest, RejectsSizeThatDisagreesWithShape) {
-  std::vector<ChunkMeta> chunks;
-  for (const auto& t : manifest_.tensors) chunks.insert(chunks.end(), t.chunks.begin(), t.chunks.end());
-  Checkpoint ck;  // same names, "b" now claims 65 elements
-  ASSERT_OK(ck.AddTensor("model", "w", HostTensor(DType::kF32, {64, 64}, 1)));
-  ASSERT_OK(ck.AddTensor("model", "b", HostTensor(DType::kF32, {65}, 2)));
-  FlatTree tree = *EncodeTree(Value());
-  std::vector<uint64_t> first = {0, 1};
-  auto m = BuildManifest({ck, chunks, first, tree, manifest_.alignment, manifest_.data_begin,
-                          manifest_.data_end, "test", 0});
-  EXPECT_THAT(Open(WithManifest(m)), StatusIs(StatusCode::kCorruption, "tensor 'b'"));
+  // Same names; "b" now claims 65 elements.
+  EXPECT_THAT(Open(Rebuilt(AllChunks(), Tensors({65}))),
+              StatusIs(StatusCode::kCorruption, "tensor 'b'"));
 }
 
 TEST_F(CorruptionTest, RejectsAbsurdDeclaredSizeWithoutAllocating) {
   // A tensor claiming 2^60 bytes is caught by the chunk-coverage rule before
   // any buffer is allocated.
-  std::vector<ChunkMeta> chunks;
-  for (const auto& t : manifest_.tensors) chunks.insert(chunks.end(), t.chunks.begin(), t.chunks.end());
   Checkpoint ck;
   ASSERT_OK(ck.AddTensor("model", "w", HostTensor(DType::kF32, {64, 64}, 1)));
   Tensor huge = Tensor::Borrow(TensorView{nullptr, DType::kU8, {int64_t{1} << 60}, {}});
   ASSERT_OK(ck.AddTensor("model", "b", huge));
-  FlatTree tree = *EncodeTree(Value());
-  std::vector<uint64_t> first = {0, 1};
-  auto m = BuildManifest({ck, chunks, first, tree, manifest_.alignment, manifest_.data_begin,
-                          manifest_.data_end, "test", 0});
-  EXPECT_THAT(Open(WithManifest(m)), StatusIs(StatusCode::kCorruption, "the tensor needs"));
+  EXPECT_THAT(Open(Rebuilt(AllChunks(), ck)), StatusIs(StatusCode::kCorruption, "the tensor needs"));
 }
 
 TEST_F(CorruptionTest, RejectsTreeWithBackwardChildIndex) {
   FlatTree tree = *EncodeTree(Value::List({Value::List({1}), 2}));
   tree.nodes[1].first = 1;  // the inner list points at itself
-  std::vector<ChunkMeta> chunks;
-  for (const auto& t : manifest_.tensors) chunks.insert(chunks.end(), t.chunks.begin(), t.chunks.end());
-  Checkpoint ck;
-  ASSERT_OK(ck.AddTensor("model", "w", HostTensor(DType::kF32, {64, 64}, 1)));
-  ASSERT_OK(ck.AddTensor("model", "b", HostTensor(DType::kF32, {64}, 2)));
+  Checkpoint ck = Tensors();
   std::vector<uint64_t> first = {0, 1};
-  auto m = BuildManifest({ck, chunks, first, tree, manifest_.alignment, manifest_.data_begin,
+  auto m = BuildManifest({ck, AllChunks(), first, tree, manifest_.alignment, manifest_.data_begin,
                           manifest_.data_end, "test", 0});
   EXPECT_THAT(Open(WithManifest(m)), StatusIs(StatusCode::kCorruption, "state tree node 1"));
 }

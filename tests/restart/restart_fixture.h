@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <filesystem>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,15 @@ inline std::vector<std::string> Concat(std::vector<std::string> a,
   a.insert(a.end(), b.begin(), b.end());
   return a;
 }
+
+// The rckpt CLI, when this build has it (it comes from another part of the
+// project; the tests say so where it is missing).
+#ifdef RCKPT_CLI_BINARY
+inline constexpr const char* kCli = RCKPT_CLI_BINARY;
+#else
+inline constexpr const char* kCli = nullptr;
+#endif
+inline bool CliBuilt() { return kCli != nullptr && std::filesystem::exists(kCli); }
 
 // Whether this machine has real CUDA devices (auto then means cuda:0).
 inline int RealDeviceCount() { return DefaultRuntime().DeviceCount(); }
@@ -109,6 +119,16 @@ class RestartTest : public ::testing::Test {
     ASSERT_OK_AND_ASSIGN(std::vector<std::string> diffs,
                          CompareCheckpoints(a, b, ignore_devices));
     EXPECT_THAT(diffs, ::testing::IsEmpty()) << a << " vs " << b;
+    // The same through `rckpt diff`, where the CLI is built.
+    if (!CliBuilt()) {
+      std::cout << "[ note     ] rckpt CLI not built: " << a << " and " << b
+                << " compared through the library only\n";
+      return;
+    }
+    std::vector<std::string> args = {kCli, "diff"};
+    if (ignore_devices) args.push_back("--ignore-devices");
+    ProcessResult r = RunProcess(Concat(args, {a, b}), dir_);
+    EXPECT_EQ(r.exit_code, 0) << "rckpt diff: " << r.Describe();
   }
 
   int64_t StoredStep(const std::string& path) {

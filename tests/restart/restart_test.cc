@@ -223,19 +223,12 @@ INSTANTIATE_TEST_SUITE_P(
                       PlacementCase{"ModelDeviceCpu", {"--model-device", "cpu"}}),
     [](const auto& info) { return std::string(info.param.label); });
 
-// The rckpt CLI comes from other parts of the project: these cases skip,
-// saying why, where it or one of its commands is not built yet.
-#ifdef RCKPT_CLI_BINARY
-constexpr const char* kCli = RCKPT_CLI_BINARY;
-#else
-constexpr const char* kCli = nullptr;
-#endif
-
+// These cases skip, saying why, where the CLI or one of its commands is not
+// built yet.
 class CliTest : public RestartTest {
  protected:
   void SetUp() override {
-    if (kCli == nullptr) GTEST_SKIP() << "the rckpt CLI is not part of this build";
-    if (!std::filesystem::exists(kCli)) GTEST_SKIP() << kCli << " is not built";
+    if (!CliBuilt()) GTEST_SKIP() << "the rckpt CLI is not built";
     RestartTest::SetUp();
   }
 

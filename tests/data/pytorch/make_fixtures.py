@@ -163,6 +163,30 @@ def main():
     hostile("hostile_eval.pt", b"__builtin__", b"eval", b"__import__('os').system('echo')")
     hostile("hostile_subprocess.pt", b"subprocess", b"getoutput", b"echo pwned")
 
+    # The same archive re-zipped by Python's zipfile: another top folder name,
+    # zip64 extra fields, data descriptors (an unseekable output forces them),
+    # no alignment padding. And a deflated copy, which rckpt refuses.
+    class Unseekable(io.RawIOBase):
+        def __init__(self, f):
+            self.f = f
+
+        def writable(self):
+            return True
+
+        def write(self, b):
+            return self.f.write(b)
+
+    src = zipfile.ZipFile(out("views.pt"))
+    with open(out("rezipped_zip64.pt"), "wb") as raw:
+        with zipfile.ZipFile(Unseekable(raw), "w", zipfile.ZIP_STORED) as z:
+            for info in src.infolist():
+                name = "some folder/" + info.filename.split("/", 1)[1]
+                with z.open(zipfile.ZipInfo(name), "w", force_zip64=True) as w:
+                    w.write(src.read(info.filename))
+    with zipfile.ZipFile(out("rezipped_deflate.pt"), "w", zipfile.ZIP_DEFLATED) as z:
+        for info in src.infolist():
+            z.writestr(info.filename, src.read(info.filename))
+
     with open(out("VERSIONS.txt"), "w") as f:
         f.write(f"torch {torch.__version__}\nnumpy {np.__version__}\n")
 

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Prepares the Python interpreter the interoperability tests use: Debian's
+# python3-torch (installed by install-deps.sh) plus safetensors from PyPI in
+# a venv that sees the system packages. Prints the interpreter's path.
+# When PyPI cannot be reached the venv still has torch, and the safetensors
+# checks skip with a visible reason.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+venv="${1:-$root/build/pyenv}"
+if [ ! -x "$venv/bin/python" ]; then
+  /usr/bin/python3 -m venv --system-site-packages "$venv" >&2
+fi
+if ! "$venv/bin/python" -c "import safetensors" 2>/dev/null; then
+  "$venv/bin/pip" install -q --disable-pip-version-check safetensors >&2 ||
+    echo "python-env: could not install safetensors from PyPI; its checks will be skipped" >&2
+fi
+echo "$venv/bin/python"

@@ -1,0 +1,64 @@
+#include "rckpt/options.h"
+#include "test_util.h"
+
+namespace rckpt {
+namespace {
+
+TensorInfo From(Device origin) {
+  TensorInfo info;
+  info.name = "w";
+  info.origin = origin;
+  return info;
+}
+
+TEST(MapLocationTest, ParsesOneDevice) {
+  ASSERT_OK_AND_ASSIGN(MapLocation m, MapLocation::Parse("cuda"));
+  EXPECT_TRUE(m.is_set());
+  EXPECT_EQ(m.Apply(From(Device::Cuda(3))), Device::Cuda(0));
+  EXPECT_EQ(m.ToString(), "cuda:0");
+}
+
+TEST(MapLocationTest, ParsesTagMapAndRoundTripsThroughToString) {
+  ASSERT_OK_AND_ASSIGN(MapLocation m,
+                       MapLocation::Parse("cuda:1=cuda:0,cuda:2=cpu"));
+  EXPECT_EQ(m.Apply(From(Device::Cuda(1))), Device::Cuda(0));
+  EXPECT_EQ(m.Apply(From(Device::Cuda(2))), Device::Cpu());
+  EXPECT_EQ(m.Apply(From(Device::Cuda(3))), Device::Cuda(3));
+  EXPECT_EQ(m.ToString(), "cuda:1=cuda:0,cuda:2=cpu");
+  ASSERT_OK_AND_ASSIGN(MapLocation again, MapLocation::Parse(m.ToString()));
+  EXPECT_EQ(again.ToString(), m.ToString());
+}
+
+TEST(MapLocationTest, RejectsMalformedSpecsNamingThem) {
+  EXPECT_THAT(MapLocation::Parse("cuda:x"),
+              StatusIs(StatusCode::kInvalidArgument, "cuda:x"));
+  EXPECT_THAT(MapLocation::Parse(""),
+              StatusIs(StatusCode::kInvalidArgument, "empty"));
+  EXPECT_THAT(MapLocation::Parse("cuda:1=cuda:0,cuda:2"),
+              StatusIs(StatusCode::kInvalidArgument, "'cuda:2'"));
+  EXPECT_THAT(MapLocation::Parse("cuda:1=cuda:0,cuda:1=cpu"),
+              StatusIs(StatusCode::kInvalidArgument, "mapped twice"));
+  EXPECT_THAT(MapLocation::Parse("gpu=cpu"),
+              StatusIs(StatusCode::kInvalidArgument, "gpu"));
+}
+
+TEST(MapLocationTest, UnsetAndEmptyCallbackMapNothing) {
+  MapLocation none;
+  EXPECT_FALSE(none.is_set());
+  EXPECT_EQ(none.Apply(From(Device::Cuda(1))), Device::Cuda(1));
+  MapLocation empty = MapLocation::Fn(nullptr);
+  EXPECT_FALSE(empty.is_set());
+}
+
+TEST(MapLocationTest, CallbackNulloptKeepsOrigin) {
+  MapLocation m = MapLocation::Fn([](const TensorInfo& i) {
+    return i.origin == Device::Cuda(1) ? std::optional<Device>(Device::Cpu())
+                                       : std::nullopt;
+  });
+  EXPECT_EQ(m.Apply(From(Device::Cuda(1))), Device::Cpu());
+  EXPECT_EQ(m.Apply(From(Device::Cuda(2))), Device::Cuda(2));
+  EXPECT_EQ(m.ToString(), "<callback>");
+}
+
+}  // namespace
+}  // namespace rckpt

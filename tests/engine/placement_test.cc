@@ -1,0 +1,250 @@
+// The placement planner alone: every row of DESIGN.md section 3's table on
+// hand-built manifests, without files or runtimes.
+#include "engine/placement.h"
+
+#include "test_util.h"
+
+namespace rckpt {
+namespace {
+
+TensorMeta Meta(std::string name, std::string section, Role role, Device origin,
+                Shape shape = {4}) {
+  TensorMeta t;
+  t.name = std::move(name);
+  t.section = std::move(section);
+  t.role = role;
+  t.dtype = DType::kF32;
+  t.shape = std::move(shape);
+  t.origin = origin;
+  t.nbytes = 16;
+  return t;
+}
+
+class PlacementTest : public ::testing::Test {
+ protected:
+  PlacementTest() {
+    sections_ = {{"model", Role::kModel},
+                 {"optimizer", Role::kModel},
+                 {"metrics", Role::kHost},
+                 {"database", Role::kData}};
+    tensors_ = {
+        Meta("w", "model", Role::kModel, Device::Cuda(1)),
+        Meta("exp_avg", "optimizer", Role::kModel, Device::Cuda(1)),
+        Meta("step", "optimizer", Role::kHost, Device::Cpu(), {}),
+        Meta("best.w", "metrics", Role::kHost, Device::Cuda(1)),
+        Meta("db.x", "database", Role::kData, Device::Cuda(1)),
+    };
+    RngRecord r;
+    r.name = "torch_rng_state";
+    r.origin = Device::Cpu();
+    RngRecord c;
+    c.name = "cuda_rng_state";
+    c.origin = Device::Cuda(1);
+    rng_ = {r, c};
+  }
+
+  Result<std::map<std::string, Device>> Targets(const LoadOptions& o,
+                                                int devices) {
+    RCKPT_RETURN_IF_ERROR(CheckLoadOptions(o, devices));
+    RCKPT_ASSIGN_OR_RETURN(
+        LoadPlan plan, PlanPlacements(sections_, tensors_, rng_, o, devices));
+    std::map<std::string, Device> out;
+    for (const Placement& p : plan.placements) out[p.name] = p.target;
+    return out;
+  }
+
+  std::vector<SectionInfo> sections_;
+  std::vector<TensorMeta> tensors_;
+  std::vector<RngRecord> rng_;
+};
+
+const Device kCpu = Device::Cpu();
+const Device kCuda0 = Device::Cuda(0);
+const Device kCuda1 = Device::Cuda(1);
+
+TEST_F(PlacementTest, AsStoredPutsEveryTensorOnItsOriginExceptHostRecords) {
+  ASSERT_OK_AND_ASSIGN(auto t, Targets({}, 2));
+  EXPECT_EQ(t["w"], kCuda1);
+  EXPECT_EQ(t["exp_avg"], kCuda1);
+  EXPECT_EQ(t["db.x"], kCuda1);
+  EXPECT_EQ(t["step"], kCpu);
+  EXPECT_EQ(t["best.w"], kCpu);  // host role, although saved on cuda:1
+  EXPECT_EQ(t["torch_rng_state"], kCpu);
+  EXPECT_EQ(t["cuda_rng_state"], kCpu);
+}
+
+TEST_F(PlacementTest, AsStoredMissingDeviceNamesTensorDeviceCountAndFixes) {
+  auto r = Targets({}, 1);
+  EXPECT_THAT(r, StatusIs(StatusCode::kDeviceUnavailable,
+                          "tensor 'w' (section 'model') was saved on cuda:1"));
+  const std::string m = r.status().message();
+  EXPECT_THAT(m, ::testing::HasSubstr("1 CUDA device (cuda:0)"));
+  EXPECT_THAT(m, ::testing::HasSubstr("model_device=\"auto\""));
+  EXPECT_THAT(m, ::testing::HasSubstr("map_location"));
+  EXPECT_THAT(m, ::testing::HasSubstr("{\"cuda:1\": \"cuda:0\"}"));
+}
+
+TEST_F(PlacementTest, AsStoredOnCpuOnlyMachineSaysNoCudaDevice) {
+  auto r = Targets({}, 0);
+  EXPECT_THAT(r, StatusIs(StatusCode::kDeviceUnavailable, "no CUDA device"));
+  EXPECT_THAT(r.status().message(),
+              ::testing::HasSubstr("{\"cuda:1\": \"cpu\"}"));
+}
+
+TEST_F(PlacementTest, HostRecordsNeverRaiseDeviceUnavailable) {
+  // Only host-role tensors and RNG records saved on a missing device.
+  tensors_ = {Meta("best.w", "metrics", Role::kHost, Device::Cuda(5))};
+  ASSERT_OK_AND_ASSIGN(auto t, Targets({}, 0));
+  EXPECT_EQ(t["best.w"], kCpu);
+  EXPECT_EQ(t["cuda_rng_state"], kCpu);
+}
+
+TEST_F(PlacementTest, MapLocationDeviceSendsModelAndDataThereHostStays) {
+  LoadOptions o;
+  o.map_location = MapLocation::To(kCuda0);
+  ASSERT_OK_AND_ASSIGN(auto t, Targets(o, 1));
+  EXPECT_EQ(t["w"], kCuda0);
+  EXPECT_EQ(t["exp_avg"], kCuda0);
+  EXPECT_EQ(t["db.x"], kCuda0);
+  EXPECT_EQ(t["step"], kCpu);
+  EXPECT_EQ(t["best.w"], kCpu);
+  EXPECT_EQ(t["torch_rng_state"], kCpu);  // the seed's bug cannot happen
+}
+
+TEST_F(PlacementTest, MapLocationCpuPutsEverythingOnCpu) {
+  LoadOptions o;
+  o.map_location = MapLocation::To(kCpu);
+  ASSERT_OK_AND_ASSIGN(auto t, Targets(o, 0));
+  for (const auto& [name, device] : t) EXPECT_EQ(device, kCpu) << name;
+}
+
+TEST_F(PlacementTest, TagMapMovesExactMatchesOnly) {
+  tensors_.push_back(Meta("other", "model", Role::kModel, kCuda0));
+  LoadOptions o;
+  o.map_location = MapLocation::Map({{kCuda1, kCuda0}});
+  ASSERT_OK_AND_ASSIGN(auto t, Targets(o, 1));
+  EXPECT_EQ(t["w"], kCuda0);
+  EXPECT_EQ(t["db.x"], kCuda0);
+  EXPECT_EQ(t["other"], kCuda0);
+  EXPECT_EQ(t["step"], kCpu);
+}
+
+TEST_F(PlacementTest, TagMapWithoutMatchingKeysLeavesTensorsAsStored) {
+  LoadOptions o;
+  o.map_location = MapLocation::Map({{Device::Cuda(5), kCuda0}});
+  ASSERT_OK_AND_ASSIGN(auto t, Targets(o, 2));
+  EXPECT_EQ(t["w"], kCuda1);
+  EXPECT_EQ(t["db.x"], kCuda1);
+}
+
+TEST_F(PlacementTest, CallbackSeesTensorInfoAndNulloptMeansAsStored) {
+  std::vector<std::string> seen;
+  LoadOptions o;
+  o.map_location = MapLocation::Fn([&](const TensorInfo& info) {
+    seen.push_back(info.name);
+    EXPECT_EQ(info.dtype, DType::kF32);
+    EXPECT_EQ(info.origin, kCuda1);
+    if (info.section == "model") return std::optional<Device>(kCpu);
+    return std::optional<Device>();
+  });
+  ASSERT_OK_AND_ASSIGN(auto t, Targets(o, 2));
+  EXPECT_EQ(t["w"], kCpu);
+  EXPECT_EQ(t["exp_avg"], kCuda1);  // nullopt: as stored
+  // Host-role tensors and RNG records are never offered to the callback.
+  EXPECT_THAT(seen, ::testing::ElementsAre("w", "exp_avg", "db.x"));
+}
+
+TEST_F(PlacementTest, MapTargetThatDoesNotExistIsNamed) {
+  LoadOptions o;
+  o.map_location = MapLocation::To(Device::Cuda(7));
+  EXPECT_THAT(Targets(o, 1),
+              StatusIs(StatusCode::kDeviceUnavailable,
+                       "sends it to cuda:7, which does not exist: this "
+                       "machine has 1 CUDA device"));
+}
+
+TEST_F(PlacementTest, ModelDeviceMovesModelRoleDataToHost) {
+  LoadOptions o;
+  o.model_device = DeviceSpec::Of(kCuda0);
+  ASSERT_OK_AND_ASSIGN(auto t, Targets(o, 1));
+  EXPECT_EQ(t["w"], kCuda0);
+  EXPECT_EQ(t["exp_avg"], kCuda0);
+  EXPECT_EQ(t["step"], kCpu);
+  EXPECT_EQ(t["best.w"], kCpu);
+  EXPECT_EQ(t["db.x"], kCpu);
+  EXPECT_EQ(t["torch_rng_state"], kCpu);
+}
+
+TEST_F(PlacementTest, ModelDeviceAutoIsCuda0WithDevicesElseCpu) {
+  LoadOptions o;
+  o.model_device = DeviceSpec::Auto();
+  ASSERT_OK_AND_ASSIGN(auto with, Targets(o, 2));
+  EXPECT_EQ(with["w"], kCuda0);
+  ASSERT_OK_AND_ASSIGN(auto without, Targets(o, 0));
+  EXPECT_EQ(without["w"], kCpu);
+  EXPECT_EQ(without["exp_avg"], kCpu);
+}
+
+TEST_F(PlacementTest, ModelDeviceThatDoesNotExistIsNamedWithTheCount) {
+  LoadOptions o;
+  o.model_device = DeviceSpec::Of(Device::Cuda(7));
+  EXPECT_THAT(CheckLoadOptions(o, 1),
+              StatusIs(StatusCode::kDeviceUnavailable,
+                       "model_device cuda:7 does not exist: this machine has "
+                       "1 CUDA device (cuda:0)"));
+}
+
+TEST_F(PlacementTest, BothOptionsAreInvalidWhateverTheirValues) {
+  LoadOptions o;
+  o.map_location = MapLocation::To(kCpu);
+  o.model_device = DeviceSpec::Of(kCpu);
+  EXPECT_THAT(CheckLoadOptions(o, 0),
+              StatusIs(StatusCode::kInvalidArgument,
+                       "map_location and model_device are incompatible"));
+}
+
+TEST_F(PlacementTest, ZeroStagingBytesIsInvalid) {
+  LoadOptions o;
+  o.staging_bytes = 0;
+  EXPECT_THAT(CheckLoadOptions(o, 0),
+              StatusIs(StatusCode::kInvalidArgument, "staging_bytes"));
+}
+
+TEST_F(PlacementTest, SectionsSelectAndSkipSectionsRemove) {
+  LoadOptions o;
+  o.sections = {"model", "database"};
+  o.skip_sections = {"database"};
+  ASSERT_OK_AND_ASSIGN(auto t, Targets(o, 2));
+  EXPECT_EQ(t.count("w"), 1u);
+  EXPECT_EQ(t.count("db.x"), 0u);
+  EXPECT_EQ(t.count("exp_avg"), 0u);
+  EXPECT_EQ(t.count("torch_rng_state"), 1u);  // RNG records always come back
+}
+
+TEST_F(PlacementTest, UnknownSectionIsInvalidAndListsKnownOnes) {
+  sections_.push_back({"custom", Role::kData});
+  LoadOptions o;
+  o.skip_sections = {"databse"};
+  auto r = Targets(o, 2);
+  EXPECT_THAT(r, StatusIs(StatusCode::kInvalidArgument,
+                          "skip_sections: unknown section 'databse'"));
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("custom"));
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("database"));
+}
+
+TEST_F(PlacementTest, CanonicalSectionMissingFromFileIsAccepted) {
+  sections_ = {{"model", Role::kModel}};
+  tensors_ = {Meta("w", "model", Role::kModel, kCpu)};
+  LoadOptions o;
+  o.skip_sections = {"database"};  // hippynn's restore_db=False, no database
+  EXPECT_OK(Targets(o, 0).status());
+}
+
+TEST_F(PlacementTest, DeviceCountDescriptions) {
+  EXPECT_EQ(DescribeCudaDevices(0), "no CUDA device");
+  EXPECT_EQ(DescribeCudaDevices(1), "1 CUDA device (cuda:0)");
+  EXPECT_EQ(DescribeCudaDevices(4), "4 CUDA devices (cuda:0 to cuda:3)");
+}
+
+}  // namespace
+}  // namespace rckpt

@@ -1,0 +1,110 @@
+#include "engine/staging_ring.h"
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include "runtime/emulated_runtime.h"
+#include "test_util.h"
+
+namespace rckpt {
+namespace {
+
+TEST(StagingRingTest, SlotsFitInsideCapacity) {
+  auto rt = NewEmulatedRuntimeForTesting({.device_count = 1});
+  ASSERT_OK_AND_ASSIGN(auto ring, StagingRing::Create(*rt, 1 << 20, 300000));
+  EXPECT_LE(ring->slot_bytes(), 300000u);
+  EXPECT_LE(ring->capacity(), 1u << 20);
+  EXPECT_GE(ring->capacity() / ring->slot_bytes(), 2u);
+  ASSERT_OK_AND_ASSIGN(auto tiny, StagingRing::Create(*rt, 1, 1 << 20));
+  EXPECT_EQ(tiny->slot_bytes(), 1u);
+  ring.reset();
+  tiny.reset();
+  EXPECT_EQ(rt->LivePinned(), 0);
+}
+
+TEST(StagingRingTest, AcquireRecyclesTheOldestSlotOnceItsCopyIsDone) {
+  auto rt = NewEmulatedRuntimeForTesting({.device_count = 1});
+  const Device d = Device::Cuda(0);
+  ASSERT_OK_AND_ASSIGN(auto ring, StagingRing::Create(*rt, 8192, 4096));
+  ASSERT_OK_AND_ASSIGN(Stream s, rt->CreateStream(d));
+  ASSERT_OK_AND_ASSIGN(void* dev, rt->Allocate(d, 4096 * 3));
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_OK_AND_ASSIGN(StagingRing::Slot slot, ring->Acquire(4096));
+    std::memset(slot.data, 'a' + i, 4096);
+    ASSERT_OK(rt->CopyToDeviceAsync(d, s, static_cast<char*>(dev) + 4096 * i,
+                                    slot.data, 4096));
+    ASSERT_OK_AND_ASSIGN(Event e, rt->RecordEvent(d, s));
+    ring->Retire(slot, e);
+  }
+  ASSERT_OK(ring->Drain());
+  EXPECT_EQ(ring->high_water(), 8192u);
+  std::vector<char> back(4096 * 3);
+  ASSERT_OK(rt->CopyToHostAsync(d, s, back.data(), dev, back.size()));
+  ASSERT_OK(rt->Synchronize(d, s));
+  EXPECT_EQ(back[0], 'a');
+  EXPECT_EQ(back[4096], 'b');
+  EXPECT_EQ(back[8192], 'c');
+  rt->Free(d, dev);
+  rt->DestroyStream(d, s);
+  ring.reset();
+  EXPECT_TRUE(rt->NothingLive());
+}
+
+TEST(StagingRingTest, FailedCopyIsStickyForLaterAcquires) {
+  auto rt =
+      NewEmulatedRuntimeForTesting({.device_count = 1, .fail_after_copies = 1});
+  const Device d = Device::Cuda(0);
+  ASSERT_OK_AND_ASSIGN(auto ring, StagingRing::Create(*rt, 2, 1));
+  ASSERT_OK_AND_ASSIGN(Stream s, rt->CreateStream(d));
+  ASSERT_OK_AND_ASSIGN(void* dev, rt->Allocate(d, 1));
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_OK_AND_ASSIGN(StagingRing::Slot slot, ring->Acquire(1));
+    ASSERT_OK(rt->CopyToDeviceAsync(d, s, dev, slot.data, 1));
+    ASSERT_OK_AND_ASSIGN(Event e, rt->RecordEvent(d, s));
+    ring->Retire(slot, e);
+  }
+  EXPECT_THAT(ring->Acquire(1), StatusIs(StatusCode::kDeviceError, "injected"));
+  EXPECT_THAT(ring->Acquire(1), StatusIs(StatusCode::kDeviceError, "injected"));
+  EXPECT_THAT(ring->Drain(), StatusIs(StatusCode::kDeviceError, "injected"));
+  rt->Free(d, dev);
+  rt->DestroyStream(d, s);
+  ring.reset();
+  EXPECT_TRUE(rt->NothingLive());
+}
+
+TEST(StagingRingTest, ManyWorkersNeverExceedCapacity) {
+  auto rt = NewEmulatedRuntimeForTesting({.device_count = 1});
+  const Device d = Device::Cuda(0);
+  ASSERT_OK_AND_ASSIGN(auto ring, StagingRing::Create(*rt, 4 * 1024, 1024));
+  ASSERT_OK_AND_ASSIGN(Stream s, rt->CreateStream(d));
+  ASSERT_OK_AND_ASSIGN(void* dev, rt->Allocate(d, 1024));
+  std::vector<std::thread> workers;
+  std::atomic<int> failures{0};
+  for (int w = 0; w < 8; ++w) {
+    workers.emplace_back([&] {
+      for (int i = 0; i < 50; ++i) {
+        auto slot = ring->Acquire(1000);
+        if (!slot.ok()) {
+          ++failures;
+          return;
+        }
+        if (!rt->CopyToDeviceAsync(d, s, dev, slot->data, 1000).ok())
+          ++failures;
+        auto e = rt->RecordEvent(d, s);
+        if (!e.ok()) ++failures;
+        ring->Retire(*slot, *e);
+      }
+    });
+  }
+  for (auto& t : workers) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  ASSERT_OK(ring->Drain());
+  EXPECT_LE(ring->high_water(), ring->capacity());
+  EXPECT_GT(ring->high_water(), 0u);
+  rt->Free(d, dev);
+  rt->DestroyStream(d, s);
+}
+
+}  // namespace
+}  // namespace rckpt
