@@ -150,7 +150,7 @@ input options:
   --section KEY=SECTION  put top-level KEY into SECTION (repeatable)
 output options:
   --drop-objects         export inert objects as None instead of refusing
-  --codec none|zstd      .rckpt output codec (default zstd)
+  --codec none|zstd      .rckpt output codec (default none)
   --level N              zstd level (default 1)
   --chunk-size BYTES     chunk size (default 4194304)
   --shuffle auto|on|off  byte-shuffle before zstd (auto: floating-point)

@@ -89,6 +89,7 @@ TEST(SaveTest, RejectsBadOptionsBeforeWriting) {
   o.alignment = 1000;
   EXPECT_THAT(Save("/ck.rckpt", Sample(1), o), StatusIs(StatusCode::kInvalidArgument, "alignment"));
   o.alignment = 4096;
+  o.codec = Codec::kZstd;
   o.level = 99;
   EXPECT_THAT(Save("/ck.rckpt", Sample(1), o), StatusIs(StatusCode::kInvalidArgument, "level"));
   o.level = 1;

@@ -14,8 +14,11 @@ jobs="$(nproc 2>/dev/null || echo 2)"
 gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
 cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
-  -DRCKPT_ENABLE_CUDA=ON -DRCKPT_BUILD_EXAMPLES=OFF -DRCKPT_BUILD_BENCH=OFF
-cmake --build "$build" -j "$jobs" --target gpu_tests rckpt_gpu_throughput
+  -DRCKPT_ENABLE_CUDA=ON -DRCKPT_BUILD_EXAMPLES=ON -DRCKPT_BUILD_BENCH=ON
+# Everything the gpu label runs (the restart cases need the demo and the CLI),
+# the throughput probe and the suite.
+cmake --build "$build" -j "$jobs" --target gpu_tests restart_gpu_tests rckpt-train-demo \
+  rckpt_cli rckpt_gpu_throughput rckpt-bench
 
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || echo "nvidia-smi: not found"
 
@@ -25,3 +28,6 @@ ctest --test-dir "$build" -L gpu --output-on-failure -j 1
 echo
 echo "== load throughput (${mib} MiB, default staging ring)"
 "$build/tests/gpu/rckpt_gpu_throughput" --mib "$mib" --dir "${TMPDIR:-/tmp}"
+echo
+echo "== rckpt-bench (device rows use the CUDA runtime; ratios against the measured limits)"
+"$build/bench/rckpt-bench" --size "${mib}M" --no-peers
