@@ -1,5 +1,4 @@
 target_sources(rckpt PRIVATE
-  ${RCKPT_SRC}/engine/device_save.cc
   ${RCKPT_SRC}/engine/load.cc
   ${RCKPT_SRC}/engine/map_location.cc
   ${RCKPT_SRC}/engine/pipeline.cc

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,8 @@ struct ChunkJob {
 // The working memory of one chunk in flight.
 struct Slot {
   std::byte* staging = nullptr;  // device-to-host landing area (pinned)
+  Stream stream;                 // for copies from `stream_device`
+  std::optional<Device> stream_device;
   std::vector<std::byte> shuffled;
   std::vector<std::byte> compressed;
   std::span<const std::byte> stored;
@@ -194,7 +197,7 @@ class Saver {
     if (t.device().is_cpu()) {
       raw = {static_cast<const std::byte*>(t.data()) + job.tensor_offset, job.raw_size};
     } else {
-      slot.status = CopyFromDevice(*runtime, t, job, slot.staging);
+      slot.status = CopyFromDevice(*runtime, t, job, slot);
       if (!slot.status.ok()) return;
       raw = {slot.staging, job.raw_size};
     }
@@ -228,15 +231,20 @@ class Saver {
     slot.status = Status::Ok();
   }
 
+  // Copies one chunk into the slot's pinned buffer on the slot's stream,
+  // which is created once per device the slot meets.
   static Status CopyFromDevice(DeviceRuntime& rt, const Tensor& t, const ChunkJob& job,
-                               std::byte* staging) {
-    RCKPT_ASSIGN_OR_RETURN(Stream stream, rt.CreateStream(t.device()));
-    Status s = rt.CopyToHostAsync(t.device(), stream, staging,
-                                  static_cast<const std::byte*>(t.data()) + job.tensor_offset,
-                                  job.raw_size);
-    if (s.ok()) s = rt.Synchronize(t.device(), stream);
-    rt.DestroyStream(t.device(), stream);
-    return s;
+                               Slot& slot) {
+    if (slot.stream_device != t.device()) {
+      if (slot.stream_device) rt.DestroyStream(*slot.stream_device, slot.stream);
+      slot.stream_device.reset();
+      RCKPT_ASSIGN_OR_RETURN(slot.stream, rt.CreateStream(t.device()));
+      slot.stream_device = t.device();
+    }
+    RCKPT_RETURN_IF_ERROR(rt.CopyToHostAsync(
+        t.device(), slot.stream, slot.staging,
+        static_cast<const std::byte*>(t.data()) + job.tensor_offset, job.raw_size));
+    return rt.Synchronize(t.device(), slot.stream);
   }
 
   Status WriteChunks(BufferedWriter& out) {
@@ -254,6 +262,9 @@ class Saver {
     Status status;
     auto free_staging = [&] {
       for (std::byte* p : staging) runtime->FreePinned(p);
+      for (Slot& slot : slots) {
+        if (slot.stream_device) runtime->DestroyStream(*slot.stream_device, slot.stream);
+      }
     };
     if (has_device_tensor_) {
       for (auto& slot : slots) {

@@ -56,7 +56,12 @@ for name in sorted(os.listdir(ST)):
     if not name.endswith(".safetensors"):
         continue
     src = os.path.join(ST, name)
-    orig, meta = read(src)
+    try:
+        orig, meta = read(src)
+    except (AttributeError, TypeError) as e:
+        # e.g. float8 tensors with a torch older than 2.1 (Debian's 1.13).
+        print(f"skipped fixture {name}: this torch ({torch.__version__}) cannot hold it: {e}")
+        continue
     base = os.path.join(WORK, name)
     for route, steps in {"st": [base + ".out.safetensors"],
                          "rckpt": [base + ".rckpt", base + ".via_rckpt.safetensors"],

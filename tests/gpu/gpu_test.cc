@@ -1,7 +1,6 @@
 // The CUDA runtime on a real GPU, compared byte for byte with the host path.
 // Every test skips when the CUDA runtime is not built or sees no device.
 #include "codec/codec.h"
-#include "engine/device_save.h"
 #include "engine/engine_test_util.h"
 
 namespace rckpt {
@@ -164,27 +163,6 @@ TEST_F(GpuTest, SaveFromDeviceMemory) {
   ASSERT_OK_AND_ASSIGN(Checkpoint back, Load(path_, o));
   ExpectSameBytes(HostRuntime(), host, back);
   EXPECT_EQ(back.FindTensor("model.layer1.weight")->Origin(), kCuda0);
-}
-
-TEST_F(GpuTest, DeviceToHostStreamerMatchesTheDeviceBytes) {
-  Tensor t = SmoothTensor(DType::kU8, {3000001}, 5);
-  ASSERT_OK_AND_ASSIGN(void* p, rt_->Allocate(kCuda0, t.nbytes()));
-  std::shared_ptr<void> owner(p, [this](void* q) { rt_->Free(kCuda0, q); });
-  ASSERT_OK_AND_ASSIGN(Stream s, rt_->CreateStream(kCuda0));
-  ASSERT_OK(rt_->CopyToDeviceAsync(kCuda0, s, p, t.data(), t.nbytes()));
-  ASSERT_OK(rt_->Synchronize(kCuda0, s));
-  rt_->DestroyStream(kCuda0, s);
-  ASSERT_OK_AND_ASSIGN(auto streamer,
-                       DeviceToHostStreamer::Create(*rt_, 1 << 20, 256 << 10));
-  std::vector<std::byte> got;
-  ASSERT_OK(
-      streamer->StreamTensor(TensorView{p, t.dtype(), t.shape(), kCuda0},
-                             [&](uint64_t off, std::span<const std::byte> b) {
-                               EXPECT_EQ(off, got.size());
-                               got.insert(got.end(), b.begin(), b.end());
-                               return Status::Ok();
-                             }));
-  EXPECT_TRUE(got == HostBytes(t));
 }
 
 TEST_F(GpuTest, UnshuffleKernelMatchesHostUnshuffle) {
