@@ -185,15 +185,19 @@ void EndProgress() {
 
 std::string Rate(uint64_t bytes, double seconds) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f GB/s", seconds > 0 ? double(bytes) / seconds / 1e9 : 0.0);
+  double per_s = seconds > 0 ? double(bytes) / seconds : 0.0;
+  // Small transfers in MB/s: "0.00 GB/s" says nothing.
+  if (per_s >= 1e9) std::snprintf(buf, sizeof buf, "%.2f GB/s", per_s / 1e9);
+  else std::snprintf(buf, sizeof buf, "%.1f MB/s", per_s / 1e6);
   return buf;
 }
 
 std::string Bytes(uint64_t bytes) {
   char buf[32];
-  if (bytes < 10000) std::snprintf(buf, sizeof buf, "%llu B", (unsigned long long)bytes);
-  else if (bytes < 10'000'000) std::snprintf(buf, sizeof buf, "%.1f KB", bytes / 1e3);
-  else if (bytes < 10'000'000'000ull) std::snprintf(buf, sizeof buf, "%.1f MB", bytes / 1e6);
+  // Three significant digits at least, never "8536.1 KB".
+  if (bytes < 1000) std::snprintf(buf, sizeof buf, "%llu B", (unsigned long long)bytes);
+  else if (bytes < 1'000'000) std::snprintf(buf, sizeof buf, "%.1f KB", bytes / 1e3);
+  else if (bytes < 1'000'000'000) std::snprintf(buf, sizeof buf, "%.1f MB", bytes / 1e6);
   else std::snprintf(buf, sizeof buf, "%.2f GB", bytes / 1e9);
   return buf;
 }

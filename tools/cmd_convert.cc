@@ -142,8 +142,9 @@ int RunConvert(std::vector<std::string> words) {
   if (!s.ok()) return Fail("convert", s);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   uint64_t bytes = ck->TensorBytes();
-  std::printf("%s -> %s: %zu tensors, %zu RNG records, %s in %.2f s (%s)\n", in.c_str(),
-              out.c_str(), ck->tensors().size(), ck->rng().size(), Bytes(bytes).c_str(), secs,
+  std::printf("%s -> %s: %zu tensor%s, %zu RNG record%s, %s in %.2f s (%s)\n", in.c_str(),
+              out.c_str(), ck->tensors().size(), ck->tensors().size() == 1 ? "" : "s",
+              ck->rng().size(), ck->rng().size() == 1 ? "" : "s", Bytes(bytes).c_str(), secs,
               Rate(bytes, secs).c_str());
   return 0;
 }

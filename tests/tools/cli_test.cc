@@ -235,3 +235,22 @@ TEST(CliTest, LoadErrorsNameTheFlagsACliUserTypes) {
 
 }  // namespace
 }  // namespace rckpt
+
+namespace rckpt {
+namespace {
+
+TEST(CliTest, ConvertSummaryUsesReadableSizesAndRates) {
+  std::string dir = testing::NewTempDir("summary");
+  CliRun r = Cli("convert " + kGolden + "v1.0-training-state.rckpt " + dir + "/s.safetensors");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find(": 7 tensors, 3 RNG records, 1.8 KB in "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("0.00 GB/s"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" MB/s)"), std::string::npos) << r.out;
+  CliRun one = Cli("convert " + std::string(RCKPT_TEST_DATA_DIR) +
+                   "/safetensors/model.safetensors " + dir + "/m.rckpt");
+  ASSERT_EQ(one.code, 0) << one.err;
+  EXPECT_NE(one.out.find(", 1 RNG record, "), std::string::npos) << one.out;
+}
+
+}  // namespace
+}  // namespace rckpt
