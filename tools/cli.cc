@@ -127,6 +127,7 @@ std::string InFlagTerms(std::string text) {
   ReplaceAll(&text, ", model_device=", ", --model-device ");
   for (auto [field, flag] : {std::pair<std::string_view, std::string_view>{"map_location", "--map-location"},
                              {"skip_sections", "--skip-sections"},
+                             {"model_device", "--model-device"},
                              {"sections", "--sections"},
                              {"staging_bytes", "--staging-bytes"}}) {
     if (text.compare(0, field.size() + 1, std::string(field) + ":") == 0 ||

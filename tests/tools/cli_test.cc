@@ -254,3 +254,23 @@ TEST(CliTest, ConvertSummaryUsesReadableSizesAndRates) {
 
 }  // namespace
 }  // namespace rckpt
+
+namespace rckpt {
+namespace {
+
+TEST(CliTest, LoadReportsASmallFilesRateInMegabytesAndAMissingModelDeviceByFlag) {
+  CliRun r = Cli("load " + kGolden + "v1.0-training-state.rckpt --emulate-devices 2 "
+                 "--model-device auto");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find(" MB/s\n"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("0.00 GB/s"), std::string::npos) << r.out;
+  CliRun missing = Cli("plan " + kGolden + "v1.0-training-state.rckpt --emulate-devices 2 "
+                       "--model-device cuda:2");
+  EXPECT_EQ(missing.code, 6);
+  EXPECT_NE(missing.err.find("DeviceUnavailable: --model-device cuda:2 does not exist"),
+            std::string::npos)
+      << missing.err;
+}
+
+}  // namespace
+}  // namespace rckpt
