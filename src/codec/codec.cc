@@ -219,10 +219,12 @@ size_t UnshuffleFast(const u8* src, u8* dst, size_t elem, size_t n) {
   }
 }
 
-}  // namespace
 
-void ShuffleBytes(std::span<const std::byte> src, std::span<std::byte> dst,
-                  uint32_t elem) {
+// Shared by both directions: whole elements through the vector kernel, the
+// rest of them scalar, and a trailing partial element copied unchanged.
+void Transform(std::span<const std::byte> src, std::span<std::byte> dst, uint32_t elem,
+               size_t (*fast)(const u8*, u8*, size_t, size_t),
+               void (*scalar)(const u8*, u8*, size_t, size_t, size_t)) {
   const size_t size = std::min(src.size(), dst.size());
   const auto* in = reinterpret_cast<const u8*>(src.data());
   auto* out = reinterpret_cast<u8*>(dst.data());
@@ -231,26 +233,22 @@ void ShuffleBytes(std::span<const std::byte> src, std::span<std::byte> dst,
     return;
   }
   const size_t n = size / elem;
-  const size_t done = ShuffleFast(in, out, elem, n);
-  ShuffleScalar(in, out, elem, n, done);
+  const size_t done = fast(in, out, elem, n);
+  scalar(in, out, elem, n, done);
   const size_t tail = size - n * elem;
   if (tail > 0) std::memcpy(out + n * elem, in + n * elem, tail);
 }
 
+}  // namespace
+
+void ShuffleBytes(std::span<const std::byte> src, std::span<std::byte> dst,
+                  uint32_t elem) {
+  Transform(src, dst, elem, ShuffleFast, ShuffleScalar);
+}
+
 void UnshuffleBytes(std::span<const std::byte> src, std::span<std::byte> dst,
                     uint32_t elem) {
-  const size_t size = std::min(src.size(), dst.size());
-  const auto* in = reinterpret_cast<const u8*>(src.data());
-  auto* out = reinterpret_cast<u8*>(dst.data());
-  if (elem < 2 || size < elem) {
-    if (size > 0) std::memcpy(out, in, size);
-    return;
-  }
-  const size_t n = size / elem;
-  const size_t done = UnshuffleFast(in, out, elem, n);
-  UnshuffleScalar(in, out, elem, n, done);
-  const size_t tail = size - n * elem;
-  if (tail > 0) std::memcpy(out + n * elem, in + n * elem, tail);
+  Transform(src, dst, elem, UnshuffleFast, UnshuffleScalar);
 }
 
 size_t ZstdBound(size_t raw_size) { return ZSTD_compressBound(raw_size); }

@@ -3,6 +3,8 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "convert/bytes.h"
+
 namespace rckpt::convert {
 
 Json::Json() = default;
@@ -63,7 +65,7 @@ class Parser {
       return Status::Ok();
     }
     if (c == '-' || (c >= '0' && c <= '9')) return Number(v);
-    return Err(std::string("unexpected character '") + c + "'");
+    return Err("unexpected character '" + Printable(std::string(1, c)) + "'");
   }
   Status Number(Json* v) {
     size_t start = pos_;
@@ -163,7 +165,7 @@ class Parser {
           break;
         }
         default:
-          return Err(std::string("bad escape '\\") + e + "'");
+          return Err("bad escape '\\" + Printable(std::string(1, e)) + "'");
       }
       run = pos_;
     }

@@ -134,6 +134,24 @@ Status Exporter::WriteRef(const std::string& name, bool rng) {
   std::span<const std::byte> bytes;
   if (rng) {
     const RngRecord* r = ck_.FindRng(name);
+    std::vector<uint32_t> words;
+    bool has_gauss;
+    double gauss;
+    if (r->kind == RngKind::kPython && DecodePythonRng(r->bytes, &words, &has_gauss, &gauss)) {
+      // random.getstate()'s own shape, so random.setstate() takes it back.
+      p_.Int(3);
+      p_.Mark();
+      for (uint32_t w : words) p_.Int(w);
+      p_.Op('t');
+      if (has_gauss) {
+        p_.Float(gauss);
+      } else {
+        p_.None();
+      }
+      p_.Op(0x87);
+      memo_of_[name] = p_.Put();
+      return Status::Ok();
+    }
     dtype = DType::kU8;
     shape = {static_cast<int64_t>(r->bytes.size())};
     bytes = r->bytes;

@@ -77,6 +77,8 @@ class Importer {
   Result<Value> Convert(PyNode* n, std::vector<std::string>& path, int depth, bool in_key);
   Result<Value> ConvertTensor(PyNode* n, const std::vector<std::string>& path, bool in_key);
   std::string Component(const Value& key);
+  // An RngRef when `n` is random.getstate()'s tuple, else null.
+  Result<Value> PythonRngState(const PyNode* n, const std::vector<std::string>& path);
 
   const RandomAccessFile& file_;
   const ImportOptions& options_;
@@ -218,6 +220,27 @@ Result<Tensor> Importer::Materialize(const TensorRefInfo& t, const std::string& 
   return out;
 }
 
+Result<Value> Importer::PythonRngState(const PyNode* n, const std::vector<std::string>& path) {
+  const auto& it = n->items;
+  if (it.size() != 3 || it[0]->kind != PyKind::kInt || it[0]->i != 3 ||
+      it[1]->kind != PyKind::kTuple || it[1]->items.size() != 625 ||
+      (it[2]->kind != PyKind::kNone && it[2]->kind != PyKind::kFloat)) {
+    return Value();
+  }
+  std::vector<uint32_t> words;
+  words.reserve(625);
+  for (const PyNode* w : it[1]->items) {
+    if (w->kind != PyKind::kInt || w->i < 0 || w->i > UINT32_MAX) return Value();
+    words.push_back(static_cast<uint32_t>(w->i));
+  }
+  if (words[624] > 624) return Value();  // the MT position
+  bool has_gauss = it[2]->kind == PyKind::kFloat;
+  std::string bytes = EncodePythonRng(words, has_gauss, has_gauss ? it[2]->f : 0.0);
+  std::string name = UniqueName(ck_, JoinPath(path), &warnings_);
+  RCKPT_RETURN_IF_ERROR(ck_.AddRng(name, RngKind::kPython, AsBytes(bytes)));
+  return Value::RngRef(name);
+}
+
 std::string Importer::Component(const Value& key) {
   switch (key.kind()) {
     case ValueKind::kString: return key.as_string();
@@ -350,6 +373,10 @@ Result<Value> Importer::Convert(PyNode* n, std::vector<std::string>& path, int d
     return v;
   };
 
+  if (n->kind == PyKind::kTuple && !in_key) {
+    auto rng = PythonRngState(n, path);
+    if (!rng.ok() || !rng->is_null()) return rng;
+  }
   switch (n->kind) {
     case PyKind::kList:
     case PyKind::kTuple:

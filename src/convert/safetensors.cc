@@ -262,9 +262,20 @@ Result<Checkpoint> Import(const RandomAccessFile& f, const ImportOptions& option
     }
     // The layout is file content: a value the checkpoint refuses (a bad
     // device, a duplicate or empty name) is a damaged file, not a bad argument.
+    // The message quotes file content: control bytes become \xNN so it stays
+    // one line.
     Status layout = ImportRckptLayout(meta, tensors, &ck);
     if (layout.code() == StatusCode::kInvalidArgument) {
-      layout = Status::Corruption("safetensors: rckpt metadata: " + layout.message());
+      std::string msg;
+      for (unsigned char c : layout.message()) {
+        if (c < 0x20 || c == 0x7f) {
+          static constexpr char kHex[] = "0123456789abcdef";
+          msg += {'\\', 'x', kHex[c >> 4], kHex[c & 15]};
+        } else {
+          msg += static_cast<char>(c);
+        }
+      }
+      layout = Status::Corruption("safetensors: rckpt metadata: " + msg);
     }
     RCKPT_RETURN_IF_ERROR(layout);
   } else {

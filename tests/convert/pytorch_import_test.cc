@@ -191,10 +191,12 @@ TEST(PyTorchImportTest, HfRngFileKeepsNumpyStateInertAndTorchStateAsRecord) {
   ASSERT_NE(ck.FindRng("cpu"), nullptr);
   EXPECT_EQ(ck.FindRng("cpu")->kind, RngKind::kTorchCpu);
   EXPECT_THAT(report.inert_classes, ::testing::Contains(::testing::HasSubstr("_reconstruct")));
-  const Value* py = At(ck.Tree(), {"python"});
+  // random.getstate(): (3, 624 MT words + index, gauss) as a python record.
+  EXPECT_EQ(*At(ck.Tree(), {"python"}), Value::RngRef("python"));
+  const RngRecord* py = ck.FindRng("python");
   ASSERT_NE(py, nullptr);
-  ASSERT_EQ(py->kind(), ValueKind::kTuple);
-  EXPECT_EQ(py->items()[1].items().size(), 625u);  // 624 MT words + index
+  EXPECT_EQ(py->kind, RngKind::kPython);
+  EXPECT_EQ(py->bytes.size(), 2516u);
 }
 
 TEST(PyTorchImportTest, KeepsUnknownClassesAsInertObjectsAndReportsThem) {
@@ -275,50 +277,7 @@ TEST(PyTorchImportTest, ReadsThroughTheFileSystemInterface) {
   EXPECT_THAT(ImportPyTorch("/m/missing.pt", o), StatusIs(StatusCode::kNotFound, ""));
 }
 
-TEST(PyTorchHippynnTest, BestCheckpointKeepsModelControllerRngAndTracker) {
-  ImportReport report;
-  ASSERT_OK_AND_ASSIGN(Checkpoint ck, ImportFixture("hippynn/best_checkpoint.pt", {}, &report));
-  const TensorEntry* w =
-      ck.FindTensor("model.moddict.node16.blocks.0.0.base_layer.int_weights");
-  ASSERT_NE(w, nullptr);
-  EXPECT_EQ(w->section, "model");
-  const TensorEntry* avg = ck.FindTensor("controller.optimizer.state.1.exp_avg");
-  ASSERT_NE(avg, nullptr);
-  EXPECT_EQ(avg->section, "optimizer");  // controller.optimizer -> optimizer
-  EXPECT_EQ(avg->role, Role::kModel);
-  EXPECT_EQ(ck.FindTensor("controller.optimizer.state.1.step")->role, Role::kHost);
-  ASSERT_NE(ck.FindRng("torch_rng_state"), nullptr);
-  EXPECT_EQ(ck.FindRng("torch_rng_state")->kind, RngKind::kTorchCpu);
-  EXPECT_EQ(report.inert_classes,
-            std::vector<std::string>{"hippynn.experiment.metric_tracker.MetricTracker"});
-  const Value* mt = ck.Tree().Find("metric_tracker");
-  ASSERT_NE(mt, nullptr);
-  EXPECT_EQ(mt->kind(), ValueKind::kObject);
-  ASSERT_NE(mt->fields().Find("state")->Find("epoch_times"), nullptr);
-  // The tracker's best_model copy is recovered too, in the metrics section.
-  const TensorEntry* best = ck.FindTensor(
-      "metric_tracker.best_model.moddict.node16.blocks.0.0.base_layer.int_weights");
-  ASSERT_NE(best, nullptr);
-  EXPECT_EQ(best->section, "metrics");
-  EXPECT_EQ(*ck.Tree().Find("controller")->Find("current_epoch"), Value(3));
-}
-
-TEST(PyTorchHippynnTest, StructureFileRecoversEveryTensorAndReportsClasses) {
-  ImportReport report;
-  ASSERT_OK_AND_ASSIGN(Checkpoint ck,
-                       ImportFixture("hippynn/experiment_structure.pt", {}, &report));
-  EXPECT_EQ(ck.tensors().size(), 36u);  // model, loss and the evaluator's CPU loss copy
-  EXPECT_NE(ck.FindTensor("training_modules.args.0._modules.moddict._modules.node0."
-                          "_parameters.species_map"),
-            nullptr);
-  EXPECT_THAT(report.inert_classes,
-              ::testing::Contains("hippynn.experiment.controllers.PatienceController"));
-  EXPECT_THAT(report.inert_classes, ::testing::Contains("hippynn.graphs.graph.GraphModule"));
-  ImportOptions strict;
-  strict.strict = true;
-  EXPECT_THAT(ImportFixture("hippynn/experiment_structure.pt", strict),
-              StatusIs(StatusCode::kUnsupported, "hippynn.graphs.graph.GraphModule"));
-}
+// hippynn's real files are covered by tests/hippynn/.
 
 // --- refusals ---------------------------------------------------------------
 

@@ -1,5 +1,5 @@
 // Fuzz target: the whole open-and-load path on an in-memory .rckpt file
-// (rckpt::Load to host, checksums verified, chunks decoded on two workers),
+// (rckpt::Load mapped to host, checksums verified, chunks decoded on two workers),
 // then VerifyAll. Traps on a code other than Corruption / Unsupported, on a
 // multi-line message, or when Load and VerifyAll disagree.
 #include <vector>
@@ -31,8 +31,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     LoadOptions o;
     o.fs = &fs;
     o.threads = 2;
-    // Files may name devices this machine lacks: load everything to host.
-    o.map_location = MapLocation::To(Device::Cpu());
+    o.map_location = MapLocation::To(Device::Cpu());  // files may name absent GPUs
     Result<Checkpoint> ck = Load("/f.rckpt", o);
     fuzz::CheckOutcome(ck.status());
     fuzz::Check(ck.ok() == verified.ok());

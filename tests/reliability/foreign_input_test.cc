@@ -187,6 +187,25 @@ TEST(ForeignInputTest, SafetensorsRckptLayoutWithABadDeviceIsCorruption) {
   b[at] = std::byte{'a'};  // "apu"
   EXPECT_THAT(ImportSafetensorsFromBytes(b).status(),
               StatusIs(StatusCode::kCorruption, "invalid device 'apu'"));
+
+  // A device with a newline (a JSON "\n" escape) is quoted on one line.
+  std::string header = text.substr(8, text.size() - 8 - 16);
+  const size_t dev = header.find("cpu");
+  ASSERT_NE(dev, std::string::npos);
+  header.replace(dev, 3, "c\\\\nu");  // a JSON string inside a JSON string
+  const std::vector<std::byte> nl = Safetensors(header, 16);
+  const Status s = ImportSafetensorsFromBytes(nl).status();
+  EXPECT_THAT(s, StatusIs(StatusCode::kCorruption, "invalid device 'c\\x0au'"));
+  EXPECT_EQ(s.message().find('\n'), std::string::npos) << s.ToString();
+}
+
+TEST(ForeignInputTest, SafetensorsHeaderErrorsQuoteControlBytesOnOneLine) {
+  // A raw newline after a backslash, or where a value should start.
+  for (const char* header : {"{\"a\\\n\":1}", "{\"a\":\n\x01}", "{\"a\":\x01}"}) {
+    const Status s = ImportSafetensorsFromBytes(Safetensors(header, 0)).status();
+    EXPECT_EQ(s.code(), StatusCode::kCorruption) << s.ToString();
+    EXPECT_EQ(s.message().find('\n'), std::string::npos) << s.ToString();
+  }
 }
 
 TEST(ForeignInputTest, PyTorchStorageClaimsAreCheckedAgainstTheRecord) {
