@@ -274,3 +274,26 @@ TEST(CliTest, LoadReportsASmallFilesRateInMegabytesAndAMissingModelDeviceByFlag)
 
 }  // namespace
 }  // namespace rckpt
+
+namespace rckpt {
+namespace {
+
+TEST(CliTest, ImportErrorsQuoteThePathLikeRckptErrors) {
+  std::string hostile = std::string(RCKPT_TEST_DATA_DIR) + "/pytorch/hostile_eval.pt";
+  CliRun r = Cli("convert " + hostile + " " + testing::NewTempDir("hostile") + "/h.rckpt");
+  EXPECT_EQ(r.code, 5);
+  EXPECT_EQ(Lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("Unsupported: '" + hostile + "': pickle: refusing global 'builtins.eval'"),
+            std::string::npos)
+      << r.err;
+  std::string dir = testing::NewTempDir("badst");
+  { std::ofstream(dir + "/text.safetensors") << "hello\n"; }
+  CliRun st = Cli("inspect " + dir + "/text.safetensors");
+  EXPECT_EQ(st.code, 4);
+  EXPECT_EQ(Lines(st.err), 1) << st.err;
+  EXPECT_NE(st.err.find("Corruption: '" + dir + "/text.safetensors': "), std::string::npos)
+      << st.err;
+}
+
+}  // namespace
+}  // namespace rckpt
