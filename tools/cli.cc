@@ -5,6 +5,8 @@
 #include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <regex>
+#include <utility>
 
 #include "rckpt/tools.h"
 
@@ -92,9 +94,57 @@ Result<uint64_t> ParseCount(const std::string& flag, const std::string& text, ui
   return v;
 }
 
+Result<int64_t> ParseInt(const std::string& flag, const std::string& text, int64_t min,
+                         int64_t max) {
+  int64_t v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || p != text.data() + text.size() || v < min || v > max) {
+    return Status::InvalidArgument("--" + flag + " '" + text + "': expected an integer from " +
+                                   std::to_string(min) + " to " + std::to_string(max));
+  }
+  return v;
+}
+
+namespace {
+
+void ReplaceAll(std::string* s, std::string_view from, std::string_view to) {
+  for (size_t at = s->find(from); at != std::string::npos; at = s->find(from, at + to.size())) {
+    s->replace(at, from.size(), to);
+  }
+}
+
+// The library speaks in LoadOptions field names; a CLI user typed flags.
+std::string InFlagTerms(std::string text) {
+  ReplaceAll(&text, "model_device=\"auto\"", "--model-device auto");
+  ReplaceAll(&text, "or map_location (a device such as \"cpu\", or a tag map such as ",
+             "or --map-location (a device such as cpu, or a tag map such as ");
+  // {"cuda:1": "cpu"} -> cuda:1=cpu
+  static const std::regex kJsonMap(R"re(\{"([^"]+)": "([^"]+)"\})re");
+  text = std::regex_replace(text, kJsonMap, "$1=$2");
+  ReplaceAll(&text, "map_location and model_device are incompatible",
+             "--map-location and --model-device cannot be combined");
+  ReplaceAll(&text, "(map_location=", "(--map-location ");
+  ReplaceAll(&text, ", model_device=", ", --model-device ");
+  for (auto [field, flag] : {std::pair<std::string_view, std::string_view>{"map_location", "--map-location"},
+                             {"skip_sections", "--skip-sections"},
+                             {"model_device", "--model-device"},
+                             {"sections", "--sections"},
+                             {"staging_bytes", "--staging-bytes"}}) {
+    if (text.compare(0, field.size() + 1, std::string(field) + ":") == 0 ||
+        text.compare(0, field.size() + 1, std::string(field) + " ") == 0) {
+      text.replace(0, field.size(), flag);
+    }
+    ReplaceAll(&text, "): " + std::string(field) + " ", "): " + std::string(flag) + " ");
+  }
+  return text;
+}
+
+}  // namespace
+
 int Fail(std::string_view cmd, const Status& status) {
-  std::fprintf(stderr, "rckpt %.*s: %s\n", int(cmd.size()), cmd.data(),
-               status.ToString().c_str());
+  std::string_view code = StatusCodeName(status.code());
+  std::fprintf(stderr, "rckpt %.*s: %.*s: %s\n", int(cmd.size()), cmd.data(), int(code.size()),
+               code.data(), InFlagTerms(std::string(status.message())).c_str());
   return ExitCodeFor(status);
 }
 
@@ -136,15 +186,19 @@ void EndProgress() {
 
 std::string Rate(uint64_t bytes, double seconds) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f GB/s", seconds > 0 ? double(bytes) / seconds / 1e9 : 0.0);
+  double per_s = seconds > 0 ? double(bytes) / seconds : 0.0;
+  // Small transfers in MB/s: "0.00 GB/s" says nothing.
+  if (per_s >= 1e9) std::snprintf(buf, sizeof buf, "%.2f GB/s", per_s / 1e9);
+  else std::snprintf(buf, sizeof buf, "%.1f MB/s", per_s / 1e6);
   return buf;
 }
 
 std::string Bytes(uint64_t bytes) {
   char buf[32];
-  if (bytes < 10000) std::snprintf(buf, sizeof buf, "%llu B", (unsigned long long)bytes);
-  else if (bytes < 10'000'000) std::snprintf(buf, sizeof buf, "%.1f KB", bytes / 1e3);
-  else if (bytes < 10'000'000'000ull) std::snprintf(buf, sizeof buf, "%.1f MB", bytes / 1e6);
+  // Three significant digits at least, never "8536.1 KB".
+  if (bytes < 1000) std::snprintf(buf, sizeof buf, "%llu B", (unsigned long long)bytes);
+  else if (bytes < 1'000'000) std::snprintf(buf, sizeof buf, "%.1f KB", bytes / 1e3);
+  else if (bytes < 1'000'000'000) std::snprintf(buf, sizeof buf, "%.1f MB", bytes / 1e6);
   else std::snprintf(buf, sizeof buf, "%.2f GB", bytes / 1e9);
   return buf;
 }

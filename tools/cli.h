@@ -41,7 +41,14 @@ class Args {
 // Parses a non-negative decimal no larger than `max` for flag --<flag>.
 Result<uint64_t> ParseCount(const std::string& flag, const std::string& text, uint64_t max);
 
+// Parses a decimal integer from `min` to `max` (negative allowed) for flag
+// --<flag>; out-of-range values, overflow included, name the flag.
+Result<int64_t> ParseInt(const std::string& flag, const std::string& text, int64_t min,
+                         int64_t max);
+
 // Prints "rckpt <cmd>: <status message>" on stderr; returns the exit code.
+// Library option names in the message (map_location, model_device, sections,
+// ...) are rewritten as the flags a CLI user types.
 int Fail(std::string_view cmd, const Status& status);
 // Prints a usage error and the command's help hint; returns 2.
 int Usage(std::string_view cmd, std::string_view message);

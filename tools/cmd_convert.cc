@@ -1,5 +1,7 @@
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <system_error>
 
 #include "checkpoint_io.h"
 #include "cli.h"
@@ -26,6 +28,21 @@ Result<std::map<Device, Device>> ParseDeviceMap(const std::string& text) {
   }
   if (out.empty()) return Status::InvalidArgument("--set-device needs FROM=TO");
   return out;
+}
+
+Status CheckOutputPath(const std::string& out) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(out, ec)) {
+    return Status::InvalidArgument("output '" + out +
+                                   "' is a directory: expected a file path such as '" +
+                                   (std::filesystem::path(out) / "out.rckpt").string() + "'");
+  }
+  std::filesystem::path parent = std::filesystem::path(out).parent_path();
+  if (!parent.empty() && !std::filesystem::is_directory(parent, ec)) {
+    return Status::NotFound("output '" + out + "': directory '" + parent.string() +
+                            "' does not exist (create it first)");
+  }
+  return Status::Ok();
 }
 
 int RunConvert(std::vector<std::string> words) {
@@ -71,17 +88,14 @@ int RunConvert(std::vector<std::string> words) {
     else return Fail("convert", Status::InvalidArgument("--codec '" + *codec + "': expected none or zstd"));
   }
   if (level) {
-    char* end = nullptr;
-    long v = std::strtol(level->c_str(), &end, 10);
-    if (level->empty() || *end != '\0') {
-      return Fail("convert", Status::InvalidArgument("--level '" + *level + "': expected an integer"));
-    }
-    save.level = static_cast<int>(v);
+    auto v = ParseInt("level", *level, -7, 22);
+    if (!v.ok()) return Fail("convert", v.status());
+    save.level = static_cast<int>(*v);
   }
   if (chunk) {
-    auto v = ParseCount("chunk-size", *chunk, uint64_t{1} << 30);
+    auto v = ParseInt("chunk-size", *chunk, 1, int64_t{1} << 30);
     if (!v.ok()) return Fail("convert", v.status());
-    save.chunk_bytes = *v;
+    save.chunk_bytes = static_cast<uint64_t>(*v);
   }
   if (shuffle) {
     if (*shuffle == "auto") save.shuffle = Shuffle::kAuto;
@@ -97,6 +111,9 @@ int RunConvert(std::vector<std::string> words) {
   }
   const std::string& in = (*pos)[0];
   const std::string& out = (*pos)[1];
+  // Checked before the (possibly long) read of IN.
+  Status out_ok = CheckOutputPath(out);
+  if (!out_ok.ok()) return Fail("convert", out_ok);
   auto start = std::chrono::steady_clock::now();
   ImportReport report;
   auto ck = ReadCheckpoint(in, in_format, in_opts, &report);
@@ -125,8 +142,9 @@ int RunConvert(std::vector<std::string> words) {
   if (!s.ok()) return Fail("convert", s);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   uint64_t bytes = ck->TensorBytes();
-  std::printf("%s -> %s: %zu tensors, %zu RNG records, %s in %.2f s (%s)\n", in.c_str(),
-              out.c_str(), ck->tensors().size(), ck->rng().size(), Bytes(bytes).c_str(), secs,
+  std::printf("%s -> %s: %zu tensor%s, %zu RNG record%s, %s in %.2f s (%s)\n", in.c_str(),
+              out.c_str(), ck->tensors().size(), ck->tensors().size() == 1 ? "" : "s",
+              ck->rng().size(), ck->rng().size() == 1 ? "" : "s", Bytes(bytes).c_str(), secs,
               Rate(bytes, secs).c_str());
   return 0;
 }
@@ -147,12 +165,13 @@ input options:
   --from FMT, --to FMT   rckpt, pt or safetensors
   --strict               refuse files holding classes outside the known set
   --rng-key KEY          also treat uint8 tensors under KEY as RNG states
+                         (repeatable)
   --section KEY=SECTION  put top-level KEY into SECTION (repeatable)
 output options:
   --drop-objects         export inert objects as None instead of refusing
   --codec none|zstd      .rckpt output codec (default none)
-  --level N              zstd level (default 1)
-  --chunk-size BYTES     chunk size (default 4194304)
+  --level N              zstd level, -7 to 22 (default 1)
+  --chunk-size BYTES     chunk size, 1 to 1073741824 (default 4194304)
   --shuffle auto|on|off  byte-shuffle before zstd (auto: floating-point)
   --set-device FROM=TO   rewrite recorded origin devices, e.g. cuda:1=cuda:0
                          (repeatable or comma-separated; bytes unchanged)

@@ -72,7 +72,7 @@ or .safetensors files.
                       [{"kind","name","detail"}]} (docs/CLI.md)
 
 Exit codes: 0 identical, 1 different (the differences are listed), 2 usage,
-3 not found, 4 corrupt, 5 unsupported.
+3 not found, 4 corrupt, 5 unsupported (as for inspect), 7 I/O error.
 )",
     RunDiff};
 

@@ -51,7 +51,9 @@ PyTorch .pt/.pth or a .safetensors file: it is then shown as the checkpoint
 
   --json   one JSON object (schema_version 1, documented in docs/CLI.md)
 
-Exit codes: 0 ok, 2 usage, 3 not found, 4 corrupt, 5 unsupported version.
+Exit codes: 0 ok, 2 usage, 3 not found, 4 corrupt or not a checkpoint,
+5 unsupported (newer format version, legacy or TorchScript .pt, a pickle
+that would execute code), 7 I/O error.
 )",
     RunInspect};
 

@@ -23,9 +23,9 @@ int RunLoad(std::vector<std::string> words) {
   LoadOptions& o = placement.options;
   o.verify_checksums = !no_verify;
   if (staging) {
-    auto n = ParseCount("staging-bytes", *staging, uint64_t{1} << 40);
+    auto n = ParseInt("staging-bytes", *staging, 1, int64_t{1} << 40);
     if (!n.ok()) return Fail("load", n.status());
-    o.staging_bytes = *n;
+    o.staging_bytes = static_cast<uint64_t>(*n);
   }
   if (threads) {
     auto n = ParseCount("threads", *threads, 1024);
@@ -54,7 +54,8 @@ ring and where every tensor went. The loaded data is released afterwards.
 
   --no-verify         skip chunk checksums (they are checked by default)
   --staging-bytes N   size of the pinned staging ring for device-bound data
-  --threads N         decode threads (default: all cores)
+                      (default 67108864, 64 MiB)
+  --threads N         decode threads (default 0: all cores)
   --json              one JSON object (schema_version 1, docs/CLI.md)
 
 )") + kPlacementHelp + R"(

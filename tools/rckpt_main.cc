@@ -19,12 +19,12 @@ const CommandInfo* const kCommands[] = {
     &rckpt::cli::kConvert,
 };
 
-void PrintHelp() {
-  std::printf(
+void PrintHelp(std::FILE* to) {
+  std::fprintf(to,
       "rckpt - relocatable checkpoints for ML training runs\n\n"
       "usage: rckpt COMMAND [options]   (rckpt COMMAND --help for details)\n\ncommands:\n");
-  for (const CommandInfo* c : kCommands) std::printf("  %-9s %s\n", c->name, c->summary);
-  std::printf(
+  for (const CommandInfo* c : kCommands) std::fprintf(to, "  %-9s %s\n", c->name, c->summary);
+  std::fprintf(to,
       "\nexit codes: 0 ok, 1 differences found (diff), 2 usage or invalid options,\n"
       "            3 not found, 4 corrupt file, 5 unsupported, 6 device unavailable or\n"
       "            device error, 7 I/O error, 8 out of memory\n"
@@ -44,7 +44,8 @@ int main(int argc, char** argv) {
         }
       }
     }
-    PrintHelp();
+    // Without a command it is a usage error: the help goes to stderr.
+    PrintHelp(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
   if (!std::strcmp(argv[1], "--version")) {

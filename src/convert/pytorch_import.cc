@@ -552,7 +552,7 @@ Result<Checkpoint> ImportPyTorch(const std::string& path, const ImportOptions& o
   RCKPT_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> f, fs.OpenForRead(path));
   convert::Importer imp(*f, options);
   auto r = imp.Run(report);
-  if (!r.ok()) return r.status().WithContext(path);
+  if (!r.ok()) return r.status().WithContext("'" + path + "'");
   return r;
 }
 

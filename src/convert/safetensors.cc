@@ -336,7 +336,7 @@ Result<Checkpoint> ImportSafetensors(const std::string& path, const ImportOption
   FileSystem& fs = options.fs ? *options.fs : PosixFileSystem();
   RCKPT_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> f, fs.OpenForRead(path));
   auto r = convert::Import(*f, options, report);
-  if (!r.ok()) return r.status().WithContext(path);
+  if (!r.ok()) return r.status().WithContext("'" + path + "'");
   return r;
 }
 

@@ -85,7 +85,7 @@ Status AsStoredUnavailable(const TensorMeta& t, int count) {
       ", which does not exist here: this machine has " +
       DescribeCudaDevices(count) +
       "; pass model_device=\"auto\" (model tensors to cuda:0 when a CUDA "
-      "device is usable, everything else to host) or map_location (a device "
+      "device is usable, everything else to cpu) or map_location (a device "
       "such as \"cpu\", or a tag map such as " +
       map_example + ")");
 }

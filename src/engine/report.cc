@@ -110,16 +110,21 @@ Result<LoadReport> LoadForReport(const std::string& path, LoadOptions options) {
 }
 
 std::string RenderLoadText(const LoadReport& r) {
+  // Below 1 GB/s in MB/s: a small file's "0.00 GB/s" says nothing.
+  char rate[32];
+  double gbps = GigabytesPerSecond(r.stats);
+  if (gbps >= 1) std::snprintf(rate, sizeof rate, "%.2f GB/s", gbps);
+  else std::snprintf(rate, sizeof rate, "%.1f MB/s", gbps * 1e3);
   char line[512];
   std::snprintf(line, sizeof line,
                 "loaded %s with the %s runtime\n"
                 "  restored  %llu bytes (%llu read from the file)\n"
-                "  time      %.3f s, %.2f GB/s\n"
+                "  time      %.3f s, %s\n"
                 "  staging   high-water %llu of %llu bytes pinned\n",
                 r.path.c_str(), r.runtime.c_str(),
                 static_cast<unsigned long long>(r.stats.bytes_restored),
                 static_cast<unsigned long long>(r.stats.bytes_read),
-                r.stats.seconds, GigabytesPerSecond(r.stats),
+                r.stats.seconds, rate,
                 static_cast<unsigned long long>(r.stats.staging_high_water),
                 static_cast<unsigned long long>(r.stats.staging_capacity));
   return line + RenderPlanText(r.placements);
