@@ -41,6 +41,8 @@ class [[nodiscard]] Status {
  public:
   // An OK status.
   Status() = default;
+  // Control bytes in `message` (newlines included) are stored as \xNN: a
+  // message is always one line, whatever file bytes it quotes.
   Status(StatusCode code, std::string message);
 
   static Status Ok() { return Status(); }

@@ -212,7 +212,7 @@ class Parser {
       std::string key;
       RCKPT_RETURN_IF_ERROR(String(&key));
       for (const auto& m : v->members) {
-        if (m.first == key) return Err("duplicate member name '" + key.substr(0, 80) + "'");
+        if (m.first == key) return Err("duplicate member name '" + Printable(key.substr(0, 80)) + "'");
       }
       SkipWs();
       if (pos_ >= s_.size() || s_[pos_] != ':') return Err("expected ':'");

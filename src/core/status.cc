@@ -1,5 +1,7 @@
 #include "rckpt/status.h"
 
+#include <cstdio>
+
 namespace rckpt {
 
 std::string_view StatusCodeName(StatusCode code) {
@@ -17,8 +19,34 @@ std::string_view StatusCodeName(StatusCode code) {
   return "Unknown";
 }
 
+namespace {
+
+// Messages are one line by contract (the CLI prints them as such), and they
+// often quote names read from untrusted files: control bytes are written as
+// \xNN so no file can split or forge a message.
+std::string OneLine(std::string message) {
+  bool clean = true;
+  for (char c : message) clean &= !(static_cast<unsigned char>(c) < 0x20 || c == 0x7f);
+  if (clean) return message;
+  std::string out;
+  out.reserve(message.size() + 16);
+  for (char c : message) {
+    auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 Status::Status(StatusCode code, std::string message)
-    : code_(code), message_(std::move(message)) {}
+    : code_(code), message_(OneLine(std::move(message))) {}
 
 std::string Status::ToString() const {
   if (ok()) return "OK";
