@@ -12,6 +12,10 @@
 #
 # Needs clang with libFuzzer (Debian: clang, plus libclang-rt-<N>-dev on
 # clang >= 15; clang 14's libFuzzer ships with the clang package).
+# RCKPT_FUZZ_SEED=N and RCKPT_FUZZ_RUNS=N (CI sets both) make a run
+# reproducible: the same seed, corpus and binary explore the same inputs, so
+# a run that passes on one machine passes on another (the time bound still
+# applies). Without them every run explores afresh, as a developer wants.
 # Exit status: 0 when every target ran its time without a finding.
 set -euo pipefail
 
@@ -55,7 +59,12 @@ for fuzzer in "${fuzzers[@]}"; do
   # Corpus directories: the first receives new inputs, the seeds are read.
   dirs=("${work}")
   [[ -d "${seeds}" ]] && dirs+=("${seeds}")
-  if ! "${fuzzer}" -max_total_time="${seconds}" -timeout=10 \
+  repro=()
+  [[ -n "${RCKPT_FUZZ_SEED:-}" ]] && repro+=("-seed=${RCKPT_FUZZ_SEED}")
+  [[ -n "${RCKPT_FUZZ_RUNS:-}" ]] && repro+=("-runs=${RCKPT_FUZZ_RUNS}")
+  # Reproducible runs start from the committed seeds alone.
+  [[ -n "${RCKPT_FUZZ_SEED:-}" ]] && rm -rf "${work:?}"/*
+  if ! "${fuzzer}" "${repro[@]}" -max_total_time="${seconds}" -timeout=10 \
       -rss_limit_mb=2048 -print_final_stats=1 \
       -artifact_prefix="${build}/fuzz-artifacts/${name}-" "${dirs[@]}"; then
     failed+=("${name}")
