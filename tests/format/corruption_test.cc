@@ -34,20 +34,8 @@ class CorruptionTest : public ::testing::Test {
     return (*r)->VerifyAll();
   }
 
-  // Rebuilds the footer after the manifest was replaced.
   std::vector<std::byte> WithManifest(const std::vector<uint8_t>& manifest) {
-    std::vector<std::byte> out(good_.begin(), good_.begin() + manifest_.manifest_offset);
-    const auto* p = reinterpret_cast<const std::byte*>(manifest.data());
-    out.insert(out.end(), p, p + manifest.size());
-    Footer f;
-    f.manifest_offset = manifest_.manifest_offset;
-    f.manifest_size = manifest.size();
-    f.manifest_checksum = Checksum(std::as_bytes(std::span<const uint8_t>(manifest)));
-    f.data_end = manifest_.data_end;
-    f.file_size = out.size() + kFooterSize;
-    auto fb = EncodeFooter(f);
-    out.insert(out.end(), fb.begin(), fb.end());
-    return out;
+    return testing::WithManifest(good_, manifest_, manifest);
   }
 
   std::vector<ChunkMeta> AllChunks() const {

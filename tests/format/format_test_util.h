@@ -7,7 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "codec/codec.h"
 #include "format/file_reader.h"
+#include "format/layout.h"
 #include "rckpt/checkpoint.h"
 #include "rckpt/file.h"
 #include "rckpt/io.h"
@@ -47,6 +49,24 @@ inline Result<Checkpoint> LoadAllToHost(FileSystem& fs, const std::string& path,
   o.verify_checksums = verify;
   o.threads = 2;
   return Load(path, o);
+}
+
+// `file` with its manifest replaced by `manifest` and a footer to match
+// (`m` is the original file's manifest: where it starts, where data ends).
+inline std::vector<std::byte> WithManifest(const std::vector<std::byte>& file, const Manifest& m,
+                                           std::span<const uint8_t> manifest) {
+  std::vector<std::byte> out(file.begin(), file.begin() + m.manifest_offset);
+  const auto* p = reinterpret_cast<const std::byte*>(manifest.data());
+  out.insert(out.end(), p, p + manifest.size());
+  Footer f;
+  f.manifest_offset = m.manifest_offset;
+  f.manifest_size = manifest.size();
+  f.manifest_checksum = Checksum(std::as_bytes(manifest));
+  f.data_end = m.data_end;
+  f.file_size = out.size() + kFooterSize;
+  const auto fb = EncodeFooter(f);
+  out.insert(out.end(), fb.begin(), fb.end());
+  return out;
 }
 
 inline std::string Bytes(const Tensor& t) {

@@ -12,6 +12,7 @@
 
 #include "codec/codec.h"
 #include "format/file_reader.h"
+#include "format/format_test_util.h"
 #include "format/layout.h"
 #include "reliability/child_process.h"
 #include "rckpt/checkpoint_generated.h"
@@ -70,18 +71,7 @@ class ManifestSurgeryTest : public ::testing::Test {
 
   // The file with the patched manifest and a matching footer.
   std::vector<std::byte> Patched() const {
-    std::vector<std::byte> out(good_.begin(), good_.begin() + meta_.manifest_offset);
-    const auto* p = reinterpret_cast<const std::byte*>(manifest_.data());
-    out.insert(out.end(), p, p + manifest_.size());
-    Footer f;
-    f.manifest_offset = meta_.manifest_offset;
-    f.manifest_size = manifest_.size();
-    f.manifest_checksum = Checksum(std::as_bytes(std::span<const uint8_t>(manifest_)));
-    f.data_end = meta_.data_end;
-    f.file_size = out.size() + kFooterSize;
-    const auto fb = EncodeFooter(f);
-    out.insert(out.end(), fb.begin(), fb.end());
-    return out;
+    return testing::WithManifest(good_, meta_, manifest_);
   }
 
   // Opens the patched file and checks every chunk.
