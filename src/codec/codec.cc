@@ -1,5 +1,7 @@
 #include "codec/codec.h"
 
+#include "codec/xxh3_avx2.h"
+
 #include <xxhash.h>
 #include <zstd.h>
 #include <zstd_errors.h>
@@ -16,7 +18,20 @@
 
 namespace rckpt {
 
+#if defined(RCKPT_HAVE_XXH3_AVX2)
+namespace {
+const bool kCpuHasAvx2 = __builtin_cpu_supports("avx2");
+}  // namespace
+#endif
+
 uint64_t Checksum(std::span<const std::byte> data) {
+#if defined(RCKPT_HAVE_XXH3_AVX2)
+  if (kCpuHasAvx2) return internal::Xxh3Avx2(data.data(), data.size());
+#endif
+  return XXH3_64bits(data.data(), data.size());
+}
+
+uint64_t ChecksumPortable(std::span<const std::byte> data) {
   return XXH3_64bits(data.data(), data.size());
 }
 

@@ -12,7 +12,10 @@
 namespace rckpt {
 
 // XXH3-64 with seed 0 of `data`.
+// Uses the AVX2 build of XXH3 when the CPU has AVX2 (same value).
 uint64_t Checksum(std::span<const std::byte> data);
+// The same value from libxxhash's portable build (tests compare the two).
+uint64_t ChecksumPortable(std::span<const std::byte> data);
 
 // Byte shuffle with element size `elem` (>= 2): output byte j*n_elem + i is
 // input byte i*elem + j; a trailing partial element (size % elem bytes) is

@@ -75,6 +75,25 @@ TEST(ChecksumTest, HelloWorldMatchesKnownVector) {
   EXPECT_EQ(Checksum(Bytes("hello world")), 0xD447B1EA40E6988Bull);
 }
 
+// Checksum() may run an AVX2 build of XXH3; it must give libxxhash's value
+// for every length class XXH3 treats differently (0-16, 17-128, 129-240,
+// long inputs with partial stripes and blocks).
+TEST(ChecksumTest, MatchesPortableXxh3AtEveryLengthClass) {
+  std::vector<std::byte> data(70000);
+  for (size_t i = 0; i < data.size(); ++i) {
+    data[i] = static_cast<std::byte>((i * 2654435761u) >> 13);
+  }
+  for (size_t n = 0; n <= data.size(); n = n < 1100 ? n + 1 : n * 3 / 2 + 7) {
+    std::span<const std::byte> s(data.data(), n);
+    ASSERT_EQ(Checksum(s), ChecksumPortable(s)) << "length " << n;
+    // Unaligned start.
+    if (n > 0) {
+      std::span<const std::byte> u(data.data() + 1, n - 1);
+      ASSERT_EQ(Checksum(u), ChecksumPortable(u)) << "length " << n - 1 << " at +1";
+    }
+  }
+}
+
 TEST(ChecksumTest, EveryBitFlipChangesChecksum) {
   std::vector<std::byte> data = RandomBytes(300, 7);
   const uint64_t base = Checksum(data);
