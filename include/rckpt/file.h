@@ -25,6 +25,14 @@ class RandomAccessFile {
   // Reads exactly dst.size() bytes at `offset`. IoError on an OS failure,
   // Corruption ("truncated") when the file ends first.
   virtual Status ReadAt(uint64_t offset, std::span<std::byte> dst) const = 0;
+  // The whole file (Size() bytes) mapped into memory copy-on-write: writes
+  // through the pointer change this process's pages, never the file. The
+  // mapping lives while any copy of the pointer does. Unsupported where the
+  // file cannot be mapped (the default). Truncating the file while it is
+  // mapped makes reading the lost part fault the process (SIGBUS).
+  virtual Result<std::shared_ptr<std::byte>> MapPrivate() const {
+    return Status::Unsupported("this file cannot be mapped");
+  }
 };
 
 // A file being written sequentially. Not thread-safe.

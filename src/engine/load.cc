@@ -53,11 +53,13 @@ Result<Tensor> AllocateTensor(DeviceRuntime& runtime, const TensorMeta& t,
 // (docs/PERFORMANCE.md). The block lives until its last tensor is gone.
 class HostArena {
  public:
-  static Result<HostArena> Create(const Manifest& m, const LoadPlan& plan) {
+  // Space for the host tensors of `plan` not marked in `mapped`.
+  static Result<HostArena> Create(const Manifest& m, const LoadPlan& plan,
+                                  const std::vector<bool>& mapped) {
     HostArena a;
     uint64_t total = 0;
     for (size_t k = 0; k < plan.tensor_index.size(); ++k) {
-      if (!plan.placements[k].target.is_cpu()) continue;
+      if (!plan.placements[k].target.is_cpu() || mapped[k]) continue;
       total += AlignUp64(m.tensors[plan.tensor_index[k]].nbytes);
     }
     if (total < kHugeBlockBytes) return a;
@@ -83,8 +85,34 @@ class HostArena {
   uint64_t used_ = 0;
 };
 
-PipelineOptions PipelineOptionsOf(const LoadOptions& o, DeviceRuntime& rt) {
+// Whether a host tensor can alias the mapped file: every chunk stored raw,
+// unshuffled and contiguous, starting 64-byte aligned.
+bool CanAliasFile(const TensorMeta& t) {
+  if (t.nbytes == 0 || t.chunks.empty() || t.chunks[0].offset % 64 != 0) {
+    return false;
+  }
+  for (const ChunkMeta& c : t.chunks) {
+    if (c.codec != Codec::kNone || c.shuffle_elem != 0 ||
+        c.offset != t.chunks[0].offset + c.tensor_offset) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The file mapped for a load with map_file, or null (not asked for, or the
+// file cannot be mapped: the load then reads as usual).
+std::shared_ptr<std::byte> MapForLoad(const FileReader& reader,
+                                      const LoadOptions& o) {
+  if (!o.map_file) return nullptr;
+  Result<std::shared_ptr<std::byte>> m = reader.file().MapPrivate();
+  return m.ok() ? *m : nullptr;
+}
+
+PipelineOptions PipelineOptionsOf(const LoadOptions& o, DeviceRuntime& rt,
+                                  const std::byte* mapped_file) {
   PipelineOptions p;
+  p.mapped_file = mapped_file;
   p.runtime = &rt;
   p.verify_checksums = o.verify_checksums;
   p.threads = o.threads;
@@ -115,14 +143,29 @@ Result<std::vector<Tensor>> Restore(const FileReader& reader,
                                     DeviceRuntime& runtime,
                                     PipelineStats* stats) {
   const Manifest& m = reader.manifest();
+  const size_t n = plan.tensor_index.size();
   std::vector<Tensor> tensors;
   std::vector<TensorDest> dests;
-  tensors.reserve(plan.tensor_index.size());
-  dests.reserve(plan.tensor_index.size());
-  RCKPT_ASSIGN_OR_RETURN(HostArena arena, HostArena::Create(m, plan));
-  for (size_t k = 0; k < plan.tensor_index.size(); ++k) {
+  tensors.reserve(n);
+  dests.reserve(n);
+  const std::shared_ptr<std::byte> mapping = MapForLoad(reader, options);
+  std::vector<bool> aliased(n, false);
+  for (size_t k = 0; k < n && mapping != nullptr; ++k) {
+    aliased[k] = plan.placements[k].target.is_cpu() &&
+                 CanAliasFile(m.tensors[plan.tensor_index[k]]);
+  }
+  RCKPT_ASSIGN_OR_RETURN(HostArena arena, HostArena::Create(m, plan, aliased));
+  for (size_t k = 0; k < n; ++k) {
     const TensorMeta& t = m.tensors[plan.tensor_index[k]];
     const Device target = plan.placements[k].target;
+    if (aliased[k]) {
+      std::byte* p = mapping.get() + t.chunks[0].offset;
+      Tensor tensor = Tensor::Adopt(t.dtype, t.shape, Device::Cpu(),
+                                    std::shared_ptr<void>(mapping, p), p);
+      dests.push_back(TensorDest{&t, target, p, /*in_place=*/true});
+      tensors.push_back(std::move(tensor));
+      continue;
+    }
     RCKPT_ASSIGN_OR_RETURN(Tensor tensor, target.is_cpu() && arena.active()
                                               ? arena.Take(t)
                                               : AllocateTensor(runtime, t, target));
@@ -130,7 +173,7 @@ Result<std::vector<Tensor>> Restore(const FileReader& reader,
     tensors.push_back(std::move(tensor));
   }
   RCKPT_RETURN_IF_ERROR(RunLoadPipeline(
-      reader, dests, PipelineOptionsOf(options, runtime), stats));
+      reader, dests, PipelineOptionsOf(options, runtime, mapping.get()), stats));
   return tensors;
 }
 
@@ -273,8 +316,10 @@ Status LoadInto(const std::string& path, const std::vector<LoadTarget>& targets,
     }
   }
   PipelineStats ps;
+  const std::shared_ptr<std::byte> mapping = MapForLoad(*f.reader, options);
   RCKPT_RETURN_IF_ERROR(RunLoadPipeline(
-      *f.reader, dests, PipelineOptionsOf(options, *f.runtime), &ps));
+      *f.reader, dests, PipelineOptionsOf(options, *f.runtime, mapping.get()),
+      &ps));
   FillStats(options, *f.reader, ps, f.start, 0);
   return Status::Ok();
 }

@@ -13,21 +13,38 @@
 
 #include "codec/codec.h"
 #include "engine/staging_ring.h"
+#include "util/host_memory.h"
 #include "util/thread_pool.h"
 
 namespace rckpt {
 namespace {
 
-struct Job {
+// One chunk of one destination.
+struct Item {
   const TensorDest* dest;
   size_t chunk;
 };
 
-// The async work of one device: a stream, the lock that keeps a chunk's
-// copy + unshuffle + event together in stream order, and the scratch buffer
-// shuffled chunks land in before the device un-shuffles them. One scratch
-// suffices because the stream is in order: the next copy into it is queued
-// behind the previous un-shuffle.
+// Items [begin, end) of the file-ordered item list, run by one worker. A job
+// of several items holds small host chunks that lie close together in the
+// file: they are read with one pread (or straight from the mapping) and
+// their bookkeeping (one task, one wake-up) is paid once, which is what a
+// checkpoint of thousands of small tensors spends its time on otherwise.
+struct Job {
+  size_t begin;
+  size_t end;
+};
+
+// Chunks up to kBatchChunkBytes may share a job, whose read spans at most
+// kBatchSpanBytes and skips at most kBatchGapBytes of padding between them.
+constexpr uint64_t kBatchChunkBytes = 256ull << 10;
+constexpr uint64_t kBatchSpanBytes = 1ull << 20;
+constexpr uint64_t kBatchGapBytes = 4096;
+
+// The calling thread is woken to report progress every kProgressStep bytes
+// (and at the end or on failure), not after every chunk.
+constexpr uint64_t kProgressStep = 4ull << 20;
+
 struct DeviceLane {
   Device device;
   Stream stream;
@@ -37,12 +54,13 @@ struct DeviceLane {
 };
 
 // Reusable host buffers for stored (compressed) bytes and decode scratch;
-// as many exist as workers ever ran at once.
+// as many exist as workers ever ran at once. They are never zero-filled and
+// large ones are huge-page blocks (util/host_memory.h).
 class BufferPool {
  public:
   struct Buffers {
-    std::vector<std::byte> stored;
-    std::vector<std::byte> scratch;
+    ScratchBuffer stored;
+    ScratchBuffer scratch;
   };
   std::unique_ptr<Buffers> Take() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -83,28 +101,44 @@ class LoadRun {
  private:
   Status SetUpDevices(const std::vector<TensorDest>& dests);
   Status TearDownDevices();
+  std::vector<Job> MakeJobs() const;
   void RunJob(const Job& job);
-  Status DoJob(const Job& job);
-  Status ReadAndDecode(const TensorMeta& t, size_t ci, std::span<std::byte> dst,
-                       bool keep_shuffled);
-  Status DeviceChunk(const TensorDest& dest, size_t ci);
+  Status DoJob(const Job& job, BufferPool::Buffers& b);
+  Status Decode(const TensorMeta& t, size_t ci, std::span<std::byte> dst,
+                const std::byte* stored, bool keep_shuffled, bool in_place,
+                BufferPool::Buffers& b);
+  Status VerifyRaw(const TensorMeta& t, size_t ci,
+                   std::span<const std::byte> raw) const;
+  Status DeviceChunk(const TensorDest& dest, size_t ci, BufferPool::Buffers& b);
   Status CopyFromSlot(DeviceLane& lane, std::byte* dst, StagingRing::Slot slot,
                       uint32_t shuffle_elem);
   void Fail(Status s);
+
+  const ChunkMeta& ChunkOf(const Item& it) const {
+    return it.dest->tensor->chunks[it.chunk];
+  }
+  // The chunk's stored bytes when the file is mapped, else null.
+  const std::byte* Mapped(const ChunkMeta& c) const {
+    return options_.mapped_file != nullptr ? options_.mapped_file + c.offset
+                                           : nullptr;
+  }
 
   const FileReader& reader_;
   const PipelineOptions& options_;
   std::unique_ptr<StagingRing> ring_;
   std::map<int, std::unique_ptr<DeviceLane>> lanes_;
   BufferPool buffers_;
+  std::vector<Item> items_;  // in file order
 
   std::atomic<uint64_t> bytes_read_{0};
   std::atomic<bool> failed_{false};
   std::mutex mu_;
   std::condition_variable cv_;
   Status error_;
+  size_t jobs_total_ = 0;
   size_t jobs_done_ = 0;
   uint64_t bytes_done_ = 0;
+  uint64_t bytes_woken_ = 0;  // bytes_done_ when the caller was last woken
 };
 
 void LoadRun::Fail(Status s) {
@@ -113,39 +147,57 @@ void LoadRun::Fail(Status s) {
   failed_ = true;
 }
 
-Status LoadRun::ReadAndDecode(const TensorMeta& t, size_t ci,
-                              std::span<std::byte> dst, bool keep_shuffled) {
+Status LoadRun::VerifyRaw(const TensorMeta& t, size_t ci,
+                          std::span<const std::byte> raw) const {
+  if (!options_.verify_checksums) return Status::Ok();
+  const ChunkMeta& c = t.chunks[ci];
+  const uint64_t sum = Checksum(raw);
+  if (sum != c.checksum) {
+    return Status::Corruption(ChunkWhere(t, ci) +
+                              ": checksum mismatch: expected " +
+                              Hex(c.checksum) + ", computed " + Hex(sum));
+  }
+  return Status::Ok();
+}
+
+// Fills `dst` with the raw bytes of chunk `ci` (kept byte-shuffled when
+// `keep_shuffled`). `stored` points at the chunk's stored bytes when they
+// are already in memory (the mapped file, a job's shared read), else it is
+// null and they are read here. `in_place`: `dst` already is the stored
+// bytes (a tensor aliasing the mapped file), so only the checksum is left.
+Status LoadRun::Decode(const TensorMeta& t, size_t ci, std::span<std::byte> dst,
+                       const std::byte* stored, bool keep_shuffled,
+                       bool in_place, BufferPool::Buffers& b) {
   const ChunkMeta& c = t.chunks[ci];
   if (c.codec == Codec::kNone && (c.shuffle_elem == 0 || keep_shuffled)) {
-    // Stored bytes are the wanted bytes: read them in place.
+    // Stored bytes are the wanted bytes.
     if (c.stored_size != dst.size()) {
       return Status::Corruption(
           ChunkWhere(t, ci) + ": stored size " + std::to_string(c.stored_size) +
           " of an uncompressed chunk, expected raw size " +
           std::to_string(dst.size()));
     }
-    RCKPT_RETURN_IF_ERROR(reader_.file().ReadAt(c.offset, dst));
-    bytes_read_ += c.stored_size;
-    if (options_.verify_checksums) {
-      const uint64_t sum = Checksum(dst);
-      if (sum != c.checksum) {
-        return Status::Corruption(ChunkWhere(t, ci) +
-                                  ": checksum mismatch: expected " +
-                                  Hex(c.checksum) + ", computed " + Hex(sum));
-      }
+    if (in_place) {
+      // Nothing to move.
+    } else if (stored != nullptr) {
+      std::memcpy(dst.data(), stored, dst.size());
+    } else {
+      RCKPT_RETURN_IF_ERROR(reader_.file().ReadAt(c.offset, dst));
+      bytes_read_ += c.stored_size;
     }
-    return Status::Ok();
+    return VerifyRaw(t, ci, dst);
   }
-  std::unique_ptr<BufferPool::Buffers> b = buffers_.Take();
-  b->stored.resize(c.stored_size);
-  Status s = reader_.ReadStored(c, b->stored);
-  if (s.ok()) {
+  std::span<const std::byte> in;
+  if (stored != nullptr) {
+    in = {stored, c.stored_size};
+  } else {
+    std::span<std::byte> buf = b.stored.Get(c.stored_size);
+    RCKPT_RETURN_IF_ERROR(reader_.ReadStored(c, buf));
     bytes_read_ += c.stored_size;
-    s = reader_.DecodeChunk(t, ci, b->stored, dst, b->scratch,
-                            options_.verify_checksums, keep_shuffled);
+    in = buf;
   }
-  buffers_.Give(std::move(b));
-  return s;
+  return reader_.DecodeChunk(t, ci, in, dst, b.scratch,
+                             options_.verify_checksums, keep_shuffled);
 }
 
 Status LoadRun::CopyFromSlot(DeviceLane& lane, std::byte* dst,
@@ -187,15 +239,18 @@ Status LoadRun::CopyFromSlot(DeviceLane& lane, std::byte* dst,
   return Status::Ok();
 }
 
-Status LoadRun::DeviceChunk(const TensorDest& dest, size_t ci) {
+Status LoadRun::DeviceChunk(const TensorDest& dest, size_t ci,
+                            BufferPool::Buffers& b) {
   const TensorMeta& t = *dest.tensor;
   const ChunkMeta& c = t.chunks[ci];
   DeviceLane& lane = *lanes_.at(dest.device.index);
   std::byte* dst = static_cast<std::byte*>(dest.data) + c.tensor_offset;
+  if (Mapped(c) != nullptr) bytes_read_ += c.stored_size;
   if (c.raw_size <= ring_->slot_bytes()) {
     RCKPT_ASSIGN_OR_RETURN(StagingRing::Slot slot, ring_->Acquire(c.raw_size));
     const bool shuffled = c.shuffle_elem >= 2;
-    Status s = ReadAndDecode(t, ci, {slot.data, c.raw_size}, shuffled);
+    Status s = Decode(t, ci, {slot.data, c.raw_size}, Mapped(c), shuffled,
+                      /*in_place=*/false, b);
     if (!s.ok()) {
       ring_->Release(slot);
       return s;
@@ -210,7 +265,8 @@ Status LoadRun::DeviceChunk(const TensorDest& dest, size_t ci) {
                                std::to_string(c.raw_size) +
                                " bytes of host memory to decode it");
   }
-  RCKPT_RETURN_IF_ERROR(ReadAndDecode(t, ci, {whole.get(), c.raw_size}, false));
+  RCKPT_RETURN_IF_ERROR(Decode(t, ci, {whole.get(), c.raw_size}, Mapped(c),
+                               /*keep_shuffled=*/false, /*in_place=*/false, b));
   for (uint64_t off = 0; off < c.raw_size; off += ring_->slot_bytes()) {
     if (failed_) return Status::Ok();  // someone else's error wins
     const uint64_t n = std::min(ring_->slot_bytes(), c.raw_size - off);
@@ -221,32 +277,96 @@ Status LoadRun::DeviceChunk(const TensorDest& dest, size_t ci) {
   return Status::Ok();
 }
 
-Status LoadRun::DoJob(const Job& job) {
-  const TensorDest& dest = *job.dest;
-  const TensorMeta& t = *dest.tensor;
-  const ChunkMeta& c = t.chunks[job.chunk];
-  if (dest.device.is_cpu()) {
-    std::byte* dst = static_cast<std::byte*>(dest.data) + c.tensor_offset;
-    return ReadAndDecode(t, job.chunk, {dst, c.raw_size}, false);
+Status LoadRun::DoJob(const Job& job, BufferPool::Buffers& b) {
+  if (job.end - job.begin == 1) {
+    const Item& it = items_[job.begin];
+    const TensorDest& d = *it.dest;
+    const ChunkMeta& c = ChunkOf(it);
+    if (!d.device.is_cpu()) return DeviceChunk(d, it.chunk, b);
+    std::byte* dst = static_cast<std::byte*>(d.data) + c.tensor_offset;
+    if (Mapped(c) != nullptr) bytes_read_ += c.stored_size;
+    return Decode(*d.tensor, it.chunk, {dst, c.raw_size}, Mapped(c),
+                  /*keep_shuffled=*/false, d.in_place, b);
   }
-  return DeviceChunk(dest, job.chunk);
+  // Several small host chunks: one read for all of them, unless mapped.
+  const uint64_t first = ChunkOf(items_[job.begin]).offset;
+  const ChunkMeta& last_chunk = ChunkOf(items_[job.end - 1]);
+  const uint64_t span = last_chunk.offset + last_chunk.stored_size - first;
+  const std::byte* base = options_.mapped_file != nullptr
+                              ? options_.mapped_file + first
+                              : nullptr;
+  if (base == nullptr) {
+    std::span<std::byte> buf = b.stored.Get(span);
+    RCKPT_RETURN_IF_ERROR(reader_.file().ReadAt(first, buf));
+    base = buf.data();
+  }
+  bytes_read_ += span;
+  // Decode leaves b.stored (which may hold the shared read) alone when it is
+  // given the stored bytes.
+  for (size_t k = job.begin; k < job.end && !failed_; ++k) {
+    const Item& it = items_[k];
+    const TensorDest& d = *it.dest;
+    const ChunkMeta& c = ChunkOf(it);
+    std::byte* dst = static_cast<std::byte*>(d.data) + c.tensor_offset;
+    RCKPT_RETURN_IF_ERROR(Decode(*d.tensor, it.chunk, {dst, c.raw_size},
+                                 base + (c.offset - first),
+                                 /*keep_shuffled=*/false, d.in_place, b));
+  }
+  return Status::Ok();
 }
 
 void LoadRun::RunJob(const Job& job) {
   Status s;
   if (!failed_) {
+    std::unique_ptr<BufferPool::Buffers> b = buffers_.Take();
     try {
-      s = DoJob(job);
+      s = DoJob(job, *b);
     } catch (const std::bad_alloc&) {
-      s = Status::OutOfMemory(ChunkWhere(*job.dest->tensor, job.chunk) +
+      const Item& it = items_[job.begin];
+      s = Status::OutOfMemory(ChunkWhere(*it.dest->tensor, it.chunk) +
                               ": out of host memory");
     }
+    buffers_.Give(std::move(b));
   }
   if (!s.ok()) Fail(s);
+  uint64_t raw = 0;
+  for (size_t k = job.begin; k < job.end; ++k) raw += ChunkOf(items_[k]).raw_size;
   std::lock_guard<std::mutex> lock(mu_);
   ++jobs_done_;
-  bytes_done_ += job.dest->tensor->chunks[job.chunk].raw_size;
-  cv_.notify_all();
+  bytes_done_ += raw;
+  if (jobs_done_ == jobs_total_ || !s.ok() ||
+      (options_.progress && bytes_done_ - bytes_woken_ >= kProgressStep)) {
+    bytes_woken_ = bytes_done_;
+    cv_.notify_all();
+  }
+}
+
+std::vector<Job> LoadRun::MakeJobs() const {
+  std::vector<Job> jobs;
+  auto batchable = [&](const Item& it) {
+    return it.dest->device.is_cpu() &&
+           ChunkOf(it).stored_size <= kBatchChunkBytes;
+  };
+  size_t k = 0;
+  while (k < items_.size()) {
+    Job job{k, k + 1};
+    if (batchable(items_[k])) {
+      const uint64_t first = ChunkOf(items_[k]).offset;
+      uint64_t end = first + ChunkOf(items_[k]).stored_size;
+      while (job.end < items_.size() && batchable(items_[job.end])) {
+        const ChunkMeta& c = ChunkOf(items_[job.end]);
+        if (c.offset < end || c.offset - end > kBatchGapBytes ||
+            c.offset + c.stored_size - first > kBatchSpanBytes) {
+          break;
+        }
+        end = c.offset + c.stored_size;
+        ++job.end;
+      }
+    }
+    jobs.push_back(job);
+    k = job.end;
+  }
+  return jobs;
 }
 
 Status LoadRun::SetUpDevices(const std::vector<TensorDest>& dests) {
@@ -305,19 +425,20 @@ Status LoadRun::Run(const std::vector<TensorDest>& dests,
     return setup;
   }
 
-  std::vector<Job> jobs;
   uint64_t total = 0;
   for (const TensorDest& d : dests) {
     for (size_t ci = 0; ci < d.tensor->chunks.size(); ++ci) {
-      jobs.push_back(Job{&d, ci});
+      items_.push_back(Item{&d, ci});
       total += d.tensor->chunks[ci].raw_size;
     }
   }
-  // File order keeps the reads sequential on disk.
-  std::sort(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) {
-    return a.dest->tensor->chunks[a.chunk].offset <
-           b.dest->tensor->chunks[b.chunk].offset;
+  // File order keeps the reads sequential on disk and lets neighbours share
+  // a read.
+  std::sort(items_.begin(), items_.end(), [this](const Item& a, const Item& b) {
+    return ChunkOf(a).offset < ChunkOf(b).offset;
   });
+  const std::vector<Job> jobs = MakeJobs();
+  jobs_total_ = jobs.size();
 
   {
     ThreadPool pool(ResolveThreads(options_.threads));
@@ -326,19 +447,25 @@ Status LoadRun::Run(const std::vector<TensorDest>& dests,
     }
     std::unique_lock<std::mutex> lock(mu_);
     uint64_t reported = UINT64_MAX;
+    // Reports progress when it moved; the last report (after every job, when
+    // nothing failed) is always made, even when the workers finished before
+    // this thread first looked.
+    auto report = [&] {
+      if (!options_.progress || bytes_done_ == reported || !error_.ok()) return;
+      reported = bytes_done_;
+      lock.unlock();
+      const bool go_on = options_.progress(reported, total);
+      lock.lock();
+      if (!go_on && error_.ok()) {
+        error_ = Status::IoError("cancelled");
+        failed_ = true;
+      }
+    };
     while (jobs_done_ < jobs.size()) {
       cv_.wait(lock);
-      if (options_.progress && bytes_done_ != reported && error_.ok()) {
-        reported = bytes_done_;
-        lock.unlock();
-        const bool go_on = options_.progress(reported, total);
-        lock.lock();
-        if (!go_on && error_.ok()) {
-          error_ = Status::IoError("cancelled");
-          failed_ = true;
-        }
-      }
+      report();
     }
+    report();
   }  // the pool joins here
 
   Status teardown = TearDownDevices();

@@ -35,6 +35,10 @@ struct TensorDest {
   const TensorMeta* tensor = nullptr;
   Device device;
   void* data = nullptr;
+  // `data` already holds the tensor's stored bytes: it points into
+  // PipelineOptions::mapped_file (raw chunks only), so the pipeline only
+  // verifies checksums.
+  bool in_place = false;
 };
 
 struct PipelineOptions {
@@ -43,6 +47,10 @@ struct PipelineOptions {
   int threads = 0;  // 0: all cores
   uint64_t staging_bytes = 64ull << 20;
   ProgressCallback progress;  // called on the calling thread
+  // The whole file mapped into memory (RandomAccessFile::MapPrivate), or
+  // null. When set, stored bytes are decoded straight from it: no pread, no
+  // copy of compressed bytes.
+  const std::byte* mapped_file = nullptr;
 };
 
 struct PipelineStats {

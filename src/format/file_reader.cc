@@ -113,7 +113,7 @@ Status FileReader::ReadStored(const ChunkMeta& chunk, std::span<std::byte> store
 
 Status FileReader::DecodeChunk(const TensorMeta& tensor, size_t chunk_index,
                                std::span<const std::byte> stored, std::span<std::byte> dst,
-                               std::vector<std::byte>& scratch, bool verify,
+                               ScratchBuffer& scratch, bool verify,
                                bool keep_shuffled) const {
   const ChunkMeta& c = tensor.chunks[chunk_index];
   auto where = [&] {
@@ -140,16 +140,17 @@ Status FileReader::DecodeChunk(const TensorMeta& tensor, size_t chunk_index,
     Status s = ZstdDecompressExact(stored, dst);
     return s.ok() ? s : Status::Corruption(where() + ": " + s.message());
   }
-  scratch.resize(c.raw_size);
-  Status s = ZstdDecompressExact(stored, scratch);
+  std::span<std::byte> shuffled = scratch.Get(c.raw_size);
+  Status s = ZstdDecompressExact(stored, shuffled);
   if (!s.ok()) return Status::Corruption(where() + ": " + s.message());
-  UnshuffleBytes(scratch, dst, c.shuffle_elem);
+  UnshuffleBytes(shuffled, dst, c.shuffle_elem);
   return Status::Ok();
 }
 
 Status FileReader::ReadTensorToHost(const TensorMeta& tensor, std::span<std::byte> dst,
                                     bool verify) const {
-  std::vector<std::byte> stored, scratch;
+  std::vector<std::byte> stored;
+  ScratchBuffer scratch;
   for (size_t i = 0; i < tensor.chunks.size(); ++i) {
     const ChunkMeta& c = tensor.chunks[i];
     std::span<std::byte> out = dst.subspan(c.tensor_offset, c.raw_size);
@@ -189,7 +190,8 @@ Status FileReader::VerifyAll(const ProgressCallback& progress) const {
     pool.ParallelFor(end - begin, [&](size_t k) {
       const Item& it = items[begin + k];
       const ChunkMeta& c = it.tensor->chunks[it.chunk];
-      std::vector<std::byte> stored(c.stored_size), raw(c.raw_size), scratch;
+      std::vector<std::byte> stored(c.stored_size), raw(c.raw_size);
+      ScratchBuffer scratch;
       Status s = ReadStored(c, stored);
       if (s.ok()) s = DecodeChunk(*it.tensor, it.chunk, stored, raw, scratch, /*verify=*/true);
       results[k] = s;

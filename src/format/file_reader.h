@@ -13,6 +13,7 @@
 #include "rckpt/checkpoint.h"
 #include "rckpt/file.h"
 #include "rckpt/options.h"
+#include "util/host_memory.h"
 
 namespace rckpt {
 
@@ -75,12 +76,12 @@ class FileReader {
 
   // Turns stored bytes into raw bytes: checks the checksum when `verify`,
   // decompresses, unshuffles. `dst` has chunk.raw_size bytes. `scratch` is
-  // resized as needed (used when a chunk is both compressed and shuffled).
+  // grown as needed (used when a chunk is both compressed and shuffled).
   // When `keep_shuffled` is true the shuffle filter is not undone (the caller
   // unshuffles on the device). Corruption names tensor, chunk and what failed.
   Status DecodeChunk(const TensorMeta& tensor, size_t chunk_index,
                      std::span<const std::byte> stored, std::span<std::byte> dst,
-                     std::vector<std::byte>& scratch, bool verify,
+                     ScratchBuffer& scratch, bool verify,
                      bool keep_shuffled = false) const;
 
   // Reads and decodes a whole tensor into host memory `dst` (nbytes).

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -63,6 +64,18 @@ class MemRandomAccessFile final : public RandomAccessFile {
       std::memcpy(dst.data(), data_->bytes.data() + offset, dst.size());
     }
     return Status::Ok();
+  }
+
+  // A private copy of the bytes, page-aligned as a real mapping is, so the
+  // mapped load path runs on in-memory files too.
+  Result<std::shared_ptr<std::byte>> MapPrivate() const override {
+    std::shared_lock<std::shared_mutex> lock(data_->mu);
+    const size_t n = data_->bytes.size();
+    void* p = std::aligned_alloc(4096, (std::max<size_t>(n, 1) + 4095) & ~size_t{4095});
+    if (p == nullptr) return Status::OutOfMemory("mapping '" + path_ + "'");
+    if (n > 0) std::memcpy(p, data_->bytes.data(), n);
+    return std::shared_ptr<std::byte>(static_cast<std::byte*>(p),
+                                      [](std::byte* q) { std::free(q); });
   }
 
  private:

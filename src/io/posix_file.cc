@@ -2,12 +2,14 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
+#include <limits>
 #include <system_error>
 #include <utility>
 
@@ -79,6 +81,18 @@ class PosixRandomAccessFile final : public RandomAccessFile {
       done += static_cast<size_t>(got);
     }
     return Status::Ok();
+  }
+
+  Result<std::shared_ptr<std::byte>> MapPrivate() const override {
+    if (size_ == 0 || size_ > std::numeric_limits<size_t>::max()) {
+      return Status::Unsupported("'" + path_ + "' cannot be mapped (size " +
+                                 std::to_string(size_) + ")");
+    }
+    const size_t len = static_cast<size_t>(size_);
+    void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd_, 0);
+    if (p == MAP_FAILED) return ErrnoStatus("mmap", path_, errno);
+    return std::shared_ptr<std::byte>(static_cast<std::byte*>(p),
+                                      [len](std::byte* q) { ::munmap(q, len); });
   }
 
  private:

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <new>
 
 namespace rckpt {
 namespace {
@@ -40,6 +41,16 @@ std::shared_ptr<void> AllocateHostBlock(uint64_t bytes, bool zero) {
   if (p == nullptr) return nullptr;
   if (zero) std::memset(p, 0, size);
   return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+}
+
+std::span<std::byte> ScratchBuffer::Get(uint64_t bytes) {
+  if (bytes > size_ || block_ == nullptr) {
+    block_.reset();
+    block_ = AllocateHostBlock(bytes, /*zero=*/false);
+    if (block_ == nullptr) throw std::bad_alloc();
+    size_ = bytes;
+  }
+  return {static_cast<std::byte*>(block_.get()), static_cast<size_t>(bytes)};
 }
 
 }  // namespace rckpt

@@ -13,7 +13,9 @@
 #define RCKPT_SRC_UTIL_HOST_MEMORY_H_
 
 #include <cstdint>
+#include <cstddef>
 #include <memory>
+#include <span>
 
 namespace rckpt {
 
@@ -24,6 +26,21 @@ inline constexpr uint64_t kHugeBlockMaxBytes = 128ull << 20;
 // zero-filled when `zero`; freed when the last owner goes. nullptr when the
 // memory cannot be had.
 std::shared_ptr<void> AllocateHostBlock(uint64_t bytes, bool zero);
+
+// A reusable work buffer whose contents are never initialised: a
+// std::vector would zero every byte it grows by, a second pass over memory
+// that is about to be overwritten. Grows in place of the old block (contents
+// are not kept). Not thread-safe.
+class ScratchBuffer {
+ public:
+  // At least `bytes` bytes, 64-byte aligned. std::bad_alloc when the memory
+  // cannot be had (the load pipeline reports it as OutOfMemory).
+  std::span<std::byte> Get(uint64_t bytes);
+
+ private:
+  std::shared_ptr<void> block_;
+  uint64_t size_ = 0;
+};
 
 }  // namespace rckpt
 
