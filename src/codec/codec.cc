@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <string>
 
 #if defined(__SSE2__)
@@ -33,6 +34,49 @@ uint64_t Checksum(std::span<const std::byte> data) {
 
 uint64_t ChecksumPortable(std::span<const std::byte> data) {
   return XXH3_64bits(data.data(), data.size());
+}
+
+ChecksumStream::ChecksumStream() : state_(nullptr), avx2_(false) {
+#if defined(RCKPT_HAVE_XXH3_AVX2)
+  if (kCpuHasAvx2) {
+    avx2_ = true;
+    state_ = internal::Xxh3Avx2NewState();
+  }
+#endif
+  if (!avx2_) {
+    XXH3_state_t* s = XXH3_createState();
+    if (s != nullptr) XXH3_64bits_reset(s);
+    state_ = s;
+  }
+  if (state_ == nullptr) throw std::bad_alloc();
+}
+
+ChecksumStream::~ChecksumStream() {
+#if defined(RCKPT_HAVE_XXH3_AVX2)
+  if (avx2_) {
+    internal::Xxh3Avx2FreeState(state_);
+    return;
+  }
+#endif
+  XXH3_freeState(static_cast<XXH3_state_t*>(state_));
+}
+
+void ChecksumStream::Update(std::span<const std::byte> piece) {
+#if defined(RCKPT_HAVE_XXH3_AVX2)
+  if (avx2_) {
+    internal::Xxh3Avx2Update(state_, piece.data(), piece.size());
+    return;
+  }
+#endif
+  XXH3_64bits_update(static_cast<XXH3_state_t*>(state_), piece.data(),
+                     piece.size());
+}
+
+uint64_t ChecksumStream::Digest() const {
+#if defined(RCKPT_HAVE_XXH3_AVX2)
+  if (avx2_) return internal::Xxh3Avx2Digest(state_);
+#endif
+  return XXH3_64bits_digest(static_cast<const XXH3_state_t*>(state_));
 }
 
 namespace {

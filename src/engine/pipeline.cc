@@ -41,6 +41,11 @@ constexpr uint64_t kBatchChunkBytes = 256ull << 10;
 constexpr uint64_t kBatchSpanBytes = 1ull << 20;
 constexpr uint64_t kBatchGapBytes = 4096;
 
+// Chunks larger than this are read (or copied) and hashed piece by piece,
+// each piece while it is still in the CPU cache: measured 1.3x faster than
+// hashing a whole 4 MiB chunk after reading it (docs/PERFORMANCE.md).
+constexpr uint64_t kHashPieceBytes = 256ull << 10;
+
 // The calling thread is woken to report progress every kProgressStep bytes
 // (and at the end or on failure), not after every chunk.
 constexpr uint64_t kProgressStep = 4ull << 20;
@@ -109,6 +114,11 @@ class LoadRun {
                 BufferPool::Buffers& b);
   Status VerifyRaw(const TensorMeta& t, size_t ci,
                    std::span<const std::byte> raw) const;
+  Status CheckSum(const TensorMeta& t, size_t ci, uint64_t computed) const;
+  // Reads (stored == null) or copies `dst.size()` stored bytes of chunk `ci`
+  // into `dst`, hashing them piece by piece when verifying.
+  Status ReadVerified(const TensorMeta& t, size_t ci, std::span<std::byte> dst,
+                      const std::byte* stored);
   Status DeviceChunk(const TensorDest& dest, size_t ci, BufferPool::Buffers& b);
   Status CopyFromSlot(DeviceLane& lane, std::byte* dst, StagingRing::Slot slot,
                       uint32_t shuffle_elem);
@@ -147,17 +157,49 @@ void LoadRun::Fail(Status s) {
   failed_ = true;
 }
 
+Status LoadRun::CheckSum(const TensorMeta& t, size_t ci,
+                         uint64_t computed) const {
+  const ChunkMeta& c = t.chunks[ci];
+  if (computed != c.checksum) {
+    return Status::Corruption(ChunkWhere(t, ci) +
+                              ": checksum mismatch: expected " +
+                              Hex(c.checksum) + ", computed " + Hex(computed));
+  }
+  return Status::Ok();
+}
+
 Status LoadRun::VerifyRaw(const TensorMeta& t, size_t ci,
                           std::span<const std::byte> raw) const {
   if (!options_.verify_checksums) return Status::Ok();
+  return CheckSum(t, ci, Checksum(raw));
+}
+
+Status LoadRun::ReadVerified(const TensorMeta& t, size_t ci,
+                             std::span<std::byte> dst,
+                             const std::byte* stored) {
   const ChunkMeta& c = t.chunks[ci];
-  const uint64_t sum = Checksum(raw);
-  if (sum != c.checksum) {
-    return Status::Corruption(ChunkWhere(t, ci) +
-                              ": checksum mismatch: expected " +
-                              Hex(c.checksum) + ", computed " + Hex(sum));
+  if (!options_.verify_checksums || dst.size() <= kHashPieceBytes) {
+    if (stored != nullptr) {
+      std::memcpy(dst.data(), stored, dst.size());
+    } else {
+      RCKPT_RETURN_IF_ERROR(reader_.file().ReadAt(c.offset, dst));
+      bytes_read_ += dst.size();
+    }
+    return VerifyRaw(t, ci, dst);
   }
-  return Status::Ok();
+  ChecksumStream sum;
+  for (uint64_t off = 0; off < dst.size(); off += kHashPieceBytes) {
+    std::span<std::byte> piece =
+        dst.subspan(off, std::min<uint64_t>(kHashPieceBytes, dst.size() - off));
+    if (stored != nullptr) {
+      std::memcpy(piece.data(), stored + off, piece.size());
+    } else {
+      RCKPT_RETURN_IF_ERROR(reader_.file().ReadAt(c.offset + off, piece));
+      bytes_read_ += piece.size();
+    }
+    sum.Update(piece);
+  }
+  return CheckSum(t, ci, sum.Digest());
 }
 
 // Fills `dst` with the raw bytes of chunk `ci` (kept byte-shuffled when
@@ -177,27 +219,22 @@ Status LoadRun::Decode(const TensorMeta& t, size_t ci, std::span<std::byte> dst,
           " of an uncompressed chunk, expected raw size " +
           std::to_string(dst.size()));
     }
-    if (in_place) {
-      // Nothing to move.
-    } else if (stored != nullptr) {
-      std::memcpy(dst.data(), stored, dst.size());
-    } else {
-      RCKPT_RETURN_IF_ERROR(reader_.file().ReadAt(c.offset, dst));
-      bytes_read_ += c.stored_size;
-    }
-    return VerifyRaw(t, ci, dst);
+    if (in_place) return VerifyRaw(t, ci, dst);  // nothing to move
+    return ReadVerified(t, ci, dst, stored);
   }
   std::span<const std::byte> in;
+  bool verified = false;
   if (stored != nullptr) {
     in = {stored, c.stored_size};
   } else {
     std::span<std::byte> buf = b.stored.Get(c.stored_size);
-    RCKPT_RETURN_IF_ERROR(reader_.ReadStored(c, buf));
-    bytes_read_ += c.stored_size;
+    RCKPT_RETURN_IF_ERROR(ReadVerified(t, ci, buf, nullptr));
+    verified = options_.verify_checksums;
     in = buf;
   }
   return reader_.DecodeChunk(t, ci, in, dst, b.scratch,
-                             options_.verify_checksums, keep_shuffled);
+                             options_.verify_checksums && !verified,
+                             keep_shuffled);
 }
 
 Status LoadRun::CopyFromSlot(DeviceLane& lane, std::byte* dst,

@@ -94,6 +94,22 @@ TEST(ChecksumTest, MatchesPortableXxh3AtEveryLengthClass) {
   }
 }
 
+TEST(ChecksumTest, StreamOfPiecesEqualsChecksumOfTheWhole) {
+  std::vector<std::byte> data(1 << 20);
+  for (size_t i = 0; i < data.size(); ++i) {
+    data[i] = static_cast<std::byte>((i * 40503u) >> 7);
+  }
+  for (size_t piece : {1ul, 63ul, 64ul, 1000ul, 4096ul, 262144ul, 1ul << 20}) {
+    ChecksumStream s;
+    for (size_t off = 0; off < data.size(); off += piece) {
+      s.Update(std::span<const std::byte>(data).subspan(off, std::min(piece, data.size() - off)));
+    }
+    EXPECT_EQ(s.Digest(), ChecksumPortable(data)) << "pieces of " << piece;
+  }
+  ChecksumStream empty;
+  EXPECT_EQ(empty.Digest(), Checksum({}));
+}
+
 TEST(ChecksumTest, EveryBitFlipChangesChecksum) {
   std::vector<std::byte> data = RandomBytes(300, 7);
   const uint64_t base = Checksum(data);
