@@ -101,6 +101,7 @@ struct LoadReport {
   std::string path;
   std::string runtime;  // DeviceRuntime::name() of the runtime used
   LoadStats stats;
+  bool mapped = false;  // loaded with LoadOptions::map_file
   std::vector<Placement> placements;
 };
 

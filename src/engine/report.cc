@@ -5,6 +5,7 @@
 
 #include "rckpt/runtime.h"
 #include "rckpt/tools.h"
+#include "util/human_bytes.h"
 #include "util/json_writer.h"
 
 namespace rckpt {
@@ -96,6 +97,7 @@ Result<LoadReport> LoadForReport(const std::string& path, LoadOptions options) {
   DeviceRuntime& runtime =
       options.runtime != nullptr ? *options.runtime : DefaultRuntime();
   report.runtime = std::string(runtime.name());
+  report.mapped = options.map_file;
   options.stats = &report.stats;
   RCKPT_ASSIGN_OR_RETURN(Checkpoint ck, Load(path, options));
   for (const TensorEntry& e : ck.tensors()) {
@@ -115,19 +117,20 @@ std::string RenderLoadText(const LoadReport& r) {
   double gbps = GigabytesPerSecond(r.stats);
   if (gbps >= 1) std::snprintf(rate, sizeof rate, "%.2f GB/s", gbps);
   else std::snprintf(rate, sizeof rate, "%.1f MB/s", gbps * 1e3);
-  char line[512];
-  std::snprintf(line, sizeof line,
-                "loaded %s with the %s runtime\n"
-                "  restored  %llu bytes (%llu read from the file)\n"
-                "  time      %.3f s, %s\n"
-                "  staging   high-water %llu of %llu bytes pinned\n",
-                r.path.c_str(), r.runtime.c_str(),
-                static_cast<unsigned long long>(r.stats.bytes_restored),
-                static_cast<unsigned long long>(r.stats.bytes_read),
-                r.stats.seconds, rate,
-                static_cast<unsigned long long>(r.stats.staging_high_water),
-                static_cast<unsigned long long>(r.stats.staging_capacity));
-  return line + RenderPlanText(r.placements);
+  char time[64];
+  std::snprintf(time, sizeof time, "%.3f s, %s", r.stats.seconds, rate);
+  const LoadStats& s = r.stats;
+  std::string out = "loaded " + r.path + " with the " + r.runtime +
+                    " runtime" + (r.mapped ? ", file mapped" : "") + "\n";
+  out += "  restored  " + HumanBytes(s.bytes_restored) + " (" +
+         std::to_string(s.bytes_restored) + " bytes), " +
+         HumanBytes(s.bytes_read) + " read from the file\n";
+  out += "  time      " + std::string(time) + "\n";
+  out += s.staging_capacity == 0
+             ? std::string("  staging   none (no device destination)\n")
+             : "  staging   high-water " + HumanBytes(s.staging_high_water) +
+                   " of " + HumanBytes(s.staging_capacity) + " pinned\n";
+  return out + RenderPlanText(r.placements);
 }
 
 std::string RenderLoadJson(const LoadReport& r) {
@@ -142,6 +145,7 @@ std::string RenderLoadJson(const LoadReport& r) {
   w.Key("gb_per_s").Double(GigabytesPerSecond(r.stats));
   w.Key("staging_high_water").Uint(r.stats.staging_high_water);
   w.Key("staging_capacity").Uint(r.stats.staging_capacity);
+  w.Key("mapped").Bool(r.mapped);
   PlacementsJson(w, r.placements);
   w.EndObject();
   return w.str();

@@ -4,6 +4,7 @@
 #include "format/file_reader.h"
 #include "rckpt/file.h"
 #include "rckpt/tools.h"
+#include "util/human_bytes.h"
 #include "util/json_writer.h"
 
 namespace rckpt {
@@ -37,20 +38,6 @@ std::string CodecSummary(const std::vector<ChunkMeta>& chunks) {
     if (one(c) != first) return "mixed";
   }
   return first;
-}
-
-std::string HumanBytes(uint64_t n) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  double v = static_cast<double>(n);
-  int u = 0;
-  while (v >= 1024 && u < 6) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[32];
-  if (u == 0) std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(n));
-  else std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
-  return buf;
 }
 
 std::string TimeString(int64_t unix_ms) {

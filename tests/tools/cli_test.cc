@@ -121,6 +121,25 @@ TEST(CliTest, PlanRejectsMalformedDevice) {
   EXPECT_NE(r.err.find("cuda:x"), std::string::npos);
 }
 
+TEST(CliTest, LoadWithMapFileSaysSoAndRestoresTheSameBytes) {
+  const std::string file = kGolden + "v1.0-training-state.rckpt";
+  CliRun mapped = Cli("load --json --map-location cpu --map-file " + file);
+  ASSERT_EQ(mapped.code, 0) << mapped.err;
+  EXPECT_NE(mapped.out.find("\"mapped\":true"), std::string::npos) << mapped.out;
+  CliRun read = Cli("load --json --map-location cpu " + file);
+  ASSERT_EQ(read.code, 0) << read.err;
+  EXPECT_NE(read.out.find("\"mapped\":false"), std::string::npos) << read.out;
+  auto restored = [](const std::string& json) {
+    const size_t at = json.find("\"bytes_restored\":");
+    return json.substr(at, json.find(',', at) - at);
+  };
+  EXPECT_EQ(restored(mapped.out), restored(read.out));
+  CliRun text = Cli("load --map-location cpu --map-file " + file);
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("host runtime, file mapped"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("staging   none (no device destination)"), std::string::npos);
+}
+
 TEST(CliTest, LoadOnEmulatedDevicesReportsPlacementAndStaging) {
   CliRun r = Cli("load --json --emulate-devices 2 " + kGolden + "v1.0-training-state.rckpt");
   ASSERT_EQ(r.code, 0) << r.err;
