@@ -36,8 +36,10 @@ void Print(const std::string& line) {
 }
 
 int Fail(const std::string& what, const Status& status) {
-  std::fprintf(stderr, "rckpt-train-demo: %s: %s\n", what.c_str(),
-               status.ToString().c_str());
+  // The user typed flags: name them, not the library's option fields.
+  std::fprintf(stderr, "rckpt-train-demo: %s: %s: %s\n", what.c_str(),
+               std::string(rckpt::StatusCodeName(status.code())).c_str(),
+               rckpt::InFlagTerms(status.message()).c_str());
   return rckpt::ExitCodeFor(status);  // the rckpt CLI's codes (docs/CLI.md)
 }
 
@@ -101,15 +103,7 @@ int Run(const DemoOptions& opt) {
     options.runtime = runtime;
     // Load validates the placement options before it opens the file.
     rckpt::Result<rckpt::Checkpoint> ck = rckpt::Load(opt.resume, options);
-    if (!ck.ok()) {
-      if (ck.status().code() == rckpt::StatusCode::kDeviceUnavailable &&
-          !opt.map_location.is_set() && !opt.model_device) {
-        std::fprintf(stderr,
-                     "rckpt-train-demo: hint: resume with --model-device auto|cpu|cuda:N "
-                     "or --map-location SPEC (docs/RESTARTING.md)\n");
-      }
-      return Fail("cannot resume from " + opt.resume, ck.status());
-    }
+    if (!ck.ok()) return Fail("cannot resume from " + opt.resume, ck.status());
     rckpt::Result<TrainState> restored = FromCheckpoint(*ck, memory);
     if (!restored.ok()) return Fail("cannot resume from " + opt.resume, restored.status());
     state = std::move(restored).value();

@@ -116,8 +116,7 @@ Result<DemoOptions> ParseOptions(const std::vector<std::string>& args) {
       o.device = *d;
       o.device_given = true;
     } else {
-      return Status::InvalidArgument("unknown option '" + std::string(arg) +
-                                     "' (see --help)");
+      return Status::InvalidArgument("unknown option '" + std::string(arg) + "'");
     }
   }
   if (o.help) return o;

@@ -21,6 +21,12 @@ class FileSystem;
 // 7 IoError, 8 OutOfMemory. (1 is diff's "different".)
 int ExitCodeFor(const Status& status);
 
+// A load error message with LoadOptions field names (model_device="auto",
+// map_location, sections, ...) rewritten as the command-line flags that set
+// them (--model-device auto, --map-location, --sections, ...), for programs
+// whose users typed flags: the rckpt tool and rckpt-train-demo.
+std::string InFlagTerms(std::string_view message);
+
 struct InspectTensor {
   std::string name;
   std::string section;

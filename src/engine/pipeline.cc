@@ -84,9 +84,11 @@ class BufferPool {
   std::vector<std::unique_ptr<Buffers>> free_;
 };
 
-std::string ChunkWhere(const TensorMeta& t, size_t chunk) {
-  return "tensor '" + t.name + "': chunk " + std::to_string(chunk) +
-         " at offset " + std::to_string(t.chunks[chunk].offset);
+std::string ChunkWhere(const std::string& path, const TensorMeta& t,
+                       size_t chunk) {
+  return "'" + path + "': tensor '" + t.name + "': chunk " +
+         std::to_string(chunk) + " at offset " +
+         std::to_string(t.chunks[chunk].offset);
 }
 
 std::string Hex(uint64_t v) {
@@ -161,7 +163,7 @@ Status LoadRun::CheckSum(const TensorMeta& t, size_t ci,
                          uint64_t computed) const {
   const ChunkMeta& c = t.chunks[ci];
   if (computed != c.checksum) {
-    return Status::Corruption(ChunkWhere(t, ci) +
+    return Status::Corruption(ChunkWhere(reader_.path(), t, ci) +
                               ": checksum mismatch: expected " +
                               Hex(c.checksum) + ", computed " + Hex(computed));
   }
@@ -215,7 +217,7 @@ Status LoadRun::Decode(const TensorMeta& t, size_t ci, std::span<std::byte> dst,
     // Stored bytes are the wanted bytes.
     if (c.stored_size != dst.size()) {
       return Status::Corruption(
-          ChunkWhere(t, ci) + ": stored size " + std::to_string(c.stored_size) +
+          ChunkWhere(reader_.path(), t, ci) + ": stored size " + std::to_string(c.stored_size) +
           " of an uncompressed chunk, expected raw size " +
           std::to_string(dst.size()));
     }
@@ -298,7 +300,7 @@ Status LoadRun::DeviceChunk(const TensorDest& dest, size_t ci,
   // raw bytes through the ring piece by piece.
   std::unique_ptr<std::byte[]> whole(new (std::nothrow) std::byte[c.raw_size]);
   if (whole == nullptr) {
-    return Status::OutOfMemory(ChunkWhere(t, ci) + ": " +
+    return Status::OutOfMemory(ChunkWhere(reader_.path(), t, ci) + ": " +
                                std::to_string(c.raw_size) +
                                " bytes of host memory to decode it");
   }
@@ -360,7 +362,7 @@ void LoadRun::RunJob(const Job& job) {
       s = DoJob(job, *b);
     } catch (const std::bad_alloc&) {
       const Item& it = items_[job.begin];
-      s = Status::OutOfMemory(ChunkWhere(*it.dest->tensor, it.chunk) +
+      s = Status::OutOfMemory(ChunkWhere(reader_.path(), *it.dest->tensor, it.chunk) +
                               ": out of host memory");
     }
     buffers_.Give(std::move(b));

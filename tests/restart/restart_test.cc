@@ -2,6 +2,7 @@
 // is crashed (after a step, or in the middle of a checkpoint write), resumed
 // with every placement option, and its final checkpoint is compared with the
 // one of a run that never stopped.
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <ostream>
@@ -14,6 +15,7 @@ namespace rckpt::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::IsEmpty;
 
 TEST_F(RestartTest, UninterruptedRunsAreBitIdenticalAndSeedMatters) {
@@ -117,6 +119,11 @@ TEST_F(RestartTest, Cuda1CheckpointWithoutThatDeviceFailsClearlyWithoutOptions) 
   EXPECT_EQ(r.exit_code, 6) << r.Describe();
   EXPECT_THAT(r.err, HasSubstr("DeviceUnavailable"));
   EXPECT_THAT(r.err, HasSubstr("cuda:1"));
+  // One line, naming the demo's own flags (not the library's option fields).
+  EXPECT_THAT(r.err, HasSubstr("pass --model-device auto"));
+  EXPECT_THAT(r.err, HasSubstr("--map-location"));
+  EXPECT_THAT(r.err, Not(HasSubstr("model_device")));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
 TEST_F(RestartTest, Cuda1CheckpointResumesIdenticalWithModelDeviceAuto) {
