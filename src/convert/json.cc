@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "convert/bytes.h"
+#include "util/utf8.h"
 
 namespace rckpt::convert {
 
@@ -276,59 +277,6 @@ Result<Json> ParseJson(std::string_view text, int max_depth) {
   if (!IsValidUtf8(text)) return Status::Corruption("json: text is not valid UTF-8");
   Parser p(text, max_depth);
   return p.Document();
-}
-
-bool IsValidUtf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    int n;
-    uint32_t cp;
-    if ((c & 0xe0) == 0xc0) { n = 1; cp = c & 0x1f; }
-    else if ((c & 0xf0) == 0xe0) { n = 2; cp = c & 0x0f; }
-    else if ((c & 0xf8) == 0xf0) { n = 3; cp = c & 0x07; }
-    else return false;
-    if (i + n >= s.size()) return false;
-    for (int k = 1; k <= n; ++k) {
-      unsigned char d = static_cast<unsigned char>(s[i + k]);
-      if ((d & 0xc0) != 0x80) return false;
-      cp = (cp << 6) | (d & 0x3f);
-    }
-    if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
-        cp > 0x10ffff || (cp >= 0xd800 && cp < 0xe000)) {
-      return false;
-    }
-    i += n + 1;
-  }
-  return true;
-}
-
-void AppendJsonQuoted(std::string* out, std::string_view s) {
-  static const char* hex = "0123456789abcdef";
-  out->push_back('"');
-  for (char ch : s) {
-    unsigned char c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"': *out += "\\\""; break;
-      case '\\': *out += "\\\\"; break;
-      case '\n': *out += "\\n"; break;
-      case '\r': *out += "\\r"; break;
-      case '\t': *out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          *out += "\\u00";
-          out->push_back(hex[c >> 4]);
-          out->push_back(hex[c & 15]);
-        } else {
-          out->push_back(ch);
-        }
-    }
-  }
-  out->push_back('"');
 }
 
 }  // namespace rckpt::convert

@@ -49,12 +49,6 @@ struct Json {
 // the byte offset on any error.
 Result<Json> ParseJson(std::string_view text, int max_depth = 256);
 
-// True when `s` is well-formed UTF-8 (no surrogates, no overlongs).
-bool IsValidUtf8(std::string_view s);
-
-// Appends `s` (valid UTF-8) as a JSON string literal.
-void AppendJsonQuoted(std::string* out, std::string_view s);
-
 }  // namespace rckpt::convert
 
 #endif  // RCKPT_SRC_CONVERT_JSON_H_

@@ -7,6 +7,8 @@
 #include "convert/bytes.h"
 #include "convert/import_common.h"
 #include "convert/json.h"
+#include "util/json_writer.h"
+#include "util/utf8.h"
 #include "convert/tree_json.h"
 #include "convert/zip.h"
 #include "rckpt/convert.h"
@@ -342,7 +344,6 @@ Result<Checkpoint> ImportSafetensors(const std::string& path, const ImportOption
 
 Status ExportSafetensors(const Checkpoint& ck, const std::string& path,
                          const ExportOptions& options) {
-  using convert::AppendJsonQuoted;
   std::vector<convert::Out> outs;
   std::string tensors_json = "[", rng_json = "[", sections_json = "[";
   for (const TensorEntry& t : ck.tensors()) {
@@ -357,43 +358,43 @@ Status ExportSafetensors(const Checkpoint& ck, const std::string& path,
                                      t.tensor.device().ToString() +
                                      "; load the checkpoint to host memory first");
     }
-    if (t.name == "__metadata__" || !convert::IsValidUtf8(t.name)) {
+    if (t.name == "__metadata__" || !IsValidUtf8(t.name)) {
       return Status::InvalidArgument("export: tensor name '" + convert::Printable(t.name) +
                                      "' cannot be a safetensors name");
     }
     outs.push_back({t.name, st, t.tensor.shape(), t.tensor.host_bytes()});
     if (tensors_json.size() > 1) tensors_json += ',';
     tensors_json += '[';
-    AppendJsonQuoted(&tensors_json, t.name);
+    AppendJsonString(tensors_json, t.name);
     tensors_json += ',';
-    AppendJsonQuoted(&tensors_json, t.section);
+    AppendJsonString(tensors_json, t.section);
     tensors_json += ',';
-    AppendJsonQuoted(&tensors_json, RoleName(t.role));
+    AppendJsonString(tensors_json, RoleName(t.role));
     tensors_json += ',';
-    AppendJsonQuoted(&tensors_json, t.Origin().ToString());
+    AppendJsonString(tensors_json, t.Origin().ToString());
     tensors_json += ']';
   }
   for (const RngRecord& r : ck.rng()) {
-    if (r.name == "__metadata__" || !convert::IsValidUtf8(r.name)) {
+    if (r.name == "__metadata__" || !IsValidUtf8(r.name)) {
       return Status::InvalidArgument("export: RNG name '" + convert::Printable(r.name) +
                                      "' cannot be a safetensors name");
     }
     outs.push_back({r.name, "U8", {static_cast<int64_t>(r.bytes.size())}, r.bytes});
     if (rng_json.size() > 1) rng_json += ',';
     rng_json += '[';
-    AppendJsonQuoted(&rng_json, r.name);
+    AppendJsonString(rng_json, r.name);
     rng_json += ',';
-    AppendJsonQuoted(&rng_json, RngKindName(r.kind));
+    AppendJsonString(rng_json, RngKindName(r.kind));
     rng_json += ',';
-    AppendJsonQuoted(&rng_json, r.origin.ToString());
+    AppendJsonString(rng_json, r.origin.ToString());
     rng_json += ']';
   }
   for (const SectionInfo& s : ck.sections()) {
     if (sections_json.size() > 1) sections_json += ',';
     sections_json += '[';
-    AppendJsonQuoted(&sections_json, s.name);
+    AppendJsonString(sections_json, s.name);
     sections_json += ',';
-    AppendJsonQuoted(&sections_json, RoleName(s.role));
+    AppendJsonString(sections_json, RoleName(s.role));
     sections_json += ']';
   }
   tensors_json += ']';
@@ -405,7 +406,7 @@ Status ExportSafetensors(const Checkpoint& ck, const std::string& path,
       return Status::InvalidArgument("export: user metadata key '" + k +
                                      "' uses the reserved prefix 'rckpt.'");
     }
-    if (!convert::IsValidUtf8(k) || !convert::IsValidUtf8(v)) {
+    if (!IsValidUtf8(k) || !IsValidUtf8(v)) {
       return Status::InvalidArgument("export: user metadata '" + convert::Printable(k) +
                                      "' is not valid UTF-8");
     }
@@ -425,15 +426,15 @@ Status ExportSafetensors(const Checkpoint& ck, const std::string& path,
   for (const auto& [k, v] : meta) {
     if (!first) header += ',';
     first = false;
-    AppendJsonQuoted(&header, k);
+    AppendJsonString(header, k);
     header += ':';
-    AppendJsonQuoted(&header, v);
+    AppendJsonString(header, v);
   }
   header += '}';
   uint64_t offset = 0;
   for (const convert::Out& o : outs) {
     header += ',';
-    AppendJsonQuoted(&header, o.name);
+    AppendJsonString(header, o.name);
     header += ":{\"dtype\":\"";
     header += o.dtype;
     header += "\",\"shape\":[";

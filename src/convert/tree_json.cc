@@ -1,5 +1,8 @@
 #include "convert/tree_json.h"
 
+#include "util/json_writer.h"
+#include "util/utf8.h"
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -17,7 +20,7 @@ void Tagged(std::string* out, const char* tag, std::string_view payload_json) {
 
 std::string Quoted(std::string_view s) {
   std::string q;
-  AppendJsonQuoted(&q, s);
+  AppendJsonString(q, s);
   return q;
 }
 
@@ -99,7 +102,7 @@ void AppendTreeJson(std::string* out, const Value& v) {
     }
     case ValueKind::kString:
       if (IsValidUtf8(v.as_string())) {
-        AppendJsonQuoted(out, v.as_string());
+        AppendJsonString(*out, v.as_string());
       } else {
         Tagged(out, "$str", Quoted(HexEncode(v.as_string())));
       }
@@ -133,7 +136,7 @@ void AppendTreeJson(std::string* out, const Value& v) {
     }
     case ValueKind::kObject:
       *out += "{\"$object\":";
-      AppendJsonQuoted(out, v.as_string());
+      AppendJsonString(*out, v.as_string());
       *out += ",\"fields\":";
       AppendTreeJson(out, v.fields());
       out->push_back('}');

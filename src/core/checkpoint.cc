@@ -1,5 +1,7 @@
 #include "rckpt/checkpoint.h"
 
+#include "util/utf8.h"
+
 namespace rckpt {
 
 std::string_view RoleName(Role role) {
@@ -45,6 +47,9 @@ Role DefaultRoleForTensor(std::string_view section, Role section_role,
 
 Status Checkpoint::AddSection(std::string_view name, Role role) {
   if (name.empty()) return Status::InvalidArgument("section name is empty");
+  if (!IsValidUtf8(name)) {
+    return Status::InvalidArgument("section name '" + std::string(name) + "' is not valid UTF-8");
+  }
   if (const SectionInfo* s = FindSection(name)) {
     if (s->role != role) {
       return Status::InvalidArgument(
@@ -59,6 +64,9 @@ Status Checkpoint::AddSection(std::string_view name, Role role) {
 
 Status Checkpoint::CheckNewName(std::string_view name) const {
   if (name.empty()) return Status::InvalidArgument("tensor name is empty");
+  if (!IsValidUtf8(name)) {
+    return Status::InvalidArgument("tensor name '" + std::string(name) + "' is not valid UTF-8");
+  }
   if (tensor_index_.find(name) != tensor_index_.end()) {
     return Status::InvalidArgument("tensor '" + std::string(name) + "' is already present");
   }
@@ -98,6 +106,10 @@ Status Checkpoint::AddTensor(std::string_view section, std::string_view name,
 Status Checkpoint::AddRng(std::string_view name, RngKind kind,
                           std::span<const std::byte> bytes, Device origin) {
   if (name.empty()) return Status::InvalidArgument("RNG record name is empty");
+  if (!IsValidUtf8(name)) {
+    return Status::InvalidArgument("RNG record name '" + std::string(name) +
+                                   "' is not valid UTF-8");
+  }
   if (FindRng(name) != nullptr) {
     return Status::InvalidArgument("RNG record '" + std::string(name) + "' is already present");
   }

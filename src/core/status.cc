@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "util/utf8.h"
+
 namespace rckpt {
 
 std::string_view StatusCodeName(StatusCode code) {
@@ -22,22 +24,27 @@ std::string_view StatusCodeName(StatusCode code) {
 namespace {
 
 // Messages are one line by contract (the CLI prints them as such), and they
-// often quote names read from untrusted files: control bytes are written as
-// \xNN so no file can split or forge a message.
+// often quote names read from untrusted files: control bytes, and bytes
+// that are not UTF-8, are written as \xNN so no file can split or forge a
+// message or garble a terminal.
 std::string OneLine(std::string message) {
+  auto is_control = [](unsigned char u) { return u < 0x20 || u == 0x7f; };
   bool clean = true;
-  for (char c : message) clean &= !(static_cast<unsigned char>(c) < 0x20 || c == 0x7f);
-  if (clean) return message;
+  for (char c : message) clean &= !is_control(static_cast<unsigned char>(c));
+  if (clean && IsValidUtf8(message)) return message;
   std::string out;
   out.reserve(message.size() + 16);
-  for (char c : message) {
-    auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f) {
+  for (size_t i = 0; i < message.size();) {
+    const auto u = static_cast<unsigned char>(message[i]);
+    const size_t n = Utf8SequenceAt(message, i);
+    if (n == 0 || (n == 1 && is_control(u))) {
       char buf[8];
       std::snprintf(buf, sizeof buf, "\\x%02x", u);
       out += buf;
+      ++i;
     } else {
-      out += c;
+      out.append(message, i, n);
+      i += n;
     }
   }
   return out;

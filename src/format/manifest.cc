@@ -1,5 +1,7 @@
 #include "format/manifest.h"
 
+#include "util/utf8.h"
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -9,6 +11,16 @@
 #include "rckpt/checkpoint_generated.h"
 
 namespace rckpt {
+std::string NameProblem(std::string_view name) {
+  if (name.empty()) return "is empty";
+  if (name.size() > kMaxNameBytes) {
+    return "is " + std::to_string(name.size()) + " bytes, the limit is " +
+           std::to_string(kMaxNameBytes);
+  }
+  if (!IsValidUtf8(name)) return "is not valid UTF-8";
+  return "";
+}
+
 namespace {
 
 namespace fb = ::rckpt::fb;
@@ -91,11 +103,9 @@ Result<Device> DecodeDevice(const std::string& where, uint8_t type, int32_t inde
 }
 
 Status CheckName(const std::string& where, const flatbuffers::String* name) {
-  if (name == nullptr || name->size() == 0) return Status::Corruption(where + ": name is empty");
-  if (name->size() > kMaxNameBytes) {
-    return Status::Corruption(where + ": name is " + std::to_string(name->size()) +
-                              " bytes, the limit is " + std::to_string(kMaxNameBytes));
-  }
+  const std::string problem =
+      NameProblem(name == nullptr ? std::string_view() : name->string_view());
+  if (!problem.empty()) return Status::Corruption(where + ": name " + problem);
   return Status::Ok();
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,12 @@ struct FileBounds {
   uint64_t data_end = 0;    // where chunks must end (footer's data_end)
   uint32_t alignment = 0;   // from the header
 };
+
+// Why `name` cannot name a section, tensor or RNG record in a file (empty,
+// longer than kMaxNameBytes, not UTF-8), or an empty string when it can.
+// Shared by the writer (so a save never produces a file the reader would
+// refuse) and the reader.
+std::string NameProblem(std::string_view name);
 
 // Runs the FlatBuffers verifier, then the semantic validator, and converts.
 // Corruption names the record, the field, the expected and actual values.

@@ -85,6 +85,22 @@ struct Slot {
   bool done = false;
 };
 
+// Every name must be one the reader accepts: a save never writes a file that
+// cannot be loaded. Checked before the file is created.
+Status CheckNamesForSave(const Checkpoint& ck) {
+  auto check = [](const char* kind, const std::string& name) {
+    const std::string problem = NameProblem(name);
+    if (problem.empty()) return Status::Ok();
+    std::string shown = name.substr(0, 80);
+    return Status::InvalidArgument(std::string(kind) + " name '" + shown +
+                                   (name.size() > 80 ? "...'" : "'") + " " + problem);
+  };
+  for (const SectionInfo& s : ck.sections()) RCKPT_RETURN_IF_ERROR(check("section", s.name));
+  for (const TensorEntry& t : ck.tensors()) RCKPT_RETURN_IF_ERROR(check("tensor", t.name));
+  for (const RngRecord& r : ck.rng()) RCKPT_RETURN_IF_ERROR(check("RNG record", r.name));
+  return Status::Ok();
+}
+
 Status ValidateSaveOptions(const SaveOptions& o) {
   if (!IsPowerOfTwo(o.alignment) || o.alignment < kMinAlignment || o.alignment > kMaxAlignment) {
     return Status::InvalidArgument("SaveOptions.alignment is " + std::to_string(o.alignment) +
@@ -340,6 +356,7 @@ class Saver {
 Status Save(const std::string& path, const Checkpoint& ck, const SaveOptions& options) {
   RCKPT_RETURN_IF_ERROR(ValidateSaveOptions(options));
   if (path.empty()) return Status::InvalidArgument("save path is empty");
+  RCKPT_RETURN_IF_ERROR(CheckNamesForSave(ck));
   FileSystem& fs = options.fs ? *options.fs : PosixFileSystem();
   RemoveStaleTemps(fs, path);
   const std::string tmp = TempPathFor(path);

@@ -1,5 +1,7 @@
 #include "util/json_writer.h"
 
+#include "util/utf8.h"
+
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -31,12 +33,8 @@ void AppendJsonString(std::string& out, std::string_view s) {
       continue;
     }
     // Copy a well-formed UTF-8 sequence; replace anything else.
-    size_t len = (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    bool ok = len != 0 && i + len <= s.size();
-    for (size_t k = 1; ok && k < len; ++k) {
-      ok = (static_cast<unsigned char>(s[i + k]) >> 6) == 0x2;
-    }
-    if (ok) {
+    const size_t len = Utf8SequenceAt(s, i);
+    if (len != 0) {
       out.append(s.substr(i, len));
       i += len;
     } else {

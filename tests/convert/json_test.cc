@@ -6,6 +6,7 @@
 
 #include "convert/tree_json.h"
 #include "test_util.h"
+#include "util/utf8.h"
 
 namespace rckpt::convert {
 namespace {

@@ -98,6 +98,41 @@ TEST(SaveTest, RejectsBadOptionsBeforeWriting) {
   EXPECT_FALSE(fs.Exists("/ck.rckpt"));
 }
 
+// A save never writes a file the reader would refuse: names the format does
+// not allow are refused before anything is written, whether they came in
+// through AddTensor (which refuses non-UTF-8 itself) or by editing entries.
+TEST(SaveTest, NamesTheReaderWouldRefuseAreRefusedBeforeWriting) {
+  Checkpoint bad;
+  EXPECT_THAT(bad.AddTensor("model", "w\xff", HostTensor(DType::kF32, {2}, 1)),
+              StatusIs(StatusCode::kInvalidArgument, "not valid UTF-8"));
+  EXPECT_THAT(bad.AddTensor("mod\xc0\xafel", "w", HostTensor(DType::kF32, {2}, 1)),
+              StatusIs(StatusCode::kInvalidArgument, "section name"));
+  EXPECT_THAT(bad.AddRng("r\xed\xa0\x80", RngKind::kTorchCuda, std::vector<std::byte>(16)),
+              StatusIs(StatusCode::kInvalidArgument, "RNG record name"));
+  MemFileSystem fs;
+  SaveOptions o;
+  o.fs = &fs;
+  Checkpoint edited = Sample(1);
+  edited.mutable_tensors()[0].name = std::string(70000, 'x');
+  EXPECT_THAT(Save("/ck.rckpt", edited, o),
+              StatusIs(StatusCode::kInvalidArgument, "is 70000 bytes, the limit is 65536"));
+  edited.mutable_tensors()[0].name = "w\x80";
+  EXPECT_THAT(Save("/ck.rckpt", edited, o),
+              StatusIs(StatusCode::kInvalidArgument, "tensor name 'w\\x80' is not valid UTF-8"));
+  EXPECT_FALSE(fs.Exists("/ck.rckpt"));
+  EXPECT_EQ(CountTemps(fs), 0u);
+  // Multi-byte names are fine and come back unchanged.
+  Checkpoint good;
+  ASSERT_OK(good.AddTensor("modèle", "поле.вес", HostTensor(DType::kF32, {2}, 1)));
+  ASSERT_OK(Save("/ck.rckpt", good, o));
+  o.fs = &fs;
+  LoadOptions lo;
+  lo.fs = &fs;
+  ASSERT_OK_AND_ASSIGN(Checkpoint back, Load("/ck.rckpt", lo));
+  ASSERT_NE(back.FindTensor("поле.вес"), nullptr);
+  EXPECT_EQ(back.FindTensor("поле.вес")->section, "modèle");
+}
+
 TEST(SaveTest, LargeRawChunksStartAtTheAlignment) {
   MemFileSystem fs;
   SaveOptions o;

@@ -139,6 +139,13 @@ TEST_F(ManifestSurgeryTest, RejectsEmptyName) {
   EXPECT_THAT(OpenPatched(), StatusIs(StatusCode::kCorruption, "name is empty"));
 }
 
+TEST_F(ManifestSurgeryTest, RejectsNameThatIsNotUtf8) {
+  // "b" becomes 0xff: same length, no longer UTF-8 (FORMAT.md: names are UTF-8).
+  const flatbuffers::String* name = Root().tensors()->Get(1)->name();
+  manifest_[Offset(name->c_str())] = static_cast<uint8_t>(0xff);
+  EXPECT_THAT(OpenPatched(), StatusIs(StatusCode::kCorruption, "name is not valid UTF-8"));
+}
+
 TEST_F(ManifestSurgeryTest, RejectsChunkExtentThatWrapsAround) {
   const size_t chunk = Offset(Root().chunks()->Get(0));
   Put<uint64_t>(chunk + 0, UINT64_MAX - 63);  // offset + stored_size wraps
