@@ -14,7 +14,7 @@ constexpr uintptr_t kHugePage = 2ull << 20;
 
 // Maps len + 2 MiB and trims it to a 2 MiB-aligned start, so every whole
 // 2 MiB of the block can be a huge page. Kernel memory is zero-filled.
-std::shared_ptr<void> MapAligned(size_t len, bool huge) {
+std::shared_ptr<void> MapAligned(size_t len) {
   void* raw = ::mmap(nullptr, len + kHugePage, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) return nullptr;
@@ -24,7 +24,7 @@ std::shared_ptr<void> MapAligned(size_t len, bool huge) {
   if (aligned > begin) ::munmap(raw, aligned - begin);
   if (end > aligned + len) ::munmap(reinterpret_cast<void*>(aligned + len), end - aligned - len);
   void* p = reinterpret_cast<void*>(aligned);
-  if (huge) (void)::madvise(p, len, MADV_HUGEPAGE);  // advisory
+  (void)::madvise(p, len, MADV_HUGEPAGE);  // advisory
   return std::shared_ptr<void>(p, [len](void* q) { ::munmap(q, len); });
 }
 
@@ -35,7 +35,7 @@ std::shared_ptr<void> AllocateHostBlock(uint64_t bytes, bool zero) {
   size_t size = static_cast<size_t>((bytes + 63) & ~uint64_t{63});
   if (size == 0) size = 64;
   if (size >= kHugeBlockBytes) {
-    return MapAligned((size + 4095) & ~size_t{4095}, size <= kHugeBlockMaxBytes);
+    return MapAligned((size + 4095) & ~size_t{4095});
   }
   void* p = std::aligned_alloc(64, size);
   if (p == nullptr) return nullptr;

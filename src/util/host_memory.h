@@ -1,14 +1,14 @@
 // Host memory for tensor bytes.
 //
 // Blocks of at least kHugeBlockBytes get their own 2 MiB-aligned anonymous
-// mapping. Up to kHugeBlockMaxBytes, transparent huge pages are requested
-// (madvise; a no-op where THP is off): the first write of fresh memory then
-// faults once per 2 MiB instead of once per 4 KiB, which on the virtual
-// machines measured made loads into new memory 2-5x faster. Beyond that size
-// the same machines hand out huge pages the balloon driver has returned to
-// the host, and re-backing them cost more than 4 KiB faults (0.13 vs 0.44
-// GB/s for 1 GiB), so larger blocks use plain pages (docs/PERFORMANCE.md).
-// Smaller blocks come from the C heap.
+// mapping with transparent huge pages requested (madvise; a no-op where THP
+// is off): the first write of fresh memory then faults once per 2 MiB
+// instead of once per 4 KiB. On the 2-core Intel VMs measured last, pread
+// into fresh memory ran 1.8x faster with huge pages at 55 MiB to 1 GiB
+// (7.3-7.8 against 4.2-4.7 GB/s, 3.8 against 2.1 at 1 GiB); an earlier,
+// heavily loaded AMD VM had shown the opposite beyond 128 MiB
+// (docs/PERFORMANCE.md, "Load into new memory"). Smaller blocks come from
+// the C heap.
 #ifndef RCKPT_SRC_UTIL_HOST_MEMORY_H_
 #define RCKPT_SRC_UTIL_HOST_MEMORY_H_
 
@@ -20,7 +20,6 @@
 namespace rckpt {
 
 inline constexpr uint64_t kHugeBlockBytes = 4ull << 20;
-inline constexpr uint64_t kHugeBlockMaxBytes = 128ull << 20;
 
 // `bytes` (rounded up to 64, at least 64) of 64-byte aligned host memory,
 // zero-filled when `zero`; freed when the last owner goes. nullptr when the
