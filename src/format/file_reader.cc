@@ -1,6 +1,9 @@
 #include "format/file_reader.h"
 
 #include <cstring>
+#include <memory>
+#include <mutex>
+#include <new>
 #include <string_view>
 
 #include "codec/codec.h"
@@ -167,6 +170,31 @@ Status FileReader::ReadTensorToHost(const TensorMeta& tensor, std::span<std::byt
   return Status::Ok();
 }
 
+Status FileReader::VerifyChunk(const TensorMeta& tensor, size_t chunk_index,
+                               ScratchBuffer& stored_buf, ScratchBuffer& raw_buf,
+                               ScratchBuffer& scratch) const {
+  const ChunkMeta& c = tensor.chunks[chunk_index];
+  std::span<std::byte> stored = stored_buf.Get(c.stored_size);
+  // Read and hash piece by piece, each piece while it is still in cache.
+  constexpr uint64_t kPiece = 256ull << 10;
+  ChecksumStream sum;
+  for (uint64_t off = 0; off < c.stored_size; off += kPiece) {
+    std::span<std::byte> piece = stored.subspan(off, std::min(kPiece, c.stored_size - off));
+    RCKPT_RETURN_IF_ERROR(file_->ReadAt(c.offset + off, piece));
+    sum.Update(piece);
+  }
+  if (sum.Digest() != c.checksum) {
+    return Status::Corruption("'" + path_ + "': tensor '" + tensor.name + "': chunk " +
+                              std::to_string(chunk_index) + " at offset " +
+                              std::to_string(c.offset) + ": checksum mismatch (stored " +
+                              Hex(c.checksum) + ", computed " + Hex(sum.Digest()) + ")");
+  }
+  // Raw chunks are their stored bytes: nothing to decode.
+  if (c.codec == Codec::kNone) return Status::Ok();
+  return DecodeChunk(tensor, chunk_index, stored, raw_buf.Get(c.raw_size), scratch,
+                     /*verify=*/false);
+}
+
 Status FileReader::VerifyAll(const ProgressCallback& progress) const {
   struct Item {
     const TensorMeta* tensor;
@@ -180,6 +208,24 @@ Status FileReader::VerifyAll(const ProgressCallback& progress) const {
       total += t.chunks[c].stored_size;
     }
   }
+  // Buffers are reused across chunks (never zero-filled): fresh memory for
+  // every chunk would cost more than reading it.
+  struct Buffers {
+    ScratchBuffer stored, raw, scratch;
+  };
+  std::mutex buffers_mu;
+  std::vector<std::unique_ptr<Buffers>> free_buffers;
+  auto take = [&] {
+    std::lock_guard<std::mutex> lock(buffers_mu);
+    if (free_buffers.empty()) return std::make_unique<Buffers>();
+    std::unique_ptr<Buffers> b = std::move(free_buffers.back());
+    free_buffers.pop_back();
+    return b;
+  };
+  auto give = [&](std::unique_ptr<Buffers> b) {
+    std::lock_guard<std::mutex> lock(buffers_mu);
+    free_buffers.push_back(std::move(b));
+  };
   // Batches keep memory bounded and let progress be reported from this thread.
   ThreadPool pool(ResolveThreads(0));
   const size_t batch = static_cast<size_t>(pool.size()) * 4;
@@ -190,11 +236,14 @@ Status FileReader::VerifyAll(const ProgressCallback& progress) const {
     pool.ParallelFor(end - begin, [&](size_t k) {
       const Item& it = items[begin + k];
       const ChunkMeta& c = it.tensor->chunks[it.chunk];
-      std::vector<std::byte> stored(c.stored_size), raw(c.raw_size);
-      ScratchBuffer scratch;
-      Status s = ReadStored(c, stored);
-      if (s.ok()) s = DecodeChunk(*it.tensor, it.chunk, stored, raw, scratch, /*verify=*/true);
-      results[k] = s;
+      std::unique_ptr<Buffers> b = take();
+      try {
+        results[k] = VerifyChunk(*it.tensor, it.chunk, b->stored, b->raw, b->scratch);
+      } catch (const std::bad_alloc&) {
+        results[k] = Status::OutOfMemory("verify '" + path_ + "': tensor '" + it.tensor->name +
+                                         "': chunk " + std::to_string(it.chunk));
+      }
+      give(std::move(b));
     });
     for (size_t k = 0; k < results.size(); ++k) {
       if (!results[k].ok()) return results[k];

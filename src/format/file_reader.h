@@ -92,6 +92,11 @@ class FileReader {
   // failure.
   Status VerifyAll(const ProgressCallback& progress = {}) const;
 
+  // Checks one chunk: its checksum, then (compressed chunks) that it
+  // decodes to its raw size. The buffers are work space.
+  Status VerifyChunk(const TensorMeta& tensor, size_t chunk_index, ScratchBuffer& stored,
+                     ScratchBuffer& raw, ScratchBuffer& scratch) const;
+
  private:
   FileReader() = default;
   std::unique_ptr<RandomAccessFile> file_;
