@@ -643,18 +643,23 @@ void Sweep(const Flags& f, const std::string& dir, Report* report) {
         return Now() - t0;
       });
       report->sweep.push_back({series, "save/" + name, data->bytes, n, ts});
-      LoadOptions lo;
-      lo.threads = threads;
-      const double tl = Median(1, f.reps, [&] {
-        const double t0 = Now();
-        auto loaded = Load(path, lo);
-        const double t = Now() - t0;
-        if (!loaded.ok()) Die(loaded.status(), "load");
-        loaded = Checkpoint();
-        ::malloc_trim(0);
-        return t;
-      });
-      report->sweep.push_back({series, "load/" + name, data->bytes, n, tl});
+      for (bool mapped : {false, true}) {
+        if (mapped && codec != Codec::kNone) continue;
+        LoadOptions lo;
+        lo.threads = threads;
+        lo.map_file = mapped;
+        const double tl = Median(1, f.reps, [&] {
+          const double t0 = Now();
+          auto loaded = Load(path, lo);
+          const double t = Now() - t0;
+          if (!loaded.ok()) Die(loaded.status(), "load");
+          loaded = Checkpoint();
+          ::malloc_trim(0);
+          return t;
+        });
+        report->sweep.push_back(
+            {series, "load/" + name + (mapped ? " (mapped)" : ""), data->bytes, n, tl});
+      }
       std::filesystem::remove(path);
     }
     Log(f, "sweep " + std::to_string(data->bytes >> 20) + " MiB, " + std::to_string(n) + " tensors");
