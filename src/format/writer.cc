@@ -32,12 +32,13 @@ class BufferedWriter {
 
   Status Append(std::span<const std::byte> data) {
     offset_ += data.size();
-    if (buf_.size() + data.size() <= kBufSize) {
-      buf_.insert(buf_.end(), data.begin(), data.end());
-      return Status::Ok();
+    // Copying a large append into the buffer cost more than the extra
+    // write(2) it saves.
+    if (data.size() >= kDirectBytes) {
+      RCKPT_RETURN_IF_ERROR(Flush());
+      return file_.Append(data);
     }
-    RCKPT_RETURN_IF_ERROR(Flush());
-    if (data.size() >= kBufSize / 2) return file_.Append(data);
+    if (buf_.size() + data.size() > kBufSize) RCKPT_RETURN_IF_ERROR(Flush());
     buf_.insert(buf_.end(), data.begin(), data.end());
     return Status::Ok();
   }
@@ -62,6 +63,7 @@ class BufferedWriter {
 
  private:
   static constexpr size_t kBufSize = 1 << 20;
+  static constexpr size_t kDirectBytes = 64 << 10;
   WritableFile& file_;
   std::vector<std::byte> buf_;
   uint64_t offset_ = 0;
