@@ -3,9 +3,10 @@
 //
 //   rckpt-save-driver [--size BYTES_MIB] [--codec none|zstd1|zstd1+shuffle|zstd3+shuffle]
 //                     [--reps N] [--threads N] [--small N] [--dir DIR] [--limit]
-//                     [--keep PATH]
+//                     [--keep PATH] [--layers N]
 //
 // The default data is the suite's generated training state (bench_data.h).
+// --layers N sets its layer count (more layers: more, smaller tensors).
 // --small N saves N tensors of 256 f32 each instead: the per-tensor cost.
 // --limit also times the suite's zstd limit (single-thread shuffle + compress
 // of the same 4 MiB chunks, times threads) interleaved with the saves.
@@ -37,6 +38,7 @@ int Main(int argc, char** argv) {
   int reps = 5;
   int threads = 0;
   int small = 0;
+  int layers = 0;
   bool limit = false;
   std::string keep;
   std::string dir = std::filesystem::temp_directory_path().string();
@@ -48,6 +50,7 @@ int Main(int argc, char** argv) {
     else if (a == "--reps") reps = std::atoi(v), ++i;
     else if (a == "--threads") threads = std::atoi(v), ++i;
     else if (a == "--small") small = std::atoi(v), ++i;
+    else if (a == "--layers") layers = std::atoi(v), ++i;
     else if (a == "--dir") dir = v, ++i;
     else if (a == "--keep") keep = v, ++i;
     else if (a == "--limit") limit = true;
@@ -81,7 +84,7 @@ int Main(int argc, char** argv) {
       bytes += 1024;
     }
   } else {
-    auto d = Generate(mib << 20, 0, 1, threads);
+    auto d = Generate(mib << 20, layers, 1, threads);
     if (!d.ok()) return 1;
     data = std::move(d).value();
     auto c = data.ToCheckpoint();
