@@ -76,9 +76,10 @@ struct ChunkJob {
 };
 
 // Consecutive chunks encoded as one task: one chunk of kBatchBytes or more,
-// or smaller chunks up to kBatchBytes together. A task costs a queue push,
-// a wake-up and a slot hand-off (about 10 us here); checkpoints with
-// thousands of small tensors paid that per tensor.
+// or smaller chunks up to kBatchBytes (and kBatchChunks) together. A task
+// costs a queue push, a wake-up and a slot hand-off; with one task per chunk
+// a save of 20 000 1 KiB tensors took 4-26 us per tensor on a 2-core VM
+// (the spread is wake-up latency), batched 1-2 us.
 struct Batch {
   size_t first_job = 0;
   size_t end_job = 0;
