@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <limits>
 #include <system_error>
+#include <thread>
 #include <utility>
 
 namespace rckpt {
@@ -181,13 +182,31 @@ class PosixWritableFile final : public WritableFile {
 #endif
   }
 
-  static constexpr uint64_t kWritebackStep = 8ull << 20;
+  // The final fsync waits for up to one step plus the disk's queue: 2 MiB
+  // took a 55 MiB save's fsync from 2.5-3 to 1.2 ms against 8 MiB, at the
+  // same CPU cost (the kernel submits the same pages either way).
+  static constexpr uint64_t kWritebackStep = 2ull << 20;
   int fd_;
   const std::string path_;
   const size_t max_io_;
   uint64_t written_ = 0;
   uint64_t hinted_ = 0;
 };
+
+// Closes `fd` on a short-lived thread of its own. Used for the last
+// reference to a file that a rename replaced: the kernel frees the file's
+// pages and blocks only then, and on file systems mounted with `discard`
+// (common on cloud VMs) it waits for the device to discard every freed block
+// first: 12 ms for a 47 MiB checkpoint on the machine measured
+// (docs/PERFORMANCE.md), time a save replacing its previous file spent after
+// its data was already durable.
+void CloseInBackground(int fd) {
+  try {
+    std::thread([fd] { ::close(fd); }).detach();
+  } catch (const std::system_error&) {
+    ::close(fd);  // no thread to be had: pay for it here
+  }
+}
 
 class PosixFs final : public FileSystem {
  public:
@@ -202,9 +221,16 @@ class PosixFs final : public FileSystem {
   }
 
   Status Rename(const std::string& from, const std::string& to) override {
+    // A reference to the file being replaced (if any) keeps the rename from
+    // releasing it; the release then happens off the caller's path. O_PATH
+    // needs no read permission; O_NOFOLLOW: rename replaces a symlink itself.
+    const int replaced = ::open(to.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
     if (::rename(from.c_str(), to.c_str()) != 0) {
-      return ErrnoStatus("rename '" + from + "' to '" + to + "'", errno);
+      const int err = errno;
+      if (replaced >= 0) ::close(replaced);
+      return ErrnoStatus("rename '" + from + "' to '" + to + "'", err);
     }
+    if (replaced >= 0) CloseInBackground(replaced);
     return Status::Ok();
   }
 

@@ -1,6 +1,7 @@
 // Saves are atomic: a failed or cancelled save leaves the previous file at
 // the path untouched and no temporary behind.
 #include "format/format_test_util.h"
+#include "runtime/emulated_runtime.h"
 
 namespace rckpt {
 namespace {
@@ -159,6 +160,65 @@ TEST(SaveTest, IncompressibleChunksAreStoredRaw) {
   ASSERT_OK(Save("/ck.rckpt", ck, o));
   ASSERT_OK_AND_ASSIGN(auto reader, FileReader::Open(fs, "/ck.rckpt"));
   EXPECT_EQ(reader->manifest().tensors[0].chunks[0].codec, Codec::kNone);
+}
+
+// Device tensors reach the file through the pinned staging buffers, small
+// chunks several to a buffer; the chunks must be the host path's.
+TEST(SaveTest, DeviceTensorsSaveTheChunksOfTheirHostCopies) {
+  Checkpoint host;
+  for (int i = 0; i < 40; ++i) {
+    ASSERT_OK(host.AddTensor("model", "small" + std::to_string(i),
+                             HostTensor(i % 2 ? DType::kF32 : DType::kU8, {7 + 50 * i}, i)));
+  }
+  ASSERT_OK(host.AddTensor("model", "big", HostTensor(DType::kF32, {100000}, 99)));
+  for (Codec codec : {Codec::kNone, Codec::kZstd}) {
+    SCOPED_TRACE(static_cast<int>(codec));
+    auto rt = NewEmulatedRuntimeForTesting({.device_count = 1});
+    {
+      Checkpoint on_device;
+      std::vector<std::shared_ptr<void>> owned;
+      for (const TensorEntry& e : host.tensors()) {
+        ASSERT_OK_AND_ASSIGN(void* p, rt->Allocate(Device::Cuda(0), e.tensor.nbytes()));
+        owned.emplace_back(p, [&rt](void* q) { rt->Free(Device::Cuda(0), q); });
+        ASSERT_OK_AND_ASSIGN(Stream s, rt->CreateStream(Device::Cuda(0)));
+        ASSERT_OK(rt->CopyToDeviceAsync(Device::Cuda(0), s, p, e.tensor.data(), e.tensor.nbytes()));
+        ASSERT_OK(rt->Synchronize(Device::Cuda(0), s));
+        rt->DestroyStream(Device::Cuda(0), s);
+        ASSERT_OK(on_device.AddTensor(
+            e.section, e.name, TensorView{p, e.tensor.dtype(), e.tensor.shape(), Device::Cuda(0)}));
+      }
+      MemFileSystem fs;
+      SaveOptions o{.codec = codec, .chunk_bytes = 64 << 10, .threads = 3,
+                    .runtime = rt.get(), .staging_bytes = 256 << 10, .fs = &fs};
+      ASSERT_OK(Save("/device.rckpt", on_device, o));
+      o.runtime = nullptr;
+      ASSERT_OK(Save("/host.rckpt", host, o));
+      ASSERT_OK_AND_ASSIGN(auto from_device, FileReader::Open(fs, "/device.rckpt"));
+      ASSERT_OK_AND_ASSIGN(auto from_host, FileReader::Open(fs, "/host.rckpt"));
+      const auto& a = from_device->manifest().tensors;
+      const auto& b = from_host->manifest().tensors;
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t t = 0; t < a.size(); ++t) {
+        ASSERT_EQ(a[t].chunks.size(), b[t].chunks.size()) << a[t].name;
+        for (size_t c = 0; c < a[t].chunks.size(); ++c) {
+          EXPECT_EQ(a[t].chunks[c].offset, b[t].chunks[c].offset) << a[t].name;
+          EXPECT_EQ(a[t].chunks[c].stored_size, b[t].chunks[c].stored_size) << a[t].name;
+          EXPECT_EQ(a[t].chunks[c].checksum, b[t].chunks[c].checksum) << a[t].name;
+          EXPECT_EQ(a[t].chunks[c].codec, b[t].chunks[c].codec) << a[t].name;
+        }
+      }
+      ASSERT_OK_AND_ASSIGN(Checkpoint back, testing::LoadAllToHost(fs, "/device.rckpt"));
+      ASSERT_EQ(back.tensors().size(), host.tensors().size());
+      for (size_t t = 0; t < back.tensors().size(); ++t) {
+        const Tensor& x = host.tensors()[t].tensor;
+        const Tensor& y = back.tensors()[t].tensor;
+        ASSERT_EQ(x.nbytes(), y.nbytes());
+        EXPECT_EQ(std::memcmp(x.data(), y.data(), x.nbytes()), 0) << host.tensors()[t].name;
+        EXPECT_EQ(back.tensors()[t].Origin(), Device::Cuda(0));
+      }
+    }
+    EXPECT_TRUE(rt->NothingLive());
+  }
 }
 
 TEST(SaveTest, PosixSaveReplacesFileAtomicallyAndCleansStaleTemporaries) {
