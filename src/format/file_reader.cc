@@ -235,7 +235,6 @@ Status FileReader::VerifyAll(const ProgressCallback& progress) const {
     std::vector<Status> results(end - begin);
     pool.ParallelFor(end - begin, [&](size_t k) {
       const Item& it = items[begin + k];
-      const ChunkMeta& c = it.tensor->chunks[it.chunk];
       std::unique_ptr<Buffers> b = take();
       try {
         results[k] = VerifyChunk(*it.tensor, it.chunk, b->stored, b->raw, b->scratch);

@@ -89,32 +89,6 @@ struct Batch {
 constexpr uint64_t kBatchBytes = 1ull << 20;
 constexpr size_t kBatchChunks = 1024;
 
-// Uninitialised host memory that grows on demand and is reused: a
-// std::vector zero-fills what it allocates, and large blocks come fresh
-// from the kernel, so a save paid a page fault and a memset per 4 KiB of
-// its buffers. From 1 MiB on, sizes are rounded up to AllocateHostBlock's
-// huge-page blocks: one fault per 2 MiB touched (only touched pages are
-// backed), which halved the page faults of a 55 MiB save.
-class ScratchBuffer {
- public:
-  Status Reserve(uint64_t bytes) {
-    if (bytes <= capacity_) return Status::Ok();
-    if (bytes >= (1ull << 20)) bytes = AlignUp(bytes, kHugeBlockBytes);
-    block_ = AllocateHostBlock(bytes, /*zero=*/false);
-    if (block_ == nullptr) {
-      capacity_ = 0;
-      return Status::OutOfMemory("save buffer of " + std::to_string(bytes) + " bytes");
-    }
-    capacity_ = bytes;
-    return Status::Ok();
-  }
-  std::byte* data() const { return static_cast<std::byte*>(block_.get()); }
-
- private:
-  std::shared_ptr<void> block_;
-  uint64_t capacity_ = 0;
-};
-
 struct EncodedChunk {
   ChunkMeta meta;
   std::span<const std::byte> stored;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 #include <new>
+#include <string>
 
 namespace rckpt {
 namespace {
@@ -43,14 +44,24 @@ std::shared_ptr<void> AllocateHostBlock(uint64_t bytes, bool zero) {
   return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
 }
 
-std::span<std::byte> ScratchBuffer::Get(uint64_t bytes) {
-  if (bytes > size_ || block_ == nullptr) {
-    block_.reset();
-    block_ = AllocateHostBlock(bytes, /*zero=*/false);
-    if (block_ == nullptr) throw std::bad_alloc();
-    size_ = bytes;
+Status ScratchBuffer::Reserve(uint64_t bytes) {
+  if (bytes <= capacity_ && block_ != nullptr) return Status::Ok();
+  if (bytes >= (1ull << 20)) {
+    bytes = (bytes + kHugeBlockBytes - 1) / kHugeBlockBytes * kHugeBlockBytes;
   }
-  return {static_cast<std::byte*>(block_.get()), static_cast<size_t>(bytes)};
+  block_.reset();  // the old block goes first: never both at once
+  capacity_ = 0;
+  block_ = AllocateHostBlock(bytes, /*zero=*/false);
+  if (block_ == nullptr) {
+    return Status::OutOfMemory("work buffer of " + std::to_string(bytes) + " bytes");
+  }
+  capacity_ = bytes;
+  return Status::Ok();
+}
+
+std::span<std::byte> ScratchBuffer::Get(uint64_t bytes) {
+  if (!Reserve(bytes).ok()) throw std::bad_alloc();
+  return {data(), static_cast<size_t>(bytes)};
 }
 
 }  // namespace rckpt
