@@ -10,6 +10,7 @@
 #include "convert/import_common.h"
 #include "convert/pickle_reader.h"
 #include "convert/zip.h"
+#include "util/utf8.h"
 #include "rckpt/convert.h"
 #include "rckpt/file.h"
 
@@ -77,6 +78,7 @@ class Importer {
   Result<Value> Convert(PyNode* n, std::vector<std::string>& path, int depth, bool in_key);
   Result<Value> ConvertTensor(PyNode* n, const std::vector<std::string>& path, bool in_key);
   std::string Component(const Value& key);
+  Status CheckName(const std::string& name) const;
   // An RngRef when `n` is random.getstate()'s tuple, else null.
   Result<Value> PythonRngState(const PyNode* n, const std::vector<std::string>& path);
 
@@ -237,8 +239,18 @@ Result<Value> Importer::PythonRngState(const PyNode* n, const std::vector<std::s
   bool has_gauss = it[2]->kind == PyKind::kFloat;
   std::string bytes = EncodePythonRng(words, has_gauss, has_gauss ? it[2]->f : 0.0);
   std::string name = UniqueName(ck_, JoinPath(path), &warnings_);
+  RCKPT_RETURN_IF_ERROR(CheckName(name));
   RCKPT_RETURN_IF_ERROR(ck_.AddRng(name, RngKind::kPython, AsBytes(bytes)));
   return Value::RngRef(name);
+}
+
+// rckpt names are UTF-8 (schema/FORMAT.md). A pickled key can hold what
+// Python's decoder accepts and UTF-8 does not (lone surrogates, written with
+// "surrogatepass"), or, in a damaged file, any bytes.
+Status Importer::CheckName(const std::string& name) const {
+  if (IsValidUtf8(name)) return Status::Ok();
+  return Status::Unsupported("pytorch: the key path '" + name +
+                             "' is not valid UTF-8; rckpt names must be");
 }
 
 std::string Importer::Component(const Value& key) {
@@ -256,6 +268,7 @@ Result<Value> Importer::ConvertTensor(PyNode* n, const std::vector<std::string>&
   if (in_key) return Status::Unsupported("pytorch: a tensor used as a dict key");
   if (auto it = tensors_seen_.find(n); it != tensors_seen_.end()) return it->second;
   std::string name = UniqueName(ck_, JoinPath(path), &warnings_);
+  RCKPT_RETURN_IF_ERROR(CheckName(name));
   RCKPT_ASSIGN_OR_RETURN(Tensor t, Materialize(n->tensor, name));
   RCKPT_ASSIGN_OR_RETURN(Device origin,
                          DeviceFromTag(n->tensor.storage->storage.location, &warnings_));
