@@ -1,6 +1,6 @@
 // Fuzz target: the whole open-and-load path on an in-memory .rckpt file
-// (rckpt::Load mapped to host, checksums verified, chunks decoded on two workers),
-// then VerifyAll. Traps on a code other than Corruption / Unsupported, on a
+// (rckpt::Load to host, read and with map_file, checksums verified, chunks
+// decoded on two workers) and VerifyAll. Traps on a code other than Corruption / Unsupported, on a
 // multi-line message, or when Load and VerifyAll disagree.
 #include <vector>
 
@@ -32,9 +32,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     o.fs = &fs;
     o.threads = 2;
     o.map_location = MapLocation::To(Device::Cpu());  // files may name absent GPUs
-    Result<Checkpoint> ck = Load("/f.rckpt", o);
-    fuzz::CheckOutcome(ck.status());
-    fuzz::Check(ck.ok() == verified.ok());
+    // Read, then mapped (the in-memory file maps to a private copy, which
+    // runs the mapped path: aliased raw tensors, chunks decoded in place).
+    for (bool mapped : {false, true}) {
+      o.map_file = mapped;
+      Result<Checkpoint> ck = Load("/f.rckpt", o);
+      fuzz::CheckOutcome(ck.status());
+      fuzz::Check(ck.ok() == verified.ok());
+    }
   }
   return 0;
 }
