@@ -41,11 +41,6 @@ constexpr uint64_t kBatchChunkBytes = 256ull << 10;
 constexpr uint64_t kBatchSpanBytes = 1ull << 20;
 constexpr uint64_t kBatchGapBytes = 4096;
 
-// Chunks larger than this are read (or copied) and hashed piece by piece,
-// each piece while it is still in the CPU cache: measured 1.3x faster than
-// hashing a whole 4 MiB chunk after reading it (docs/PERFORMANCE.md).
-constexpr uint64_t kHashPieceBytes = 256ull << 10;
-
 // The calling thread is woken to report progress every kProgressStep bytes
 // (and at the end or on failure), not after every chunk.
 constexpr uint64_t kProgressStep = 4ull << 20;
@@ -84,20 +79,6 @@ class BufferPool {
   std::vector<std::unique_ptr<Buffers>> free_;
 };
 
-std::string ChunkWhere(const std::string& path, const TensorMeta& t,
-                       size_t chunk) {
-  return "'" + path + "': tensor '" + t.name + "': chunk " +
-         std::to_string(chunk) + " at offset " +
-         std::to_string(t.chunks[chunk].offset);
-}
-
-std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof(buf), "0x%016llx",
-                static_cast<unsigned long long>(v));
-  return buf;
-}
-
 class LoadRun {
  public:
   LoadRun(const FileReader& reader, const PipelineOptions& options)
@@ -116,11 +97,10 @@ class LoadRun {
                 BufferPool::Buffers& b);
   Status VerifyRaw(const TensorMeta& t, size_t ci,
                    std::span<const std::byte> raw) const;
-  Status CheckSum(const TensorMeta& t, size_t ci, uint64_t computed) const;
   // Reads (stored == null) or copies `dst.size()` stored bytes of chunk `ci`
-  // into `dst`, hashing them piece by piece when verifying.
-  Status ReadVerified(const TensorMeta& t, size_t ci, std::span<std::byte> dst,
-                      const std::byte* stored);
+  // into `dst`, verifying them unless verification is off.
+  Status ReadStoredBytes(const TensorMeta& t, size_t ci, std::span<std::byte> dst,
+                         const std::byte* stored);
   Status DeviceChunk(const TensorDest& dest, size_t ci, BufferPool::Buffers& b);
   Status CopyFromSlot(DeviceLane& lane, std::byte* dst, StagingRing::Slot slot,
                       uint32_t shuffle_elem);
@@ -159,49 +139,24 @@ void LoadRun::Fail(Status s) {
   failed_ = true;
 }
 
-Status LoadRun::CheckSum(const TensorMeta& t, size_t ci,
-                         uint64_t computed) const {
-  const ChunkMeta& c = t.chunks[ci];
-  if (computed != c.checksum) {
-    return Status::Corruption(ChunkWhere(reader_.path(), t, ci) +
-                              ": checksum mismatch: expected " +
-                              Hex(c.checksum) + ", computed " + Hex(computed));
-  }
-  return Status::Ok();
-}
-
 Status LoadRun::VerifyRaw(const TensorMeta& t, size_t ci,
                           std::span<const std::byte> raw) const {
   if (!options_.verify_checksums) return Status::Ok();
-  return CheckSum(t, ci, Checksum(raw));
+  return reader_.CheckChecksum(t, ci, Checksum(raw));
 }
 
-Status LoadRun::ReadVerified(const TensorMeta& t, size_t ci,
-                             std::span<std::byte> dst,
-                             const std::byte* stored) {
-  const ChunkMeta& c = t.chunks[ci];
-  if (!options_.verify_checksums || dst.size() <= kHashPieceBytes) {
-    if (stored != nullptr) {
-      std::memcpy(dst.data(), stored, dst.size());
-    } else {
-      RCKPT_RETURN_IF_ERROR(reader_.file().ReadAt(c.offset, dst));
-      bytes_read_ += dst.size();
-    }
-    return VerifyRaw(t, ci, dst);
+Status LoadRun::ReadStoredBytes(const TensorMeta& t, size_t ci,
+                                std::span<std::byte> dst,
+                                const std::byte* stored) {
+  if (stored == nullptr) bytes_read_ += dst.size();
+  if (options_.verify_checksums) {
+    return reader_.ReadVerified(t, ci, dst, stored);
   }
-  ChecksumStream sum;
-  for (uint64_t off = 0; off < dst.size(); off += kHashPieceBytes) {
-    std::span<std::byte> piece =
-        dst.subspan(off, std::min<uint64_t>(kHashPieceBytes, dst.size() - off));
-    if (stored != nullptr) {
-      std::memcpy(piece.data(), stored + off, piece.size());
-    } else {
-      RCKPT_RETURN_IF_ERROR(reader_.file().ReadAt(c.offset + off, piece));
-      bytes_read_ += piece.size();
-    }
-    sum.Update(piece);
+  if (stored != nullptr) {
+    std::memcpy(dst.data(), stored, dst.size());
+    return Status::Ok();
   }
-  return CheckSum(t, ci, sum.Digest());
+  return reader_.file().ReadAt(t.chunks[ci].offset, dst);
 }
 
 // Fills `dst` with the raw bytes of chunk `ci` (kept byte-shuffled when
@@ -217,12 +172,12 @@ Status LoadRun::Decode(const TensorMeta& t, size_t ci, std::span<std::byte> dst,
     // Stored bytes are the wanted bytes.
     if (c.stored_size != dst.size()) {
       return Status::Corruption(
-          ChunkWhere(reader_.path(), t, ci) + ": stored size " + std::to_string(c.stored_size) +
+          reader_.ChunkWhere(t, ci) + ": stored size " + std::to_string(c.stored_size) +
           " of an uncompressed chunk, expected raw size " +
           std::to_string(dst.size()));
     }
     if (in_place) return VerifyRaw(t, ci, dst);  // nothing to move
-    return ReadVerified(t, ci, dst, stored);
+    return ReadStoredBytes(t, ci, dst, stored);
   }
   std::span<const std::byte> in;
   bool verified = false;
@@ -230,7 +185,7 @@ Status LoadRun::Decode(const TensorMeta& t, size_t ci, std::span<std::byte> dst,
     in = {stored, c.stored_size};
   } else {
     std::span<std::byte> buf = b.stored.Get(c.stored_size);
-    RCKPT_RETURN_IF_ERROR(ReadVerified(t, ci, buf, nullptr));
+    RCKPT_RETURN_IF_ERROR(ReadStoredBytes(t, ci, buf, nullptr));
     verified = options_.verify_checksums;
     in = buf;
   }
@@ -300,7 +255,7 @@ Status LoadRun::DeviceChunk(const TensorDest& dest, size_t ci,
   // raw bytes through the ring piece by piece.
   std::unique_ptr<std::byte[]> whole(new (std::nothrow) std::byte[c.raw_size]);
   if (whole == nullptr) {
-    return Status::OutOfMemory(ChunkWhere(reader_.path(), t, ci) + ": " +
+    return Status::OutOfMemory(reader_.ChunkWhere(t, ci) + ": " +
                                std::to_string(c.raw_size) +
                                " bytes of host memory to decode it");
   }
@@ -362,7 +317,7 @@ void LoadRun::RunJob(const Job& job) {
       s = DoJob(job, *b);
     } catch (const std::bad_alloc&) {
       const Item& it = items_[job.begin];
-      s = Status::OutOfMemory(ChunkWhere(reader_.path(), *it.dest->tensor, it.chunk) +
+      s = Status::OutOfMemory(reader_.ChunkWhere(*it.dest->tensor, it.chunk) +
                               ": out of host memory");
     }
     buffers_.Give(std::move(b));

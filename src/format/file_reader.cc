@@ -114,22 +114,50 @@ Status FileReader::ReadStored(const ChunkMeta& chunk, std::span<std::byte> store
   return file_->ReadAt(chunk.offset, stored.first(chunk.stored_size));
 }
 
+std::string FileReader::ChunkWhere(const TensorMeta& tensor, size_t chunk_index) const {
+  return "'" + path_ + "': tensor '" + tensor.name + "': chunk " + std::to_string(chunk_index) +
+         " at offset " + std::to_string(tensor.chunks[chunk_index].offset);
+}
+
+Status FileReader::CheckChecksum(const TensorMeta& tensor, size_t chunk_index,
+                                 uint64_t computed) const {
+  const uint64_t stored = tensor.chunks[chunk_index].checksum;
+  if (computed == stored) return Status::Ok();
+  return Status::Corruption(ChunkWhere(tensor, chunk_index) + ": checksum mismatch (stored " +
+                            Hex(stored) + ", computed " + Hex(computed) + ")");
+}
+
+Status FileReader::ReadVerified(const TensorMeta& tensor, size_t chunk_index,
+                                std::span<std::byte> stored, const std::byte* src) const {
+  const ChunkMeta& c = tensor.chunks[chunk_index];
+  auto fill = [&](uint64_t off, std::span<std::byte> piece) {
+    if (src != nullptr) {
+      std::memcpy(piece.data(), src + off, piece.size());
+      return Status::Ok();
+    }
+    return file_->ReadAt(c.offset + off, piece);
+  };
+  if (stored.size() <= kHashPieceBytes) {
+    RCKPT_RETURN_IF_ERROR(fill(0, stored));
+    return CheckChecksum(tensor, chunk_index, Checksum(stored));
+  }
+  ChecksumStream sum;
+  for (uint64_t off = 0; off < stored.size(); off += kHashPieceBytes) {
+    std::span<std::byte> piece =
+        stored.subspan(off, std::min<uint64_t>(kHashPieceBytes, stored.size() - off));
+    RCKPT_RETURN_IF_ERROR(fill(off, piece));
+    sum.Update(piece);
+  }
+  return CheckChecksum(tensor, chunk_index, sum.Digest());
+}
+
 Status FileReader::DecodeChunk(const TensorMeta& tensor, size_t chunk_index,
                                std::span<const std::byte> stored, std::span<std::byte> dst,
                                ScratchBuffer& scratch, bool verify,
                                bool keep_shuffled) const {
   const ChunkMeta& c = tensor.chunks[chunk_index];
-  auto where = [&] {
-    return "'" + path_ + "': tensor '" + tensor.name + "': chunk " + std::to_string(chunk_index) +
-           " at offset " + std::to_string(c.offset);
-  };
-  if (verify) {
-    uint64_t sum = Checksum(stored);
-    if (sum != c.checksum) {
-      return Status::Corruption(where() + ": checksum mismatch (stored " + Hex(c.checksum) +
-                                ", computed " + Hex(sum) + ")");
-    }
-  }
+  auto where = [&] { return ChunkWhere(tensor, chunk_index); };
+  if (verify) RCKPT_RETURN_IF_ERROR(CheckChecksum(tensor, chunk_index, Checksum(stored)));
   const bool unshuffle = c.shuffle_elem != 0 && !keep_shuffled;
   if (c.codec == Codec::kNone) {
     if (unshuffle) {
@@ -175,20 +203,7 @@ Status FileReader::VerifyChunk(const TensorMeta& tensor, size_t chunk_index,
                                ScratchBuffer& scratch) const {
   const ChunkMeta& c = tensor.chunks[chunk_index];
   std::span<std::byte> stored = stored_buf.Get(c.stored_size);
-  // Read and hash piece by piece, each piece while it is still in cache.
-  constexpr uint64_t kPiece = 256ull << 10;
-  ChecksumStream sum;
-  for (uint64_t off = 0; off < c.stored_size; off += kPiece) {
-    std::span<std::byte> piece = stored.subspan(off, std::min(kPiece, c.stored_size - off));
-    RCKPT_RETURN_IF_ERROR(file_->ReadAt(c.offset + off, piece));
-    sum.Update(piece);
-  }
-  if (sum.Digest() != c.checksum) {
-    return Status::Corruption("'" + path_ + "': tensor '" + tensor.name + "': chunk " +
-                              std::to_string(chunk_index) + " at offset " +
-                              std::to_string(c.offset) + ": checksum mismatch (stored " +
-                              Hex(c.checksum) + ", computed " + Hex(sum.Digest()) + ")");
-  }
+  RCKPT_RETURN_IF_ERROR(ReadVerified(tensor, chunk_index, stored));
   // Raw chunks are their stored bytes: nothing to decode.
   if (c.codec == Codec::kNone) return Status::Ok();
   return DecodeChunk(tensor, chunk_index, stored, raw_buf.Get(c.raw_size), scratch,

@@ -74,6 +74,19 @@ class FileReader {
   // Reads a chunk's stored bytes into `stored` (size == chunk.stored_size).
   Status ReadStored(const ChunkMeta& chunk, std::span<std::byte> stored) const;
 
+  // "'<path>': tensor '<name>': chunk <i> at offset <n>", for messages.
+  std::string ChunkWhere(const TensorMeta& tensor, size_t chunk_index) const;
+  // Corruption naming the chunk unless `computed` is its recorded checksum.
+  Status CheckChecksum(const TensorMeta& tensor, size_t chunk_index, uint64_t computed) const;
+  // Fills `stored` (the chunk's stored_size bytes) by reading them, or by
+  // copying them from `src` when it is not null, and verifies the checksum.
+  // Chunks over kHashPieceBytes are moved and hashed piece by piece, each
+  // piece while it is still in the CPU cache: 1.3x faster than hashing a
+  // whole 4 MiB chunk after reading it (docs/PERFORMANCE.md, Checksums).
+  Status ReadVerified(const TensorMeta& tensor, size_t chunk_index, std::span<std::byte> stored,
+                      const std::byte* src = nullptr) const;
+  static constexpr uint64_t kHashPieceBytes = 256ull << 10;
+
   // Turns stored bytes into raw bytes: checks the checksum when `verify`,
   // decompresses, unshuffles. `dst` has chunk.raw_size bytes. `scratch` is
   // grown as needed (used when a chunk is both compressed and shuffled).
