@@ -13,6 +13,7 @@
 
 #include "codec/codec.h"
 #include "engine/staging_ring.h"
+#include "util/free_list.h"
 #include "util/host_memory.h"
 #include "util/thread_pool.h"
 
@@ -53,30 +54,12 @@ struct DeviceLane {
   void* scratch = nullptr;
 };
 
-// Reusable host buffers for stored (compressed) bytes and decode scratch;
-// as many exist as workers ever ran at once. They are never zero-filled and
-// large ones are huge-page blocks (util/host_memory.h).
-class BufferPool {
- public:
-  struct Buffers {
-    ScratchBuffer stored;
-    ScratchBuffer scratch;
-  };
-  std::unique_ptr<Buffers> Take() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (free_.empty()) return std::make_unique<Buffers>();
-    std::unique_ptr<Buffers> b = std::move(free_.back());
-    free_.pop_back();
-    return b;
-  }
-  void Give(std::unique_ptr<Buffers> b) {
-    std::lock_guard<std::mutex> lock(mu_);
-    free_.push_back(std::move(b));
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<std::unique_ptr<Buffers>> free_;
+// Host work space of one worker: stored (compressed) bytes and decode
+// scratch. Borrowed per job from a FreeList, so as many exist as workers
+// ever ran at once; never zero-filled, large ones huge-page blocks.
+struct Buffers {
+  ScratchBuffer stored;
+  ScratchBuffer scratch;
 };
 
 class LoadRun {
@@ -91,17 +74,17 @@ class LoadRun {
   Status TearDownDevices();
   std::vector<Job> MakeJobs() const;
   void RunJob(const Job& job);
-  Status DoJob(const Job& job, BufferPool::Buffers& b);
+  Status DoJob(const Job& job, Buffers& b);
   Status Decode(const TensorMeta& t, size_t ci, std::span<std::byte> dst,
                 const std::byte* stored, bool keep_shuffled, bool in_place,
-                BufferPool::Buffers& b);
+                Buffers& b);
   Status VerifyRaw(const TensorMeta& t, size_t ci,
                    std::span<const std::byte> raw) const;
   // Reads (stored == null) or copies `dst.size()` stored bytes of chunk `ci`
   // into `dst`, verifying them unless verification is off.
   Status ReadStoredBytes(const TensorMeta& t, size_t ci, std::span<std::byte> dst,
                          const std::byte* stored);
-  Status DeviceChunk(const TensorDest& dest, size_t ci, BufferPool::Buffers& b);
+  Status DeviceChunk(const TensorDest& dest, size_t ci, Buffers& b);
   Status CopyFromSlot(DeviceLane& lane, std::byte* dst, StagingRing::Slot slot,
                       uint32_t shuffle_elem);
   void Fail(Status s);
@@ -119,7 +102,7 @@ class LoadRun {
   const PipelineOptions& options_;
   std::unique_ptr<StagingRing> ring_;
   std::map<int, std::unique_ptr<DeviceLane>> lanes_;
-  BufferPool buffers_;
+  FreeList<Buffers> buffers_;
   std::vector<Item> items_;  // in file order
 
   std::atomic<uint64_t> bytes_read_{0};
@@ -166,7 +149,7 @@ Status LoadRun::ReadStoredBytes(const TensorMeta& t, size_t ci,
 // bytes (a tensor aliasing the mapped file), so only the checksum is left.
 Status LoadRun::Decode(const TensorMeta& t, size_t ci, std::span<std::byte> dst,
                        const std::byte* stored, bool keep_shuffled,
-                       bool in_place, BufferPool::Buffers& b) {
+                       bool in_place, Buffers& b) {
   const ChunkMeta& c = t.chunks[ci];
   if (c.codec == Codec::kNone && (c.shuffle_elem == 0 || keep_shuffled)) {
     // Stored bytes are the wanted bytes.
@@ -234,7 +217,7 @@ Status LoadRun::CopyFromSlot(DeviceLane& lane, std::byte* dst,
 }
 
 Status LoadRun::DeviceChunk(const TensorDest& dest, size_t ci,
-                            BufferPool::Buffers& b) {
+                            Buffers& b) {
   const TensorMeta& t = *dest.tensor;
   const ChunkMeta& c = t.chunks[ci];
   DeviceLane& lane = *lanes_.at(dest.device.index);
@@ -271,7 +254,7 @@ Status LoadRun::DeviceChunk(const TensorDest& dest, size_t ci,
   return Status::Ok();
 }
 
-Status LoadRun::DoJob(const Job& job, BufferPool::Buffers& b) {
+Status LoadRun::DoJob(const Job& job, Buffers& b) {
   if (job.end - job.begin == 1) {
     const Item& it = items_[job.begin];
     const TensorDest& d = *it.dest;
@@ -312,7 +295,7 @@ Status LoadRun::DoJob(const Job& job, BufferPool::Buffers& b) {
 void LoadRun::RunJob(const Job& job) {
   Status s;
   if (!failed_) {
-    std::unique_ptr<BufferPool::Buffers> b = buffers_.Take();
+    std::unique_ptr<Buffers> b = buffers_.Take();
     try {
       s = DoJob(job, *b);
     } catch (const std::bad_alloc&) {

@@ -2,13 +2,13 @@
 
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <new>
 #include <string_view>
 
 #include "codec/codec.h"
 #include "format/layout.h"
 #include "format/manifest.h"
+#include "util/free_list.h"
 #include "util/thread_pool.h"
 
 namespace rckpt {
@@ -228,19 +228,7 @@ Status FileReader::VerifyAll(const ProgressCallback& progress) const {
   struct Buffers {
     ScratchBuffer stored, raw, scratch;
   };
-  std::mutex buffers_mu;
-  std::vector<std::unique_ptr<Buffers>> free_buffers;
-  auto take = [&] {
-    std::lock_guard<std::mutex> lock(buffers_mu);
-    if (free_buffers.empty()) return std::make_unique<Buffers>();
-    std::unique_ptr<Buffers> b = std::move(free_buffers.back());
-    free_buffers.pop_back();
-    return b;
-  };
-  auto give = [&](std::unique_ptr<Buffers> b) {
-    std::lock_guard<std::mutex> lock(buffers_mu);
-    free_buffers.push_back(std::move(b));
-  };
+  FreeList<Buffers> buffers;
   // Batches keep memory bounded and let progress be reported from this thread.
   ThreadPool pool(ResolveThreads(0));
   const size_t batch = static_cast<size_t>(pool.size()) * 4;
@@ -250,14 +238,14 @@ Status FileReader::VerifyAll(const ProgressCallback& progress) const {
     std::vector<Status> results(end - begin);
     pool.ParallelFor(end - begin, [&](size_t k) {
       const Item& it = items[begin + k];
-      std::unique_ptr<Buffers> b = take();
+      std::unique_ptr<Buffers> b = buffers.Take();
       try {
         results[k] = VerifyChunk(*it.tensor, it.chunk, b->stored, b->raw, b->scratch);
       } catch (const std::bad_alloc&) {
         results[k] = Status::OutOfMemory("verify '" + path_ + "': tensor '" + it.tensor->name +
                                          "': chunk " + std::to_string(it.chunk));
       }
-      give(std::move(b));
+      buffers.Give(std::move(b));
     });
     for (size_t k = 0; k < results.size(); ++k) {
       if (!results[k].ok()) return results[k];

@@ -18,6 +18,7 @@
 #include "rckpt/file.h"
 #include "rckpt/io.h"
 #include "rckpt/runtime.h"
+#include "util/free_list.h"
 #include "util/host_memory.h"
 #include "util/thread_pool.h"
 
@@ -248,7 +249,7 @@ class Saver {
   Status EncodeBatch(const Batch& batch, Slot& slot, DeviceRuntime* runtime) {
     const bool zstd = o_.codec == Codec::kZstd;
     if (zstd) RCKPT_RETURN_IF_ERROR(slot.compressed.Reserve(max_batch_bound_));
-    ScratchBuffer* scratch = nullptr;  // the shuffle's output, taken when needed
+    std::unique_ptr<ScratchBuffer> scratch;  // the shuffle's output, taken when needed
     uint64_t pos = 0;                  // of this chunk's raw bytes in the batch
     uint64_t frame_pos = 0;            // of its frame in slot.compressed
     Status status;
@@ -271,7 +272,7 @@ class Saver {
       if (zstd) {
         std::span<const std::byte> input = raw;
         if (uint32_t elem = ShuffleFor(t.dtype())) {
-          if (scratch == nullptr) scratch = TakeScratch();
+          if (scratch == nullptr) scratch = shuffle_buffers_.Take();
           status = scratch->Reserve(max_chunk_);
           if (!status.ok()) break;
           std::span<std::byte> shuffled(scratch->data(), raw.size());
@@ -301,26 +302,8 @@ class Saver {
       out.meta.checksum = Checksum(out.stored);
       pos += job.raw_size;
     }
-    if (scratch != nullptr) ReturnScratch(scratch);
+    if (scratch != nullptr) shuffle_buffers_.Give(std::move(scratch));
     return status;
-  }
-
-  // Shuffle buffers are per worker, not per slot: a worker needs one only
-  // while it encodes, and there are fewer workers than slots.
-  ScratchBuffer* TakeScratch() {
-    std::lock_guard<std::mutex> lock(scratch_mu_);
-    if (free_scratch_.empty()) {
-      scratch_.push_back(std::make_unique<ScratchBuffer>());
-      return scratch_.back().get();
-    }
-    ScratchBuffer* s = free_scratch_.back();
-    free_scratch_.pop_back();
-    return s;
-  }
-
-  void ReturnScratch(ScratchBuffer* s) {
-    std::lock_guard<std::mutex> lock(scratch_mu_);
-    free_scratch_.push_back(s);
   }
 
   // Copies one chunk into `dst`, in the slot's pinned buffer, on the slot's stream,
@@ -429,9 +412,9 @@ class Saver {
   uint64_t max_chunk_ = 0;
   uint64_t max_batch_bound_ = 0;  // the most bytes a batch's zstd frames can take
   bool has_device_tensor_ = false;
-  std::mutex scratch_mu_;
-  std::vector<std::unique_ptr<ScratchBuffer>> scratch_;
-  std::vector<ScratchBuffer*> free_scratch_;
+  // Shuffle output buffers are per worker, not per slot: a worker needs one
+  // only while it encodes, and there are fewer workers than slots.
+  FreeList<ScratchBuffer> shuffle_buffers_;
 };
 
 }  // namespace
