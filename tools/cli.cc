@@ -142,7 +142,7 @@ ProgressCallback ProgressBar(std::string label) {
     bar.resize(30, '.');
     std::fprintf(stderr, "\r%s [%s] %5.1f%% %s of %s %s   ", label.c_str(), bar.c_str(),
                  frac * 100, Bytes(done).c_str(), Bytes(total).c_str(),
-                 Rate(done, secs).c_str());
+                 RenderRate(done, secs).c_str());
     g_bar_shown = true;
     return true;
   };
@@ -151,15 +151,6 @@ ProgressCallback ProgressBar(std::string label) {
 void EndProgress() {
   if (g_bar_shown) std::fputs("\r\033[K", stderr);
   g_bar_shown = false;
-}
-
-std::string Rate(uint64_t bytes, double seconds) {
-  char buf[32];
-  double per_s = seconds > 0 ? double(bytes) / seconds : 0.0;
-  // Small transfers in MB/s: "0.00 GB/s" says nothing.
-  if (per_s >= 1e9) std::snprintf(buf, sizeof buf, "%.2f GB/s", per_s / 1e9);
-  else std::snprintf(buf, sizeof buf, "%.1f MB/s", per_s / 1e6);
-  return buf;
 }
 
 std::string Bytes(uint64_t bytes) {

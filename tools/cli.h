@@ -58,8 +58,7 @@ int Usage(std::string_view cmd, std::string_view message);
 ProgressCallback ProgressBar(std::string label);
 void EndProgress();
 
-// "1.23 GB/s" from bytes and seconds.
-std::string Rate(uint64_t bytes, double seconds);
+// "8.5 MB" (decimal units, three significant digits at least).
 std::string Bytes(uint64_t bytes);
 
 using Command = int (*)(std::vector<std::string> args);

@@ -145,7 +145,7 @@ int RunConvert(std::vector<std::string> words) {
   std::printf("%s -> %s: %zu tensor%s, %zu RNG record%s, %s in %.2f s (%s)\n", in.c_str(),
               out.c_str(), ck->tensors().size(), ck->tensors().size() == 1 ? "" : "s",
               ck->rng().size(), ck->rng().size() == 1 ? "" : "s", Bytes(bytes).c_str(), secs,
-              Rate(bytes, secs).c_str());
+              RenderRate(bytes, secs).c_str());
   return 0;
 }
 

@@ -26,7 +26,7 @@ int RunVerify(std::vector<std::string> words) {
                 path.c_str(), (unsigned long long)report.tensors,
                 (unsigned long long)report.chunks, (unsigned long long)report.rng_records,
                 Bytes(report.stored_bytes).c_str(), Bytes(report.raw_bytes).c_str(), secs,
-                Rate(report.stored_bytes, secs).c_str());
+                RenderRate(report.stored_bytes, secs).c_str());
   }
   return 0;
 }

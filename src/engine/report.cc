@@ -111,14 +111,18 @@ Result<LoadReport> LoadForReport(const std::string& path, LoadOptions options) {
   return report;
 }
 
+std::string RenderRate(uint64_t bytes, double seconds) {
+  char buf[32];
+  const double per_s = seconds > 0 ? static_cast<double>(bytes) / seconds : 0.0;
+  if (per_s >= 1e9) std::snprintf(buf, sizeof buf, "%.2f GB/s", per_s / 1e9);
+  else std::snprintf(buf, sizeof buf, "%.1f MB/s", per_s / 1e6);
+  return buf;
+}
+
 std::string RenderLoadText(const LoadReport& r) {
-  // Below 1 GB/s in MB/s: a small file's "0.00 GB/s" says nothing.
-  char rate[32];
-  double gbps = GigabytesPerSecond(r.stats);
-  if (gbps >= 1) std::snprintf(rate, sizeof rate, "%.2f GB/s", gbps);
-  else std::snprintf(rate, sizeof rate, "%.1f MB/s", gbps * 1e3);
   char time[64];
-  std::snprintf(time, sizeof time, "%.3f s, %s", r.stats.seconds, rate);
+  std::snprintf(time, sizeof time, "%.3f s, %s", r.stats.seconds,
+                RenderRate(r.stats.bytes_restored, r.stats.seconds).c_str());
   const LoadStats& s = r.stats;
   std::string out = "loaded " + r.path + " with the " + r.runtime +
                     " runtime" + (r.mapped ? ", file mapped" : "") + "\n";
