@@ -85,7 +85,6 @@ struct Batch {
   size_t first_job = 0;
   size_t end_job = 0;
   uint64_t raw_bytes = 0;
-  uint64_t bound_bytes = 0;  // sum of the chunks' ZstdBound
 };
 constexpr uint64_t kBatchBytes = 1ull << 20;
 constexpr size_t kBatchChunks = 1024;
@@ -220,16 +219,18 @@ class Saver {
     // A batch of device chunks lands in one slot's staging buffer, which
     // holds max_chunk_ bytes.
     const uint64_t limit = has_device_tensor_ ? std::min(kBatchBytes, max_chunk_) : kBatchBytes;
+    uint64_t bound = 0;  // sum of ZstdBound over the current batch's chunks
     for (size_t j = 0; j < jobs_.size(); ++j) {
       const uint64_t raw = jobs_[j].raw_size;
       if (batches_.empty() || batches_.back().raw_bytes + raw > limit ||
           j - batches_.back().first_job >= kBatchChunks) {
         batches_.push_back(Batch{j, j, 0});
+        bound = 0;
       }
       batches_.back().end_job = j + 1;
       batches_.back().raw_bytes += raw;
-      batches_.back().bound_bytes += ZstdBound(raw);
-      max_batch_bound_ = std::max(max_batch_bound_, batches_.back().bound_bytes);
+      bound += ZstdBound(raw);
+      max_batch_bound_ = std::max(max_batch_bound_, bound);
     }
     return Status::Ok();
   }
