@@ -3,6 +3,17 @@
 #include "util/utf8.h"
 
 namespace rckpt {
+namespace {
+
+// Names in a file are UTF-8 (schema/FORMAT.md); refused here, early, with
+// the name (Save checks the rest of what the reader requires).
+Status CheckUtf8(const char* kind, std::string_view name) {
+  if (IsValidUtf8(name)) return Status::Ok();
+  return Status::InvalidArgument(std::string(kind) + " name '" + std::string(name) +
+                                 "' is not valid UTF-8");
+}
+
+}  // namespace
 
 std::string_view RoleName(Role role) {
   switch (role) {
@@ -47,9 +58,7 @@ Role DefaultRoleForTensor(std::string_view section, Role section_role,
 
 Status Checkpoint::AddSection(std::string_view name, Role role) {
   if (name.empty()) return Status::InvalidArgument("section name is empty");
-  if (!IsValidUtf8(name)) {
-    return Status::InvalidArgument("section name '" + std::string(name) + "' is not valid UTF-8");
-  }
+  RCKPT_RETURN_IF_ERROR(CheckUtf8("section", name));
   if (const SectionInfo* s = FindSection(name)) {
     if (s->role != role) {
       return Status::InvalidArgument(
@@ -64,9 +73,7 @@ Status Checkpoint::AddSection(std::string_view name, Role role) {
 
 Status Checkpoint::CheckNewName(std::string_view name) const {
   if (name.empty()) return Status::InvalidArgument("tensor name is empty");
-  if (!IsValidUtf8(name)) {
-    return Status::InvalidArgument("tensor name '" + std::string(name) + "' is not valid UTF-8");
-  }
+  RCKPT_RETURN_IF_ERROR(CheckUtf8("tensor", name));
   if (tensor_index_.find(name) != tensor_index_.end()) {
     return Status::InvalidArgument("tensor '" + std::string(name) + "' is already present");
   }
@@ -106,10 +113,7 @@ Status Checkpoint::AddTensor(std::string_view section, std::string_view name,
 Status Checkpoint::AddRng(std::string_view name, RngKind kind,
                           std::span<const std::byte> bytes, Device origin) {
   if (name.empty()) return Status::InvalidArgument("RNG record name is empty");
-  if (!IsValidUtf8(name)) {
-    return Status::InvalidArgument("RNG record name '" + std::string(name) +
-                                   "' is not valid UTF-8");
-  }
+  RCKPT_RETURN_IF_ERROR(CheckUtf8("RNG record", name));
   if (FindRng(name) != nullptr) {
     return Status::InvalidArgument("RNG record '" + std::string(name) + "' is already present");
   }
