@@ -45,18 +45,26 @@ struct RngRecord {
 
 // Checks that `bytes` is a well-formed state of `kind`: torch_cpu is 5056
 // bytes with seeded == 1, 0 < left <= 624 and next <= 624; torch_cuda is
-// 16 bytes; mt19937(_64) parse as their engine's state. Other kinds accept
-// any bytes. Returns Corruption naming the field, expected and actual value.
+// 16 bytes; mt19937(_64) is the binary layout of schema/FORMAT.md section 7.1
+// (magic, index 0..n, n state words, a state the engine can hold) or the
+// legacy textual form of files written before it. Other kinds accept any
+// bytes. Returns Corruption naming the field, expected and actual value.
 Status ValidateRngState(RngKind kind, std::span<const std::byte> bytes);
 
-// Captures a standard engine's complete state (the standard's textual
-// representation, which round-trips exactly) as bytes.
+// Captures a standard engine's complete state in the binary layout of
+// schema/FORMAT.md section 7.1 (2504 bytes: "MT32"/"MT64", index 0, then the
+// next n state words, little-endian). Only the engine's standard interface is
+// used, so the bytes are the same with every standard library.
 std::vector<std::byte> CaptureEngine(const std::mt19937& engine);
 std::vector<std::byte> CaptureEngine(const std::mt19937_64& engine);
 
-// Restores a captured state; the engine then continues the same sequence.
-// Returns Corruption if the bytes are not a valid state; `engine` is left
-// unchanged on failure.
+// Restores a captured state, in the binary layout (from any writer: the
+// index may be 0..n) or the legacy textual form; the engine then continues
+// the same sequence as the captured one. (operator== may still tell the two
+// apart where the library compares its representation rather than the
+// sequence: libstdc++ compares a block of words and a position in it, and a
+// restore from index 0 starts a block earlier.) Returns Corruption if the
+// bytes are not a valid state; `engine` is left unchanged on failure.
 Status RestoreEngine(std::span<const std::byte> bytes, std::mt19937* engine);
 Status RestoreEngine(std::span<const std::byte> bytes, std::mt19937_64* engine);
 

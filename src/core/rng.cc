@@ -1,10 +1,9 @@
 #include "rckpt/rng.h"
 
 #include <array>
-#include <cstring>
-#include <locale>
-#include <sstream>
 #include <string>
+
+#include "core/mt_state.h"
 
 namespace rckpt {
 namespace {
@@ -21,10 +20,6 @@ constexpr size_t kTorchCpuSeededOffset = 12;  // i32, must be 1
 constexpr size_t kTorchCpuNextOffset = 16;    // u64, <= 624
 constexpr int64_t kMersenneStateN = 624;
 constexpr size_t kTorchCudaStateSize = 16;  // u64 seed, i64 offset
-
-// Generous for a textual engine state (mt19937: 624 words of at most 10
-// digits plus an index), small enough that parsing a hostile record is cheap.
-constexpr size_t kMaxEngineTextBytes = 64 * 1024;
 
 uint64_t LoadLe(std::span<const std::byte> bytes, size_t offset, size_t n) {
   uint64_t v = 0;
@@ -72,90 +67,6 @@ Status ValidateTorchCpu(std::span<const std::byte> bytes) {
   return Status::Ok();
 }
 
-// The textual state is whitespace-separated decimal words, each below
-// 2^word_bits (libstdc++ appends the position index, which is too). Checking
-// this first keeps out-of-range words, which operator>> would store as they
-// are, out of an engine.
-Status CheckEngineText(RngKind kind, std::string_view text, int word_bits) {
-  const std::string name(RngKindName(kind));
-  if (text.size() > kMaxEngineTextBytes) {
-    return Status::Corruption(name + " RNG state: size: expected at most " +
-                              std::to_string(kMaxEngineTextBytes) +
-                              " bytes, got " + std::to_string(text.size()));
-  }
-  const uint64_t max_word =
-      word_bits >= 64 ? UINT64_MAX : (uint64_t{1} << word_bits) - 1;
-  size_t i = 0;
-  size_t words = 0;
-  while (i < text.size()) {
-    const char c = text[i];
-    if (c == ' ' || c == '\n' || c == '\t' || c == '\r') {
-      ++i;
-      continue;
-    }
-    const size_t start = i;
-    uint64_t value = 0;
-    bool overflow = false;
-    while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
-      const uint64_t digit = static_cast<uint64_t>(text[i] - '0');
-      if (value > (max_word - digit) / 10) overflow = true;
-      value = value * 10 + digit;
-      ++i;
-    }
-    if (i == start) {
-      return Status::Corruption(name + " RNG state: byte " + std::to_string(i) +
-                                ": expected a digit or whitespace, got code " +
-                                std::to_string(static_cast<unsigned char>(c)));
-    }
-    if (overflow) {
-      return Status::Corruption(
-          name + " RNG state: word " + std::to_string(words) +
-          ": expected a value below 2^" + std::to_string(word_bits) +
-          ", got '" + std::string(text.substr(start, i - start)) + "'");
-    }
-    ++words;
-  }
-  return Status::Ok();
-}
-
-template <typename Engine>
-Status ParseEngine(RngKind kind, std::span<const std::byte> bytes,
-                   Engine* out) {
-  const std::string_view text(reinterpret_cast<const char*>(bytes.data()),
-                              bytes.size());
-  RCKPT_RETURN_IF_ERROR(CheckEngineText(kind, text, Engine::word_size));
-  std::istringstream in{std::string(text)};
-  in.imbue(std::locale::classic());
-  Engine engine;
-  in >> engine;
-  if (in.fail()) {
-    return Status::Corruption(
-        std::string(RngKindName(kind)) + " RNG state: expected the engine's " +
-        std::to_string(Engine::state_size) + "-word textual state, got " +
-        std::to_string(bytes.size()) + " bytes that do not parse as one");
-  }
-  in >> std::ws;
-  if (!in.eof()) {
-    return Status::Corruption(
-        std::string(RngKindName(kind)) +
-        " RNG state: expected the end of the " + "state at byte " +
-        std::to_string(static_cast<long long>(in.tellg())) + " of " +
-        std::to_string(bytes.size()) + ", found more words");
-  }
-  if (out != nullptr) *out = engine;
-  return Status::Ok();
-}
-
-template <typename Engine>
-std::vector<std::byte> Capture(const Engine& engine) {
-  std::ostringstream out;
-  out.imbue(std::locale::classic());
-  out << engine;
-  const std::string text = out.str();
-  const auto* p = reinterpret_cast<const std::byte*>(text.data());
-  return std::vector<std::byte>(p, p + text.size());
-}
-
 }  // namespace
 
 std::string_view RngKindName(RngKind kind) {
@@ -185,9 +96,8 @@ Status ValidateRngState(RngKind kind, std::span<const std::byte> bytes) {
       }
       return Status::Ok();
     case RngKind::kMt19937:
-      return ParseEngine<std::mt19937>(kind, bytes, nullptr);
     case RngKind::kMt19937_64:
-      return ParseEngine<std::mt19937_64>(kind, bytes, nullptr);
+      return ValidateMtState(kind, bytes);
     case RngKind::kOpaque:
     case RngKind::kNumpy:
     case RngKind::kPython:
@@ -196,23 +106,6 @@ Status ValidateRngState(RngKind kind, std::span<const std::byte> bytes) {
   return Status::Corruption("RNG kind: expected 0.." +
                             std::to_string(kNumRngKinds - 1) + ", got " +
                             std::to_string(static_cast<int>(kind)));
-}
-
-std::vector<std::byte> CaptureEngine(const std::mt19937& engine) {
-  return Capture(engine);
-}
-
-std::vector<std::byte> CaptureEngine(const std::mt19937_64& engine) {
-  return Capture(engine);
-}
-
-Status RestoreEngine(std::span<const std::byte> bytes, std::mt19937* engine) {
-  return ParseEngine(RngKind::kMt19937, bytes, engine);
-}
-
-Status RestoreEngine(std::span<const std::byte> bytes,
-                     std::mt19937_64* engine) {
-  return ParseEngine(RngKind::kMt19937_64, bytes, engine);
 }
 
 }  // namespace rckpt

@@ -1,10 +1,13 @@
 // Writes the seed corpus of the rng fuzz target into a directory:
 //   make_rng_corpus tests/data/corpus/rng
 // One valid state per validated kind plus near misses. Deterministic.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <locale>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -19,6 +22,23 @@ bool Write(const std::string& dir, const std::string& name, rckpt::RngKind kind,
   out.write(reinterpret_cast<const char*>(state.data()),
             static_cast<std::streamsize>(state.size()));
   return static_cast<bool>(out);
+}
+
+// The legacy textual form (operator<<), which files written before the
+// binary layout hold.
+template <typename Engine>
+std::vector<std::byte> Text(const Engine& engine) {
+  std::ostringstream out;
+  out.imbue(std::locale::classic());
+  out << engine;
+  const std::string text = out.str();
+  const auto* p = reinterpret_cast<const std::byte*>(text.data());
+  return std::vector<std::byte>(p, p + text.size());
+}
+
+std::vector<std::byte> WithIndex(std::vector<std::byte> state, uint32_t index) {
+  std::memcpy(state.data() + 4, &index, 4);
+  return state;
 }
 
 std::vector<std::byte> TorchCpu(int32_t left, int32_t seeded, uint64_t next) {
@@ -44,14 +64,35 @@ int main(int argc, char** argv) {
   mt.discard(700);
   std::mt19937_64 mt64(42);
   mt64.discard(100);
-  std::vector<std::byte> mt_extra = rckpt::CaptureEngine(mt);
+  std::vector<std::byte> mt_extra = Text(mt);
   for (char c : std::string(" 7\n")) mt_extra.push_back(std::byte(c));
+  const std::vector<std::byte> binary = rckpt::CaptureEngine(mt);
+  std::vector<std::byte> unreachable = binary;
+  unreachable[8] ^= std::byte{1};  // word 0's low bits, at index 0
   bool ok = true;
-  ok &= Write(dir, "mt19937", RngKind::kMt19937, rckpt::CaptureEngine(mt));
+  // The legacy textual form.
+  ok &= Write(dir, "mt19937", RngKind::kMt19937, Text(mt));
   ok &= Write(dir, "mt19937-extra-word", RngKind::kMt19937, mt_extra);
-  ok &= Write(dir, "mt19937_64", RngKind::kMt19937_64,
+  ok &= Write(dir, "mt19937_64", RngKind::kMt19937_64, Text(mt64));
+  ok &= Write(dir, "mt19937_64-as-mt19937", RngKind::kMt19937, Text(mt64));
+  // The binary layout.
+  ok &= Write(dir, "mt19937-binary", RngKind::kMt19937, binary);
+  ok &= Write(dir, "mt19937-binary-index-300", RngKind::kMt19937,
+              WithIndex(binary, 300));
+  ok &= Write(dir, "mt19937-binary-index-624", RngKind::kMt19937,
+              WithIndex(binary, 624));
+  ok &= Write(dir, "mt19937-binary-index-625", RngKind::kMt19937,
+              WithIndex(binary, 625));
+  ok &= Write(dir, "mt19937-binary-unreachable", RngKind::kMt19937, unreachable);
+  std::vector<std::byte> all_zero(binary.size());
+  std::copy(binary.begin(), binary.begin() + 4, all_zero.begin());  // magic
+  ok &= Write(dir, "mt19937-binary-all-zero", RngKind::kMt19937,
+              WithIndex(all_zero, 624));
+  ok &= Write(dir, "mt19937_64-binary", RngKind::kMt19937_64,
               rckpt::CaptureEngine(mt64));
-  ok &= Write(dir, "mt19937_64-as-mt19937", RngKind::kMt19937,
+  ok &= Write(dir, "mt19937_64-binary-index-17", RngKind::kMt19937_64,
+              WithIndex(rckpt::CaptureEngine(mt64), 17));
+  ok &= Write(dir, "mt19937_64-binary-as-mt19937", RngKind::kMt19937,
               rckpt::CaptureEngine(mt64));
   ok &= Write(dir, "torch_cpu", RngKind::kTorchCpu, TorchCpu(1, 1, 0));
   ok &= Write(dir, "torch_cpu-mid-block", RngKind::kTorchCpu,

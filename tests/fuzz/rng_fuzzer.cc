@@ -4,7 +4,9 @@
 //  - RestoreEngine disagrees with ValidateRngState, or changes the engine
 //    when it fails;
 //  - a restored engine's captured state does not validate, or does not
-//    restore to the same engine.
+//    restore to an engine with the same sequence;
+//  - a binary-layout state at index 0 does not capture back to its own bytes.
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <span>
@@ -16,6 +18,15 @@ namespace {
 
 void Check(bool ok) {
   if (!ok) __builtin_trap();
+}
+
+// n consecutive outputs fix every later one: equal for n, equal forever.
+template <typename Engine>
+bool SameSequence(Engine a, Engine b) {
+  for (size_t i = 0; i < Engine::state_size; ++i) {
+    if (a() != b()) return false;
+  }
+  return true;
 }
 
 template <typename Engine>
@@ -33,7 +44,14 @@ void CheckRestore(std::span<const std::byte> bytes, rckpt::RngKind kind,
   Check(rckpt::ValidateRngState(kind, again).ok());
   Engine copy;
   Check(rckpt::RestoreEngine(again, &copy).ok());
-  Check(copy == engine);
+  Check(SameSequence(copy, engine));
+  const bool binary_at_index_0 = bytes.size() >= 8 && bytes[0] == std::byte{'M'} &&
+                                 bytes[4] == std::byte{0} && bytes[5] == std::byte{0} &&
+                                 bytes[6] == std::byte{0} && bytes[7] == std::byte{0};
+  if (binary_at_index_0) {
+    Check(again.size() == bytes.size() &&
+          std::equal(again.begin(), again.end(), bytes.begin()));
+  }
 }
 
 }  // namespace

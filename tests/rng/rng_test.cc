@@ -3,6 +3,7 @@
 #include <cstring>
 #include <locale>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,23 @@ std::string Text(const std::vector<std::byte>& b) {
 template <typename T>
 void Put(std::vector<std::byte>& state, size_t offset, T value) {
   std::memcpy(state.data() + offset, &value, sizeof value);
+}
+
+template <typename T>
+T Get(const std::vector<std::byte>& state, size_t offset) {
+  T value;
+  std::memcpy(&value, state.data() + offset, sizeof value);
+  return value;
+}
+
+// The textual form files held before the binary layout: operator<< in the
+// "C" locale, as CaptureEngine wrote it then.
+template <typename Engine>
+std::vector<std::byte> LegacyText(const Engine& engine) {
+  std::ostringstream out;
+  out.imbue(std::locale::classic());
+  out << engine;
+  return Bytes(out.str());
 }
 
 // A torch CPU generator state as torch.manual_seed leaves it.
@@ -142,53 +160,215 @@ TEST(EngineStateTest, Mt19937RestoredMidStreamContinuesSequence) {
   for (int i = 0; i < 2000; ++i) ASSERT_EQ(restored(), engine()) << i;
 }
 
-TEST(EngineStateTest, CaptureIgnoresTheGlobalLocale) {
-  // A locale that groups digits ("1,234,567") must not leak into the bytes.
+// mt19937's tempering ([rand.predef]), to read the stored words back as the
+// outputs they stand for.
+uint32_t Temper32(uint32_t y) {
+  y ^= y >> 11;
+  y ^= (y << 7) & 0x9d2c5680u;
+  y ^= (y << 15) & 0xefc60000u;
+  return y ^ (y >> 18);
+}
+
+TEST(BinaryLayoutTest, CaptureWritesMagicIndexZeroAndTheNextWords) {
+  std::mt19937 engine(2024);
+  engine.discard(300);
+  const std::vector<std::byte> state = CaptureEngine(engine);
+  ASSERT_EQ(state.size(), 2504u);
+  EXPECT_EQ(Text(state).substr(0, 4), "MT32");
+  EXPECT_EQ(Get<uint32_t>(state, 4), 0u);  // index
+  for (size_t i = 0; i < 624; ++i) {
+    ASSERT_EQ(Temper32(Get<uint32_t>(state, 8 + 4 * i)), engine()) << "word " << i;
+  }
+  std::mt19937_64 engine64(2024);
+  const std::vector<std::byte> state64 = CaptureEngine(engine64);
+  ASSERT_EQ(state64.size(), 2504u);
+  EXPECT_EQ(Text(state64).substr(0, 4), "MT64");
+  EXPECT_EQ(Get<uint32_t>(state64, 4), 0u);
+}
+
+TEST(BinaryLayoutTest, CaptureOfARestoredEngineGivesTheSameBytes) {
+  std::mt19937_64 engine(31);
+  engine.discard(5000);
+  const std::vector<std::byte> state = CaptureEngine(engine);
+  std::mt19937_64 restored;
+  ASSERT_OK(RestoreEngine(state, &restored));
+  EXPECT_EQ(CaptureEngine(restored), state);
+}
+
+// The layout's words and index are mt19937ar.c's mt[] and mti: the
+// reference implementation's state after init_genrand(5489) (index n, the
+// next output twists), restored, gives the standard's 10000th output.
+TEST(BinaryLayoutTest, RestoresTheReferenceImplementationsState) {
+  std::vector<std::byte> state = Bytes("MT32");
+  state.resize(2504);
+  Put<uint32_t>(state, 4, 624);
+  uint32_t mt = 5489;
+  for (uint32_t i = 0; i < 624; ++i) {
+    if (i > 0) mt = 1812433253u * (mt ^ (mt >> 30)) + i;
+    Put<uint32_t>(state, 8 + 4 * i, mt);
+  }
+  std::mt19937 restored(1);
+  ASSERT_OK(RestoreEngine(state, &restored));
+  restored.discard(9999);
+  EXPECT_EQ(restored(), 4123659995u);
+
+  std::vector<std::byte> state64 = Bytes("MT64");
+  state64.resize(2504);
+  Put<uint32_t>(state64, 4, 312);
+  uint64_t mt64 = 5489;
+  for (uint64_t i = 0; i < 312; ++i) {
+    if (i > 0) mt64 = 6364136223846793005ull * (mt64 ^ (mt64 >> 62)) + i;
+    Put<uint64_t>(state64, 8 + 8 * i, mt64);
+  }
+  std::mt19937_64 restored64(1);
+  ASSERT_OK(RestoreEngine(state64, &restored64));
+  restored64.discard(9999);
+  EXPECT_EQ(restored64(), 9981545732273789042ull);
+}
+
+#if defined(__GLIBCXX__)
+// libstdc++ keeps exactly the layout's words and index (_M_x, _M_p) and
+// prints them: a record made from that text restores an engine equal to the
+// original under operator==, at every position within a block.
+TEST(BinaryLayoutTest, MatchesLibstdcxxWordsAndPosition) {
+  for (int discard : {0, 1, 225, 226, 227, 396, 397, 622, 623, 624, 1000}) {
+    SCOPED_TRACE(discard);
+    std::mt19937 engine(99);
+    engine.discard(discard);
+    std::istringstream text(Text(LegacyText(engine)));
+    std::vector<std::byte> state = Bytes("MT32");
+    state.resize(2504);
+    uint32_t word = 0;
+    for (size_t i = 0; i < 624 && text >> word; ++i) Put<uint32_t>(state, 8 + 4 * i, word);
+    uint32_t index = 0;
+    ASSERT_TRUE(text >> index);
+    Put<uint32_t>(state, 4, index);
+    std::mt19937 restored;
+    ASSERT_OK(RestoreEngine(state, &restored));
+    EXPECT_EQ(restored, engine);
+    for (int i = 0; i < 1300; ++i) ASSERT_EQ(restored(), engine()) << i;
+  }
+}
+#endif
+
+TEST(BinaryLayoutTest, RejectsEachDamagedField) {
+  std::mt19937 engine(8);
+  const std::vector<std::byte> good = CaptureEngine(engine);
+  std::mt19937 target(3);
+  const std::mt19937 before = target;
+
+  std::vector<std::byte> b = good;
+  b[3] = std::byte{'4'};
+  EXPECT_THAT(RestoreEngine(b, &target),
+              StatusIs(StatusCode::kCorruption,
+                       "mt19937 RNG state: field 'magic' (4 bytes at offset 0): expected 'MT32' "
+                       "(or the legacy textual state), got 'MT34'"));
+  EXPECT_THAT(ValidateRngState(RngKind::kMt19937_64, good),
+              StatusIs(StatusCode::kCorruption, "expected 'MT64' (or the legacy textual "
+                                                "state), got 'MT32'"));
+  EXPECT_THAT(ValidateRngState(RngKind::kMt19937, Bytes("\x01\xffxyz")),
+              StatusIs(StatusCode::kCorruption, "got '\\x01\\xffxy'"));
+
+  b = good;
+  b.pop_back();
+  EXPECT_THAT(RestoreEngine(b, &target),
+              StatusIs(StatusCode::kCorruption,
+                       "mt19937 RNG state: size: expected 2504 bytes, got 2503"));
+  EXPECT_THAT(RestoreEngine({}, &target),
+              StatusIs(StatusCode::kCorruption, "size: expected 2504 bytes, got 0"));
+
+  b = good;
+  Put<uint32_t>(b, 4, 625);
+  EXPECT_THAT(RestoreEngine(b, &target),
+              StatusIs(StatusCode::kCorruption,
+                       "mt19937 RNG state: field 'index' (u32 at offset 4): expected 0..624, "
+                       "got 625"));
+  std::vector<std::byte> b64 = CaptureEngine(std::mt19937_64(8));
+  Put<uint32_t>(b64, 4, 313);
+  EXPECT_THAT(ValidateRngState(RngKind::kMt19937_64, b64),
+              StatusIs(StatusCode::kCorruption, "expected 0..312, got 313"));
+
+  // At index 0 word 0 is still to be output, and its low bits are fixed by
+  // the words the twist made it with.
+  b = good;
+  b[8] ^= std::byte{1};
+  EXPECT_THAT(RestoreEngine(b, &target),
+              StatusIs(StatusCode::kCorruption,
+                       "mt19937 RNG state: word 0 (at offset 8): its low 31 bits"));
+
+  b = std::vector<std::byte>(2504);
+  std::memcpy(b.data(), "MT32", 4);
+  Put<uint32_t>(b, 4, 624);
+  EXPECT_THAT(RestoreEngine(b, &target),
+              StatusIs(StatusCode::kCorruption,
+                       "mt19937 RNG state: words: the all-zero state, which the engine "
+                       "cannot hold"));
+  EXPECT_EQ(target, before);
+}
+
+TEST(BinaryLayoutTest, LowBitsOfAnOutputWordZeroDoNotMatter) {
+  // Past index 0, word 0 has been output; only its top bit feeds the twist.
+  std::mt19937 engine(8);
+  std::vector<std::byte> state = CaptureEngine(engine);
+  Put<uint32_t>(state, 4, 1);
+  state[8] ^= std::byte{0x5a};
+  std::mt19937 restored;
+  ASSERT_OK(RestoreEngine(state, &restored));
+  engine.discard(1);
+  for (int i = 0; i < 2000; ++i) ASSERT_EQ(restored(), engine()) << i;
+}
+
+TEST(LegacyTextTest, RestoresAndCapturesUnderAnyGlobalLocale) {
+  // A locale that groups digits ("1,234,567") must not change how the
+  // textual form of earlier files parses.
   struct Grouping : std::numpunct<char> {
     char do_thousands_sep() const override { return ','; }
     std::string do_grouping() const override { return "\3"; }
   };
+  std::mt19937_64 engine(99);
+  engine.discard(10);
+  const std::vector<std::byte> text = LegacyText(engine);
+  const std::vector<std::byte> binary = CaptureEngine(engine);
   const std::locale previous =
       std::locale::global(std::locale(std::locale::classic(), new Grouping));
-  std::mt19937_64 engine(99);
-  const std::vector<std::byte> state = CaptureEngine(engine);
   std::mt19937_64 restored;
-  const Status s = RestoreEngine(state, &restored);
+  const Status s = RestoreEngine(text, &restored);
+  const std::vector<std::byte> captured = CaptureEngine(engine);
   std::locale::global(previous);
-  EXPECT_EQ(Text(state).find(','), std::string::npos);
   ASSERT_OK(s);
   EXPECT_EQ(restored, engine);
+  EXPECT_EQ(captured, binary);  // the binary layout never meets a locale
 }
 
-TEST(EngineStateTest, RestoringGarbageFailsAndLeavesEngineUnchanged) {
+TEST(LegacyTextTest, RestoringGarbageFailsAndLeavesEngineUnchanged) {
   std::mt19937_64 engine(5);
   const std::mt19937_64 before = engine;
-  EXPECT_THAT(RestoreEngine(Bytes("hello"), &engine),
+  EXPECT_THAT(RestoreEngine(Bytes("12 hello"), &engine),
               StatusIs(StatusCode::kCorruption,
-                       "mt19937_64 RNG state: byte 0: expected a digit"));
-  EXPECT_THAT(RestoreEngine({}, &engine),
+                       "mt19937_64 RNG state: byte 3: expected a digit"));
+  EXPECT_THAT(RestoreEngine(Bytes(" "), &engine),
               StatusIs(StatusCode::kCorruption, "do not parse"));
   EXPECT_THAT(RestoreEngine(Bytes("1 2 3"), &engine),
               StatusIs(StatusCode::kCorruption, "do not parse"));
   EXPECT_EQ(engine, before);
 }
 
-TEST(EngineStateTest, RejectsTrailingWords) {
+TEST(LegacyTextTest, RejectsTrailingWords) {
   std::mt19937 engine(1);
-  std::vector<std::byte> state = CaptureEngine(engine);
+  std::vector<std::byte> state = LegacyText(engine);
   const std::vector<std::byte> more = Bytes(" 17 \n");
   state.insert(state.end(), more.begin(), more.end());
   EXPECT_THAT(ValidateRngState(RngKind::kMt19937, state),
               StatusIs(StatusCode::kCorruption, "found more words"));
   // Trailing whitespace alone is fine.
-  std::vector<std::byte> spaced = CaptureEngine(engine);
+  std::vector<std::byte> spaced = LegacyText(engine);
   spaced.push_back(std::byte{'\n'});
   EXPECT_OK(ValidateRngState(RngKind::kMt19937, spaced));
 }
 
-TEST(EngineStateTest, RejectsWordBeyondEngineWidth) {
+TEST(LegacyTextTest, RejectsWordBeyondEngineWidth) {
   std::mt19937 engine(1);
-  std::string text = Text(CaptureEngine(engine));
+  std::string text = Text(LegacyText(engine));
   text = "4294967296" + text.substr(text.find(' '));
   std::mt19937 target(2);
   const std::mt19937 before = target;
@@ -199,17 +379,16 @@ TEST(EngineStateTest, RejectsWordBeyondEngineWidth) {
   EXPECT_EQ(target, before);
 }
 
-TEST(EngineStateTest, RejectsHugeRecordWithoutParsing) {
+TEST(LegacyTextTest, RejectsHugeRecordWithoutParsing) {
   const std::vector<std::byte> huge(1 << 20, std::byte{'1'});
   EXPECT_THAT(
       ValidateRngState(RngKind::kMt19937_64, huge),
       StatusIs(StatusCode::kCorruption, "size: expected at most 65536 bytes"));
 }
 
-TEST(EngineStateTest, Mt19937StateIsNotAnMt19937_64State) {
+TEST(LegacyTextTest, Mt19937StateIsNotAnMt19937_64State) {
   std::mt19937 engine(3);
-  EXPECT_FALSE(
-      ValidateRngState(RngKind::kMt19937_64, CaptureEngine(engine)).ok());
+  EXPECT_FALSE(ValidateRngState(RngKind::kMt19937_64, LegacyText(engine)).ok());
 }
 
 }  // namespace
