@@ -8,6 +8,7 @@
 #include <regex>
 #include <utility>
 
+#include "rckpt/human_bytes.h"
 #include "rckpt/tools.h"
 
 namespace rckpt::cli {
@@ -141,7 +142,7 @@ ProgressCallback ProgressBar(std::string label) {
     std::string bar(filled, '#');
     bar.resize(30, '.');
     std::fprintf(stderr, "\r%s [%s] %5.1f%% %s of %s %s   ", label.c_str(), bar.c_str(),
-                 frac * 100, Bytes(done).c_str(), Bytes(total).c_str(),
+                 frac * 100, HumanBytes(done).c_str(), HumanBytes(total).c_str(),
                  RenderRate(done, secs).c_str());
     g_bar_shown = true;
     return true;
@@ -151,16 +152,6 @@ ProgressCallback ProgressBar(std::string label) {
 void EndProgress() {
   if (g_bar_shown) std::fputs("\r\033[K", stderr);
   g_bar_shown = false;
-}
-
-std::string Bytes(uint64_t bytes) {
-  char buf[32];
-  // Three significant digits at least, never "8536.1 KB".
-  if (bytes < 1000) std::snprintf(buf, sizeof buf, "%llu B", (unsigned long long)bytes);
-  else if (bytes < 1'000'000) std::snprintf(buf, sizeof buf, "%.1f KB", bytes / 1e3);
-  else if (bytes < 1'000'000'000) std::snprintf(buf, sizeof buf, "%.1f MB", bytes / 1e6);
-  else std::snprintf(buf, sizeof buf, "%.2f GB", bytes / 1e9);
-  return buf;
 }
 
 }  // namespace rckpt::cli

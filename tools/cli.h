@@ -58,9 +58,6 @@ int Usage(std::string_view cmd, std::string_view message);
 ProgressCallback ProgressBar(std::string label);
 void EndProgress();
 
-// "8.5 MB" (decimal units, three significant digits at least).
-std::string Bytes(uint64_t bytes);
-
 using Command = int (*)(std::vector<std::string> args);
 struct CommandInfo {
   const char* name;

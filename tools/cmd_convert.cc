@@ -5,6 +5,7 @@
 
 #include "checkpoint_io.h"
 #include "cli.h"
+#include "rckpt/human_bytes.h"
 #include "rckpt/tools.h"
 
 namespace rckpt::cli {
@@ -144,7 +145,7 @@ int RunConvert(std::vector<std::string> words) {
   uint64_t bytes = ck->TensorBytes();
   std::printf("%s -> %s: %zu tensor%s, %zu RNG record%s, %s in %.2f s (%s)\n", in.c_str(),
               out.c_str(), ck->tensors().size(), ck->tensors().size() == 1 ? "" : "s",
-              ck->rng().size(), ck->rng().size() == 1 ? "" : "s", Bytes(bytes).c_str(), secs,
+              ck->rng().size(), ck->rng().size() == 1 ? "" : "s", HumanBytes(bytes).c_str(), secs,
               RenderRate(bytes, secs).c_str());
   return 0;
 }

@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "cli.h"
+#include "rckpt/human_bytes.h"
 #include "rckpt/tools.h"
 
 namespace rckpt::cli {
@@ -25,7 +26,7 @@ int RunVerify(std::vector<std::string> words) {
                 "every checksum matches; %.2f s, %s)\n",
                 path.c_str(), (unsigned long long)report.tensors,
                 (unsigned long long)report.chunks, (unsigned long long)report.rng_records,
-                Bytes(report.stored_bytes).c_str(), Bytes(report.raw_bytes).c_str(), secs,
+                HumanBytes(report.stored_bytes).c_str(), HumanBytes(report.raw_bytes).c_str(), secs,
                 RenderRate(report.stored_bytes, secs).c_str());
   }
   return 0;

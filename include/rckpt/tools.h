@@ -116,17 +116,13 @@ struct LoadReport {
 // released before returning. Errors: those of Load.
 Result<LoadReport> LoadForReport(const std::string& path, LoadOptions options);
 
-// Text: bytes, seconds, GB/s, staging high-water of capacity, then the
+// Text: bytes, seconds, rate (rckpt/human_bytes.h units), staging high-water of capacity, then the
 // placement table. JSON (schema_version 1): {"schema_version":1,"path",
 // "runtime","bytes_read","bytes_restored","seconds","gb_per_s",
 // "staging_high_water","staging_capacity","mapped","placements":[...as
 // plan...]}.
 std::string RenderLoadText(const LoadReport& report);
 std::string RenderLoadJson(const LoadReport& report);
-
-// A throughput for people: "1.23 GB/s", or "45.6 MB/s" below 1 GB/s (a
-// small transfer's "0.00 GB/s" says nothing). Used by every rckpt command.
-std::string RenderRate(uint64_t bytes, double seconds);
 
 }  // namespace rckpt
 

@@ -3,9 +3,9 @@
 #include <map>
 #include <string>
 
+#include "rckpt/human_bytes.h"
 #include "rckpt/runtime.h"
 #include "rckpt/tools.h"
-#include "util/human_bytes.h"
 #include "util/json_writer.h"
 
 namespace rckpt {
@@ -109,14 +109,6 @@ Result<LoadReport> LoadForReport(const std::string& path, LoadOptions options) {
         Placement{r.name, true, "", Role::kHost, r.origin, Device::Cpu()});
   }
   return report;
-}
-
-std::string RenderRate(uint64_t bytes, double seconds) {
-  char buf[32];
-  const double per_s = seconds > 0 ? static_cast<double>(bytes) / seconds : 0.0;
-  if (per_s >= 1e9) std::snprintf(buf, sizeof buf, "%.2f GB/s", per_s / 1e9);
-  else std::snprintf(buf, sizeof buf, "%.1f MB/s", per_s / 1e6);
-  return buf;
 }
 
 std::string RenderLoadText(const LoadReport& r) {

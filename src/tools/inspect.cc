@@ -3,8 +3,8 @@
 
 #include "format/file_reader.h"
 #include "rckpt/file.h"
+#include "rckpt/human_bytes.h"
 #include "rckpt/tools.h"
-#include "util/human_bytes.h"
 #include "util/json_writer.h"
 
 namespace rckpt {

@@ -1,20 +1,35 @@
-#include "util/human_bytes.h"
+#include "rckpt/human_bytes.h"
 
 #include <cstdio>
 
 namespace rckpt {
+namespace {
+
+constexpr double kKiB = 1024.0;
+constexpr double kMiB = kKiB * 1024;
+constexpr double kGiB = kMiB * 1024;
+
+}  // namespace
 
 std::string HumanBytes(uint64_t n) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   double v = static_cast<double>(n);
   int u = 0;
-  while (v >= 1024 && u < 6) {
-    v /= 1024;
+  while (v >= kKiB && u < 6) {
+    v /= kKiB;
     ++u;
   }
   char buf[32];
   if (u == 0) std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(n));
   else std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
+  return buf;
+}
+
+std::string RenderRate(uint64_t bytes, double seconds) {
+  char buf[32];
+  const double per_s = seconds > 0 ? static_cast<double>(bytes) / seconds : 0.0;
+  if (per_s >= kGiB) std::snprintf(buf, sizeof buf, "%.2f GiB/s", per_s / kGiB);
+  else std::snprintf(buf, sizeof buf, "%.1f MiB/s", per_s / kMiB);
   return buf;
 }
 

@@ -14,13 +14,6 @@ std::vector<Placement> Sample() {
   };
 }
 
-TEST(ReportTest, RatesAreInGigabytesPerSecondDownToOneThenMegabytes) {
-  EXPECT_EQ(RenderRate(2'500'000'000, 1.0), "2.50 GB/s");
-  EXPECT_EQ(RenderRate(1'000'000'000, 1.0), "1.00 GB/s");
-  EXPECT_EQ(RenderRate(45'600'000, 1.0), "45.6 MB/s");
-  EXPECT_EQ(RenderRate(45'600'000, 0.0), "0.0 MB/s");  // no time measured: no rate
-}
-
 TEST(ReportTest, PlanJsonListsEveryPlacement) {
   EXPECT_EQ(
       RenderPlanJson(Sample()),

@@ -262,9 +262,9 @@ TEST(CliTest, ConvertSummaryUsesReadableSizesAndRates) {
   std::string dir = testing::NewTempDir("summary");
   CliRun r = Cli("convert " + kGolden + "v1.0-training-state.rckpt " + dir + "/s.safetensors");
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find(": 7 tensors, 3 RNG records, 1.8 KB in "), std::string::npos) << r.out;
-  EXPECT_EQ(r.out.find("0.00 GB/s"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find(" MB/s)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(": 7 tensors, 3 RNG records, 1.7 KiB in "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("0.00 GiB/s"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" MiB/s)"), std::string::npos) << r.out;
   CliRun one = Cli("convert " + std::string(RCKPT_TEST_DATA_DIR) +
                    "/safetensors/model.safetensors " + dir + "/m.rckpt");
   ASSERT_EQ(one.code, 0) << one.err;
@@ -277,12 +277,12 @@ TEST(CliTest, ConvertSummaryUsesReadableSizesAndRates) {
 namespace rckpt {
 namespace {
 
-TEST(CliTest, LoadReportsASmallFilesRateInMegabytesAndAMissingModelDeviceByFlag) {
+TEST(CliTest, LoadReportsASmallFilesRateInMebibytesAndAMissingModelDeviceByFlag) {
   CliRun r = Cli("load " + kGolden + "v1.0-training-state.rckpt --emulate-devices 2 "
                  "--model-device auto");
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find(" MB/s\n"), std::string::npos) << r.out;
-  EXPECT_EQ(r.out.find("0.00 GB/s"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" MiB/s\n"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("0.00 GiB/s"), std::string::npos) << r.out;
   CliRun missing = Cli("plan " + kGolden + "v1.0-training-state.rckpt --emulate-devices 2 "
                        "--model-device cuda:2");
   EXPECT_EQ(missing.code, 6);
@@ -296,6 +296,28 @@ TEST(CliTest, LoadReportsASmallFilesRateInMegabytesAndAMissingModelDeviceByFlag)
 
 namespace rckpt {
 namespace {
+
+// One unit system (IEC binary) in every command's text: the file's 1768 raw
+// tensor bytes read "1.7 KiB" in inspect, verify and convert (1.8 KB in
+// decimal units), load's 13192 restored bytes (RNG records included) read
+// "12.9 KiB", rates are MiB/s, and no decimal unit appears anywhere.
+TEST(CliTest, EveryCommandPrintsBytesAndRatesInBinaryUnits) {
+  const std::string file = kGolden + "v1.0-training-state.rckpt";
+  const std::string dir = testing::NewTempDir("units");
+  const std::vector<std::pair<CliRun, std::vector<std::string>>> runs = {
+      {Cli("inspect " + file), {"1.7 KiB raw, 1.7 KiB stored"}},
+      {Cli("verify " + file), {"1.7 KiB stored, 1.7 KiB raw", " MiB/s)"}},
+      {Cli("convert " + file + " " + dir + "/u.safetensors"), {"1.7 KiB in ", " MiB/s)"}},
+      {Cli("load " + file + " --emulate-devices 2 --model-device auto"),
+       {"12.9 KiB (13192 bytes)", " MiB/s\n", " of 64.0 MiB pinned"}}};
+  for (const auto& [r, expected] : runs) {
+    ASSERT_EQ(r.code, 0) << r.err;
+    for (const std::string& e : expected) EXPECT_NE(r.out.find(e), std::string::npos) << e;
+    for (const char* decimal : {" kB", " KB", " MB", " GB", " TB"}) {
+      EXPECT_EQ(r.out.find(decimal), std::string::npos) << decimal << " in\n" << r.out;
+    }
+  }
+}
 
 TEST(CliTest, ImportErrorsQuoteThePathLikeRckptErrors) {
   std::string hostile = std::string(RCKPT_TEST_DATA_DIR) + "/pytorch/hostile_eval.pt";
