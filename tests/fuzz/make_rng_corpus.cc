@@ -5,13 +5,12 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <locale>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "rckpt/rng.h"
+#include "rng/engine_states.h"
 
 namespace {
 
@@ -22,18 +21,6 @@ bool Write(const std::string& dir, const std::string& name, rckpt::RngKind kind,
   out.write(reinterpret_cast<const char*>(state.data()),
             static_cast<std::streamsize>(state.size()));
   return static_cast<bool>(out);
-}
-
-// The legacy textual form (operator<<), which files written before the
-// binary layout hold.
-template <typename Engine>
-std::vector<std::byte> Text(const Engine& engine) {
-  std::ostringstream out;
-  out.imbue(std::locale::classic());
-  out << engine;
-  const std::string text = out.str();
-  const auto* p = reinterpret_cast<const std::byte*>(text.data());
-  return std::vector<std::byte>(p, p + text.size());
 }
 
 std::vector<std::byte> WithIndex(std::vector<std::byte> state, uint32_t index) {
@@ -59,22 +46,23 @@ int main(int argc, char** argv) {
     return 2;
   }
   using rckpt::RngKind;
+  using rckpt::testing::LegacyEngineText;
   const std::string dir = argv[1];
   std::mt19937 mt(5489u);
   mt.discard(700);
   std::mt19937_64 mt64(42);
   mt64.discard(100);
-  std::vector<std::byte> mt_extra = Text(mt);
+  std::vector<std::byte> mt_extra = LegacyEngineText(mt);
   for (char c : std::string(" 7\n")) mt_extra.push_back(std::byte(c));
   const std::vector<std::byte> binary = rckpt::CaptureEngine(mt);
   std::vector<std::byte> unreachable = binary;
   unreachable[8] ^= std::byte{1};  // word 0's low bits, at index 0
   bool ok = true;
   // The legacy textual form.
-  ok &= Write(dir, "mt19937", RngKind::kMt19937, Text(mt));
+  ok &= Write(dir, "mt19937", RngKind::kMt19937, LegacyEngineText(mt));
   ok &= Write(dir, "mt19937-extra-word", RngKind::kMt19937, mt_extra);
-  ok &= Write(dir, "mt19937_64", RngKind::kMt19937_64, Text(mt64));
-  ok &= Write(dir, "mt19937_64-as-mt19937", RngKind::kMt19937, Text(mt64));
+  ok &= Write(dir, "mt19937_64", RngKind::kMt19937_64, LegacyEngineText(mt64));
+  ok &= Write(dir, "mt19937_64-as-mt19937", RngKind::kMt19937, LegacyEngineText(mt64));
   // The binary layout.
   ok &= Write(dir, "mt19937-binary", RngKind::kMt19937, binary);
   ok &= Write(dir, "mt19937-binary-index-300", RngKind::kMt19937,

@@ -6,14 +6,13 @@
 #define RCKPT_TESTS_GOLDEN_GOLDEN_CHECKPOINTS_H_
 
 #include <cstring>
-#include <locale>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "rckpt/checkpoint.h"
 #include "rckpt/options.h"
+#include "rng/engine_states.h"
 
 namespace rckpt::golden {
 
@@ -55,35 +54,6 @@ inline std::vector<std::byte> TorchCpuState(uint32_t seed) {
   std::memcpy(&s[8], &left, 4);
   std::memcpy(&s[12], &seeded, 4);
   std::memcpy(&s[16], &next, 8);
-  return s;
-}
-
-// The textual form v1.0 files held for std::mt19937(_64) records before the
-// binary layout (operator<< in the "C" locale, GNU libstdc++'s text: the
-// state words then the position index).
-template <typename Engine>
-std::vector<std::byte> LegacyEngineText(const Engine& engine) {
-  std::ostringstream out;
-  out.imbue(std::locale::classic());
-  out << engine;
-  const std::string text = out.str();
-  const auto* p = reinterpret_cast<const std::byte*>(text.data());
-  return std::vector<std::byte>(p, p + text.size());
-}
-
-// An mt19937 record in the binary layout as another writer may make it: the
-// reference implementation's (mt19937ar.c) state after init_genrand(seed),
-// index 624.
-inline std::vector<std::byte> ReferenceMt19937State(uint32_t seed) {
-  std::vector<std::byte> s(2504);
-  std::memcpy(s.data(), "MT32", 4);
-  const uint32_t index = 624;
-  std::memcpy(&s[4], &index, 4);
-  uint32_t mt = seed;
-  for (uint32_t i = 0; i < 624; ++i) {
-    if (i > 0) mt = 1812433253u * (mt ^ (mt >> 30)) + i;
-    std::memcpy(&s[8 + 4 * i], &mt, 4);
-  }
   return s;
 }
 
@@ -141,7 +111,7 @@ inline std::vector<GoldenCase> GoldenCases() {
     add_on("database", "split.train", Deterministic(DType::kI64, {20}, 10), Device::Cpu());
     (void)ck.AddRng("torch_rng_state", RngKind::kTorchCpu, TorchCpuState(11));
     std::mt19937_64 engine(12);
-    (void)ck.AddRng("shuffle_engine", RngKind::kMt19937_64, LegacyEngineText(engine));
+    (void)ck.AddRng("shuffle_engine", RngKind::kMt19937_64, testing::LegacyEngineText(engine));
     (void)ck.AddRng("cuda_rng.1", RngKind::kTorchCuda,
                     std::vector<std::byte>(16, std::byte{7}), Device::Cuda(1));
     Value& t = ck.Tree();
@@ -177,7 +147,7 @@ inline std::vector<GoldenCase> GoldenCases() {
     (void)ck.AddTensor("model", "w", Smooth({4}, 13));
     (void)ck.AddRng("mt19937", RngKind::kMt19937, CaptureEngine(GoldenMt19937()));
     (void)ck.AddRng("mt19937_64", RngKind::kMt19937_64, CaptureEngine(GoldenMt19937_64()));
-    (void)ck.AddRng("mt19937.reference", RngKind::kMt19937, ReferenceMt19937State(5489));
+    (void)ck.AddRng("mt19937.reference", RngKind::kMt19937, testing::ReferenceEngineState<uint32_t>(5489));
     ck.Tree()["rng"]["data"] = Value::RngRef("mt19937");
     c.options.codec = Codec::kNone;
     cases.push_back(std::move(c));

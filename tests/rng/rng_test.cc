@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "rng/engine_states.h"
 #include "test_util.h"
 
 namespace rckpt {
@@ -33,15 +34,8 @@ T Get(const std::vector<std::byte>& state, size_t offset) {
   return value;
 }
 
-// The textual form files held before the binary layout: operator<< in the
-// "C" locale, as CaptureEngine wrote it then.
-template <typename Engine>
-std::vector<std::byte> LegacyText(const Engine& engine) {
-  std::ostringstream out;
-  out.imbue(std::locale::classic());
-  out << engine;
-  return Bytes(out.str());
-}
+using testing::LegacyEngineText;
+using testing::ReferenceEngineState;
 
 // A torch CPU generator state as torch.manual_seed leaves it.
 std::vector<std::byte> TorchCpuState() {
@@ -199,29 +193,12 @@ TEST(BinaryLayoutTest, CaptureOfARestoredEngineGivesTheSameBytes) {
 // reference implementation's state after init_genrand(5489) (index n, the
 // next output twists), restored, gives the standard's 10000th output.
 TEST(BinaryLayoutTest, RestoresTheReferenceImplementationsState) {
-  std::vector<std::byte> state = Bytes("MT32");
-  state.resize(2504);
-  Put<uint32_t>(state, 4, 624);
-  uint32_t mt = 5489;
-  for (uint32_t i = 0; i < 624; ++i) {
-    if (i > 0) mt = 1812433253u * (mt ^ (mt >> 30)) + i;
-    Put<uint32_t>(state, 8 + 4 * i, mt);
-  }
   std::mt19937 restored(1);
-  ASSERT_OK(RestoreEngine(state, &restored));
+  ASSERT_OK(RestoreEngine(ReferenceEngineState<uint32_t>(5489), &restored));
   restored.discard(9999);
   EXPECT_EQ(restored(), 4123659995u);
-
-  std::vector<std::byte> state64 = Bytes("MT64");
-  state64.resize(2504);
-  Put<uint32_t>(state64, 4, 312);
-  uint64_t mt64 = 5489;
-  for (uint64_t i = 0; i < 312; ++i) {
-    if (i > 0) mt64 = 6364136223846793005ull * (mt64 ^ (mt64 >> 62)) + i;
-    Put<uint64_t>(state64, 8 + 8 * i, mt64);
-  }
   std::mt19937_64 restored64(1);
-  ASSERT_OK(RestoreEngine(state64, &restored64));
+  ASSERT_OK(RestoreEngine(ReferenceEngineState<uint64_t>(5489), &restored64));
   restored64.discard(9999);
   EXPECT_EQ(restored64(), 9981545732273789042ull);
 }
@@ -235,7 +212,7 @@ TEST(BinaryLayoutTest, MatchesLibstdcxxWordsAndPosition) {
     SCOPED_TRACE(discard);
     std::mt19937 engine(99);
     engine.discard(discard);
-    std::istringstream text(Text(LegacyText(engine)));
+    std::istringstream text(Text(LegacyEngineText(engine)));
     std::vector<std::byte> state = Bytes("MT32");
     state.resize(2504);
     uint32_t word = 0;
@@ -327,7 +304,7 @@ TEST(LegacyTextTest, RestoresAndCapturesUnderAnyGlobalLocale) {
   };
   std::mt19937_64 engine(99);
   engine.discard(10);
-  const std::vector<std::byte> text = LegacyText(engine);
+  const std::vector<std::byte> text = LegacyEngineText(engine);
   const std::vector<std::byte> binary = CaptureEngine(engine);
   const std::locale previous =
       std::locale::global(std::locale(std::locale::classic(), new Grouping));
@@ -355,20 +332,20 @@ TEST(LegacyTextTest, RestoringGarbageFailsAndLeavesEngineUnchanged) {
 
 TEST(LegacyTextTest, RejectsTrailingWords) {
   std::mt19937 engine(1);
-  std::vector<std::byte> state = LegacyText(engine);
+  std::vector<std::byte> state = LegacyEngineText(engine);
   const std::vector<std::byte> more = Bytes(" 17 \n");
   state.insert(state.end(), more.begin(), more.end());
   EXPECT_THAT(ValidateRngState(RngKind::kMt19937, state),
               StatusIs(StatusCode::kCorruption, "found more words"));
   // Trailing whitespace alone is fine.
-  std::vector<std::byte> spaced = LegacyText(engine);
+  std::vector<std::byte> spaced = LegacyEngineText(engine);
   spaced.push_back(std::byte{'\n'});
   EXPECT_OK(ValidateRngState(RngKind::kMt19937, spaced));
 }
 
 TEST(LegacyTextTest, RejectsWordBeyondEngineWidth) {
   std::mt19937 engine(1);
-  std::string text = Text(LegacyText(engine));
+  std::string text = Text(LegacyEngineText(engine));
   text = "4294967296" + text.substr(text.find(' '));
   std::mt19937 target(2);
   const std::mt19937 before = target;
@@ -388,7 +365,7 @@ TEST(LegacyTextTest, RejectsHugeRecordWithoutParsing) {
 
 TEST(LegacyTextTest, Mt19937StateIsNotAnMt19937_64State) {
   std::mt19937 engine(3);
-  EXPECT_FALSE(ValidateRngState(RngKind::kMt19937_64, LegacyText(engine)).ok());
+  EXPECT_FALSE(ValidateRngState(RngKind::kMt19937_64, LegacyEngineText(engine)).ok());
 }
 
 }  // namespace
