@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds everything and runs the whole test suite.
-# Stages: default build + tests; a sanitizer build + tests (skip with
-# RCKPT_SKIP_SANITIZERS=1); bounded fuzzer runs when clang's libFuzzer is
-# available (skip with RCKPT_SKIP_FUZZ=1).
+# Stages: default build + tests; the plain `cmake -S . -B DIR` idiom (CMake's
+# default generator, CUDA when nvcc is found) configured and the library and
+# CLI built; a sanitizer build + tests (skip with RCKPT_SKIP_SANITIZERS=1);
+# bounded fuzzer runs when clang's libFuzzer is available (skip with
+# RCKPT_SKIP_FUZZ=1).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -19,6 +21,14 @@ stage "build (default)"
 BUILD_DIR="$root/build" bash scripts/build.sh -DRCKPT_PYTHON="$py"
 stage "tests (default)"
 ctest --test-dir "$root/build" -j"$(nproc)" --output-on-failure --timeout 600
+
+# What a new user types, with no options: CMake's default generator (Unix
+# Makefiles unless CMAKE_GENERATOR says otherwise) configures every target,
+# which is where generator-specific errors show; only the library and the CLI
+# are built, as the tests above already ran.
+stage "build (plain cmake, default generator: library and CLI)"
+env -u CMAKE_GENERATOR cmake -S "$root" -B "$root/build-plain" >/dev/null
+cmake --build "$root/build-plain" -j"$(nproc)" --target rckpt rckpt_cli
 
 # AddressSanitizer + UBSan over the whole suite (gcc's runtimes), without
 # CUDA, the install test (it rebuilds the package) and the GPU tests.
