@@ -55,7 +55,8 @@ struct Mt {
   // worth of bits at a time.
   static Word UndoRight(Word x, size_t shift, Word mask) {
     Word y = x;
-    for (size_t done = 0; done < kW; done += shift) y = x ^ ((y >> shift) & mask);
+    for (size_t done = 0; done < kW; done += shift)
+      y = x ^ ((y >> shift) & mask);
     return y;
   }
   static Word UndoLeft(Word x, size_t shift, Word mask) {
@@ -82,12 +83,15 @@ struct Mt {
       size_t i = 0;
       for (It it = begin; it != end; ++it, ++i) {
         const Word w = (*words)[i / (kW / 32)];
-        *it = static_cast<result_type>((w >> (32 * (i % (kW / 32)))) & 0xffffffffu);
+        *it = static_cast<result_type>((w >> (32 * (i % (kW / 32)))) &
+                                       0xffffffffu);
       }
     }
   };
 
-  static std::string Prefix() { return std::string(RngKindName(kKind)) + " RNG state: "; }
+  static std::string Prefix() {
+    return std::string(RngKindName(kKind)) + " RNG state: ";
+  }
 
   struct Stored {
     uint32_t index = 0;
@@ -96,7 +100,8 @@ struct Mt {
 
   static Result<Stored> Decode(std::span<const std::byte> bytes) {
     if (bytes.size() >= kMagicBytes &&
-        std::string_view(reinterpret_cast<const char*>(bytes.data()), kMagicBytes) != kMagic) {
+        std::string_view(reinterpret_cast<const char*>(bytes.data()),
+                         kMagicBytes) != kMagic) {
       std::string got;
       for (size_t i = 0; i < kMagicBytes; ++i) {
         const auto c = static_cast<unsigned char>(bytes[i]);
@@ -107,30 +112,36 @@ struct Mt {
           got += std::string("\\x") + kHex[c >> 4] + kHex[c & 15];
         }
       }
-      return Status::Corruption(Prefix() + "field 'magic' (4 bytes at offset 0): expected '" +
-                                std::string(kMagic) + "' (or the legacy textual state), got '" +
-                                got + "'");
+      return Status::Corruption(
+          Prefix() + "field 'magic' (4 bytes at offset 0): expected '" +
+          std::string(kMagic) + "' (or the legacy textual state), got '" + got +
+          "'");
     }
     if (bytes.size() != kSize) {
-      return Status::Corruption(Prefix() + "size: expected " + std::to_string(kSize) +
-                                " bytes, got " + std::to_string(bytes.size()));
+      return Status::Corruption(Prefix() + "size: expected " +
+                                std::to_string(kSize) + " bytes, got " +
+                                std::to_string(bytes.size()));
     }
     Stored s;
     s.index = static_cast<uint32_t>(Le(bytes, kIndexOffset, 4));
     if (s.index > kN) {
-      return Status::Corruption(Prefix() + "field 'index' (u32 at offset 4): expected 0.." +
-                                std::to_string(kN) + ", got " + std::to_string(s.index));
+      return Status::Corruption(
+          Prefix() + "field 'index' (u32 at offset 4): expected 0.." +
+          std::to_string(kN) + ", got " + std::to_string(s.index));
     }
     s.words.resize(kN);
     for (size_t i = 0; i < kN; ++i) {
-      s.words[i] = static_cast<Word>(Le(bytes, kWordsOffset + i * kWordBytes, kWordBytes));
+      s.words[i] = static_cast<Word>(
+          Le(bytes, kWordsOffset + i * kWordBytes, kWordBytes));
     }
     return s;
   }
 
-  static uint64_t Le(std::span<const std::byte> bytes, size_t offset, size_t n) {
+  static uint64_t Le(std::span<const std::byte> bytes, size_t offset,
+                     size_t n) {
     uint64_t v = 0;
-    for (size_t i = 0; i < n; ++i) v |= static_cast<uint64_t>(bytes[offset + i]) << (8 * i);
+    for (size_t i = 0; i < n; ++i)
+      v |= static_cast<uint64_t>(bytes[offset + i]) << (8 * i);
     return v;
   }
 
@@ -158,10 +169,13 @@ struct Mt {
       const Word expected_low = y & kLowerMask;
       if (s.index == 0 && (block[0] & kLowerMask) != expected_low) {
         return Status::Corruption(
-            Prefix() + "word 0 (at offset 8): its low " + std::to_string(Engine::mask_bits) +
-            " bits (" + std::to_string(block[0] & kLowerMask) + ") do not follow from words " +
-            std::to_string(kN - 1) + " and " + std::to_string(kM - 1) + " (expected " +
-            std::to_string(expected_low) + "); not a state the engine can reach");
+            Prefix() + "word 0 (at offset 8): its low " +
+            std::to_string(Engine::mask_bits) + " bits (" +
+            std::to_string(block[0] & kLowerMask) +
+            ") do not follow from words " + std::to_string(kN - 1) + " and " +
+            std::to_string(kM - 1) + " (expected " +
+            std::to_string(expected_low) +
+            "); not a state the engine can reach");
       }
       block[0] = (block[0] & kUpperMask) | expected_low;
     }
@@ -175,7 +189,8 @@ struct Mt {
     bool zero = (state[0] & kUpperMask) == 0;
     for (size_t i = 1; zero && i < kN; ++i) zero = state[i] == 0;
     if (!zero) return Status::Ok();
-    return Status::Corruption(Prefix() + "words: the all-zero state, which the engine cannot hold");
+    return Status::Corruption(
+        Prefix() + "words: the all-zero state, which the engine cannot hold");
   }
 
   static Result<Engine> Restore(std::span<const std::byte> bytes) {
@@ -199,12 +214,14 @@ struct Mt {
   static std::vector<std::byte> Capture(const Engine& engine) {
     Engine copy = engine;
     std::vector<std::byte> out(kSize, std::byte{0});
-    for (size_t i = 0; i < kMagicBytes; ++i) out[i] = static_cast<std::byte>(kMagic[i]);
+    for (size_t i = 0; i < kMagicBytes; ++i)
+      out[i] = static_cast<std::byte>(kMagic[i]);
     // index 0: the words below are the next n outputs, untempered.
     for (size_t i = 0; i < kN; ++i) {
       const uint64_t w = Untemper(copy());
       for (size_t b = 0; b < kWordBytes; ++b) {
-        out[kWordsOffset + i * kWordBytes + b] = static_cast<std::byte>((w >> (8 * b)) & 0xff);
+        out[kWordsOffset + i * kWordBytes + b] =
+            static_cast<std::byte>((w >> (8 * b)) & 0xff);
       }
     }
     return out;
@@ -237,10 +254,11 @@ Status CheckEngineText(RngKind kind, std::string_view text, int word_bits) {
   const std::string name(RngKindName(kind));
   if (text.size() > kMaxEngineTextBytes) {
     return Status::Corruption(name + " RNG state: size: expected at most " +
-                              std::to_string(kMaxEngineTextBytes) + " bytes, got " +
-                              std::to_string(text.size()));
+                              std::to_string(kMaxEngineTextBytes) +
+                              " bytes, got " + std::to_string(text.size()));
   }
-  const uint64_t max_word = word_bits >= 64 ? UINT64_MAX : (uint64_t{1} << word_bits) - 1;
+  const uint64_t max_word =
+      word_bits >= 64 ? UINT64_MAX : (uint64_t{1} << word_bits) - 1;
   size_t i = 0;
   size_t words = 0;
   while (i < text.size()) {
@@ -264,9 +282,10 @@ Status CheckEngineText(RngKind kind, std::string_view text, int word_bits) {
                                 std::to_string(static_cast<unsigned char>(c)));
     }
     if (overflow) {
-      return Status::Corruption(name + " RNG state: word " + std::to_string(words) +
-                                ": expected a value below 2^" + std::to_string(word_bits) +
-                                ", got '" + std::string(text.substr(start, i - start)) + "'");
+      return Status::Corruption(
+          name + " RNG state: word " + std::to_string(words) +
+          ": expected a value below 2^" + std::to_string(word_bits) +
+          ", got '" + std::string(text.substr(start, i - start)) + "'");
     }
     ++words;
   }
@@ -275,31 +294,34 @@ Status CheckEngineText(RngKind kind, std::string_view text, int word_bits) {
 
 template <typename Engine>
 Result<Engine> ParseEngineText(RngKind kind, std::span<const std::byte> bytes) {
-  const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  const std::string_view text(reinterpret_cast<const char*>(bytes.data()),
+                              bytes.size());
   RCKPT_RETURN_IF_ERROR(CheckEngineText(kind, text, Engine::word_size));
   std::istringstream in{std::string(text)};
   in.imbue(std::locale::classic());
   Engine engine;
   in >> engine;
   if (in.fail()) {
-    return Status::Corruption(std::string(RngKindName(kind)) +
-                              " RNG state: expected the engine's " +
-                              std::to_string(Engine::state_size) + "-word textual state, got " +
-                              std::to_string(bytes.size()) + " bytes that do not parse as one");
+    return Status::Corruption(
+        std::string(RngKindName(kind)) + " RNG state: expected the engine's " +
+        std::to_string(Engine::state_size) + "-word textual state, got " +
+        std::to_string(bytes.size()) + " bytes that do not parse as one");
   }
   in >> std::ws;
   if (!in.eof()) {
-    return Status::Corruption(std::string(RngKindName(kind)) +
-                              " RNG state: expected the end of the state at byte " +
-                              std::to_string(static_cast<long long>(in.tellg())) + " of " +
-                              std::to_string(bytes.size()) + ", found more words");
+    return Status::Corruption(
+        std::string(RngKindName(kind)) +
+        " RNG state: expected the end of the state at byte " +
+        std::to_string(static_cast<long long>(in.tellg())) + " of " +
+        std::to_string(bytes.size()) + ", found more words");
   }
   return engine;
 }
 
 template <typename Engine>
 Result<Engine> Parse(std::span<const std::byte> bytes) {
-  if (IsLegacyText(bytes)) return ParseEngineText<Engine>(Mt<Engine>::kKind, bytes);
+  if (IsLegacyText(bytes))
+    return ParseEngineText<Engine>(Mt<Engine>::kKind, bytes);
   return Mt<Engine>::Restore(bytes);
 }
 
@@ -313,7 +335,8 @@ Status RestoreInto(std::span<const std::byte> bytes, Engine* engine) {
 }  // namespace
 
 Status ValidateMtState(RngKind kind, std::span<const std::byte> bytes) {
-  if (kind == RngKind::kMt19937_64) return Parse<std::mt19937_64>(bytes).status();
+  if (kind == RngKind::kMt19937_64)
+    return Parse<std::mt19937_64>(bytes).status();
   return Parse<std::mt19937>(bytes).status();
 }
 
@@ -329,7 +352,8 @@ Status RestoreEngine(std::span<const std::byte> bytes, std::mt19937* engine) {
   return RestoreInto(bytes, engine);
 }
 
-Status RestoreEngine(std::span<const std::byte> bytes, std::mt19937_64* engine) {
+Status RestoreEngine(std::span<const std::byte> bytes,
+                     std::mt19937_64* engine) {
   return RestoreInto(bytes, engine);
 }
 

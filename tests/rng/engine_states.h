@@ -41,7 +41,8 @@ std::vector<std::byte> ReferenceEngineState(Word seed) {
   Word mt = seed;
   for (uint32_t i = 0; i < n; ++i) {
     if (i > 0) {
-      mt = k64 ? static_cast<Word>(6364136223846793005ull * (mt ^ (mt >> 62)) + i)
+      mt = k64 ? static_cast<Word>(6364136223846793005ull * (mt ^ (mt >> 62)) +
+                                   i)
                : static_cast<Word>(1812433253u * (mt ^ (mt >> 30)) + i);
     }
     std::memcpy(&s[8 + sizeof(Word) * i], &mt, sizeof(Word));
