@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "options.h"
+#include "rckpt/human_bytes.h"
 #include "rckpt/io.h"
 #include "rckpt/runtime.h"
 #include "rckpt/tools.h"
@@ -67,8 +68,8 @@ Status SaveState(const TrainState& state, const std::string& path,
   }
   RCKPT_RETURN_IF_ERROR(rckpt::Save(path, ck, options));
   char numbers[96];
-  std::snprintf(numbers, sizeof(numbers), ": %.2f MB saved in %.1f ms",
-                static_cast<double>(ck.TensorBytes()) / 1e6, MillisecondsSince(start));
+  std::snprintf(numbers, sizeof(numbers), ": %s saved in %.1f ms",
+                rckpt::HumanBytes(ck.TensorBytes()).c_str(), MillisecondsSince(start));
   Print(std::string(label) + " step " + std::to_string(state.controller.global_step) +
         " -> " + path + numbers);
   return Status::Ok();

@@ -17,9 +17,10 @@ namespace rckpt {
 // one decimal.
 std::string HumanBytes(uint64_t n);
 
-// A throughput: "1.15 GiB/s" from 1 GiB/s up, "45.6 MiB/s" below (a small
-// transfer's "0.00 GiB/s" says nothing). No time measured (seconds <= 0)
-// gives "0.0 MiB/s".
+// A throughput: "1.15 GiB/s" (two decimals) from 1 GiB/s up; below, the
+// rate per second as HumanBytes writes it: "43.5 MiB/s", "40.2 KiB/s",
+// "512 B/s" (a small transfer's "0.00 GiB/s" would say nothing). No time
+// measured (seconds <= 0) gives "0 B/s".
 std::string RenderRate(uint64_t bytes, double seconds);
 
 }  // namespace rckpt

@@ -17,13 +17,15 @@ TEST(HumanBytesTest, ExactBelowOneKibThenBinaryUnitsWithOneDecimal) {
   EXPECT_EQ(HumanBytes(UINT64_MAX), "16.0 EiB");
 }
 
-TEST(RenderRateTest, GibPerSecondDownToOneThenMibPerSecond) {
+TEST(RenderRateTest, GibPerSecondWithTwoDecimalsThenAsHumanBytes) {
   EXPECT_EQ(RenderRate(5ull << 29, 1.0), "2.50 GiB/s");
   EXPECT_EQ(RenderRate(1ull << 30, 1.0), "1.00 GiB/s");
   EXPECT_EQ(RenderRate(1'000'000'000, 1.0), "953.7 MiB/s");  // 1 GB/s
   EXPECT_EQ(RenderRate(45'600'000, 1.0), "43.5 MiB/s");
   EXPECT_EQ(RenderRate(3ull << 20, 2.0), "1.5 MiB/s");
-  EXPECT_EQ(RenderRate(45'600'000, 0.0), "0.0 MiB/s");  // no time measured: no rate
+  EXPECT_EQ(RenderRate(2471, 0.06), "40.2 KiB/s");  // a small file's convert
+  EXPECT_EQ(RenderRate(512, 1.0), "512 B/s");
+  EXPECT_EQ(RenderRate(45'600'000, 0.0), "0 B/s");  // no time measured
 }
 
 }  // namespace
