@@ -221,6 +221,61 @@ TEST(CliTest, ConvertRefusesADirectoryOrAMissingDirectoryAsOutputBeforeReading) 
   EXPECT_EQ(missing.err.find(".tmp-"), std::string::npos) << missing.err;
 }
 
+TEST(CliTest, ConvertNeedsToForAnOutputWithoutAKnownExtensionAndSaysSo) {
+  std::string dir = testing::NewTempDir("to");
+  CliRun refused = Cli("convert " + kTraining + " " + dir + "/part.ck");
+  EXPECT_EQ(refused.code, 2);
+  EXPECT_EQ(Lines(refused.err), 1) << refused.err;
+  EXPECT_NE(refused.err.find("name its format with --to rckpt|pt|safetensors"), std::string::npos)
+      << refused.err;
+  EXPECT_FALSE(std::ifstream(dir + "/part.ck").good());
+  // --to names the output's format; the input is recognised by content.
+  CliRun to_rckpt = Cli("convert " + kTraining + " " + dir + "/part.ck --to rckpt");
+  ASSERT_EQ(to_rckpt.code, 0) << to_rckpt.err;
+  EXPECT_EQ(Cli("verify " + dir + "/part.ck").code, 0);
+  CliRun to_st = Cli("convert " + dir + "/part.ck " + dir + "/out.ck --to safetensors");
+  ASSERT_EQ(to_st.code, 0) << to_st.err;
+  // --from names the input's format whatever its name.
+  CliRun from_st =
+      Cli("convert " + dir + "/out.ck " + dir + "/back.rckpt --from safetensors");
+  ASSERT_EQ(from_st.code, 0) << from_st.err;
+  EXPECT_EQ(Cli("diff " + kTraining + " " + dir + "/back.rckpt").code, 0);
+  CliRun to_pt = Cli("convert " + dir + "/part.ck " + dir + "/out.weights --to pt --drop-objects");
+  ASSERT_EQ(to_pt.code, 0) << to_pt.err;
+  EXPECT_EQ(Cli("inspect " + dir + "/out.weights").code, 0);
+  EXPECT_EQ(Cli("convert " + kTraining + " " + dir + "/x.ck --to onnx").code, 2);
+}
+
+TEST(CliTest, ConvertOfAnUnrecognisedInputPointsAtFrom) {
+  std::string dir = testing::NewTempDir("from");
+  std::ofstream(dir + "/notes.dat") << "not a checkpoint\n";
+  CliRun r = Cli("convert " + dir + "/notes.dat " + dir + "/out.rckpt");
+  EXPECT_EQ(r.code, 5);
+  EXPECT_EQ(Lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("--from rckpt|pt|safetensors"), std::string::npos) << r.err;
+}
+
+TEST(CliTest, VerifyReportsNonZeroPaddingAsCorruptionNamingTheOffset) {
+  std::string dir = testing::NewTempDir("padding");
+  // 100 bytes at offset 64, then padding up to the page-aligned 16 KiB tensor.
+  Checkpoint ck;
+  ASSERT_OK(ck.AddTensor("model", "small", *Tensor::Zeros(DType::kU8, {100})));
+  ASSERT_OK(ck.AddTensor("model", "large", *Tensor::Zeros(DType::kF32, {4096})));
+  ASSERT_OK(Save(dir + "/p.rckpt", ck));
+  EXPECT_EQ(Cli("verify " + dir + "/p.rckpt").code, 0);
+  std::fstream f(dir + "/p.rckpt", std::ios::binary | std::ios::in | std::ios::out);
+  f.seekp(1000);
+  f.put('\x5a');
+  f.close();
+  CliRun r = Cli("verify " + dir + "/p.rckpt");
+  EXPECT_EQ(r.code, 4);
+  EXPECT_EQ(Lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("padding byte at offset 1000 is 0x5a, expected 0"), std::string::npos)
+      << r.err;
+  // Loads do not read the padding (schema/FORMAT.md §4).
+  EXPECT_EQ(Cli("load " + dir + "/p.rckpt").code, 0);
+}
+
 TEST(CliTest, LoadErrorsNameTheFlagsACliUserTypes) {
   CliRun device = Cli("load " + kTraining);
   EXPECT_EQ(device.code, 6);
