@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "rckpt/io.h"
 #include "test_util.h"
 
 namespace rckpt {
