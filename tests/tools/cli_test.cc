@@ -122,12 +122,12 @@ TEST(CliTest, PlanRejectsMalformedDevice) {
   EXPECT_NE(r.err.find("cuda:x"), std::string::npos);
 }
 
-TEST(CliTest, LoadWithMapFileSaysSoAndRestoresTheSameBytes) {
+TEST(CliTest, LoadMapsByDefaultAndNoMapFileReadsTheSameBytes) {
   const std::string file = kGolden + "v1.0-training-state.rckpt";
-  CliRun mapped = Cli("load --json --map-location cpu --map-file " + file);
+  CliRun mapped = Cli("load --json --map-location cpu " + file);
   ASSERT_EQ(mapped.code, 0) << mapped.err;
   EXPECT_NE(mapped.out.find("\"mapped\":true"), std::string::npos) << mapped.out;
-  CliRun read = Cli("load --json --map-location cpu " + file);
+  CliRun read = Cli("load --json --map-location cpu --no-map-file " + file);
   ASSERT_EQ(read.code, 0) << read.err;
   EXPECT_NE(read.out.find("\"mapped\":false"), std::string::npos) << read.out;
   auto restored = [](const std::string& json) {
@@ -135,10 +135,15 @@ TEST(CliTest, LoadWithMapFileSaysSoAndRestoresTheSameBytes) {
     return json.substr(at, json.find(',', at) - at);
   };
   EXPECT_EQ(restored(mapped.out), restored(read.out));
+  // --map-file, the default, stays accepted; with --no-map-file it is a usage error.
   CliRun text = Cli("load --map-location cpu --map-file " + file);
   ASSERT_EQ(text.code, 0) << text.err;
   EXPECT_NE(text.out.find("host runtime, file mapped"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("staging   none (no device destination)"), std::string::npos);
+  CliRun both = Cli("load --map-file --no-map-file " + file);
+  EXPECT_EQ(both.code, 2);
+  EXPECT_NE(both.err.find("--map-file and --no-map-file contradict each other"), std::string::npos)
+      << both.err;
 }
 
 TEST(CliTest, LoadOnEmulatedDevicesReportsPlacementAndStaging) {
