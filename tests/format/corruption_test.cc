@@ -192,6 +192,19 @@ TEST_F(CorruptionTest, ChunkChecksumMismatchNamesTensorAndChunk) {
   EXPECT_THAT(Open(b), StatusIs(StatusCode::kCorruption, "tensor 'w': chunk 0"));
 }
 
+TEST_F(CorruptionTest, RejectsTwoTensorsWithTheSameName) {
+  std::vector<uint8_t> manifest(
+      reinterpret_cast<const uint8_t*>(good_.data()) + manifest_.manifest_offset,
+      reinterpret_cast<const uint8_t*>(good_.data()) + manifest_.manifest_offset +
+          manifest_.manifest_size);
+  const uint8_t b_name[] = {1, 0, 0, 0, 'b', 0};  // the FlatBuffers string "b"
+  auto at = std::search(manifest.begin(), manifest.end(), std::begin(b_name), std::end(b_name));
+  ASSERT_NE(at, manifest.end());
+  at[4] = 'w';
+  EXPECT_THAT(Open(WithManifest(manifest)),
+              StatusIs(StatusCode::kCorruption, "tensor 'w': name appears twice"));
+}
+
 TEST_F(CorruptionTest, RejectsOverlappingExtents) {
   auto chunks = AllChunks();
   chunks[1].offset = chunks[0].offset;  // second tensor's chunk on top of the first
