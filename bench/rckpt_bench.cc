@@ -20,6 +20,7 @@
 #include "bench_data.h"
 #include "bench_limits.h"
 #include "bench_peers.h"
+#include "bench_process.h"
 #include "bench_report.h"
 #include "rckpt/io.h"
 #include "rckpt/runtime.h"
@@ -39,6 +40,11 @@ struct Flags {
   bool sweep = false;
   bool sweep_only = false;
   bool smoke = false;
+  bool process = false;       // whole-process cases (bench_process.h)
+  bool process_only = false;
+  std::vector<uint64_t> process_sizes = {55ull << 20, 192ull << 20, 1ull << 30};
+  int small = 100000;         // tensors in the per-tensor cost case (0: none)
+  std::string cli = RCKPT_BENCH_CLI;
   std::string csv;
   std::string dir;
   std::string python = "python3";
@@ -49,11 +55,17 @@ constexpr char kUsage[] =
     "usage: rckpt-bench [--quick | --smoke | --size BYTES[K|M|G]] [--layers N] [--reps N]\n"
     "                   [--threads N] [--json] [--csv FILE] [--sweep | --sweep-only]\n"
     "                   [--no-peers] [--dir DIR] [--python EXE] [--peers-dir DIR]\n"
+    "                   [--process | --process-only] [--process-sizes S1,S2,...] [--cli EXE]\n"
+    "                   [--small N]\n"
     "  --quick   64 MiB, 3 runs per case (under two minutes on 2 cores)\n"
     "  --smoke   8 MiB, 1 run per case, no peers (checks that every case runs)\n"
     "  --size    checkpoint size (default 256M); several GiB need ~4x that in RAM\n"
     "  --sweep   also time the main cases over sizes, tensor counts and chunk sizes\n"
-    "            (for scripts/bench-plot.py); --sweep-only: only that\n";
+    "            (for scripts/bench-plot.py); --sweep-only: only that\n"
+    "  --process each rep a new process: `rckpt load` (the CLI at --cli) and the\n"
+    "            peers in fresh interpreters, warm and cold page cache, at\n"
+    "            --process-sizes (default 55M,192M,1G); --process-only: only that\n"
+    "  --small   save and load N tiny tensors for the per-tensor cost (100000)\n";
 
 bool ParseSize(const char* s, uint64_t* out) {
   char* end = nullptr;
@@ -80,6 +92,7 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       f->size = 64ull << 20, f->reps = 3;
     } else if (a == "--smoke") {
       f->size = 8ull << 20, f->reps = 1, f->warmup = 0, f->peers = false, f->smoke = true;
+      f->process = true, f->process_sizes = {8ull << 20}, f->small = 2000;
     } else if (a == "--size") {
       if (!(v = next()) || !ParseSize(v, &f->size)) return false;
     } else if (a == "--layers") {
@@ -100,6 +113,28 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       f->sweep = true;
     } else if (a == "--sweep-only") {
       f->sweep = f->sweep_only = true;
+    } else if (a == "--process") {
+      f->process = true;
+    } else if (a == "--process-only") {
+      f->process = f->process_only = true;
+    } else if (a == "--process-sizes") {
+      if (!(v = next())) return false;
+      f->process_sizes.clear();
+      std::string list = v;
+      for (size_t b = 0; b <= list.size();) {
+        size_t e = list.find(',', b);
+        if (e == std::string::npos) e = list.size();
+        uint64_t n = 0;
+        if (!ParseSize(list.substr(b, e - b).c_str(), &n)) return false;
+        f->process_sizes.push_back(n);
+        b = e + 1;
+      }
+    } else if (a == "--cli") {
+      if (!(v = next())) return false;
+      f->cli = v;
+    } else if (a == "--small") {
+      if (!(v = next())) return false;
+      f->small = std::max(0, std::atoi(v));
     } else if (a == "--no-peers") {
       f->peers = false;
     } else if (a == "--dir") {
@@ -363,20 +398,20 @@ void Bench::LoadCases() {
   o.threads = threads_;
   const std::vector<LoadTarget> targets = HostTargets();
   const std::string t = std::to_string(threads_);
-  // Every case also runs with map_file (opt-in): chunks decoded from a
-  // private mapping, raw host tensors aliasing it.
-  LoadOptions mapped = o;
-  mapped.map_file = true;
+  // The default load maps the file; every case also runs as a copying load
+  // (the map_file = false opt-out): every byte read into new memory.
+  LoadOptions copy = o;
+  copy.map_file = false;
   for (const CodecCase& c : codecs_) {
     CaseResult load{.name = "load/" + c.name, .bytes = data_.bytes};
     CaseResult into{.name = "load_into/" + c.name, .bytes = data_.bytes};
-    CaseResult mload{.name = "load/" + c.name + " (mapped)", .bytes = data_.bytes};
-    CaseResult minto{.name = "load_into/" + c.name + " (mapped)", .bytes = data_.bytes};
+    CaseResult mload{.name = "load/" + c.name + " (copy)", .bytes = data_.bytes};
+    CaseResult minto{.name = "load_into/" + c.name + " (copy)", .bytes = data_.bytes};
     if (c.codec == Codec::kNone) {
       const auto m = Interleaved(f_.warmup, f_.reps,
                                  {LoadRun(c.path, o), FirstTouchRun(),
                                   LoadIntoRun(c.path, targets, o), PreadRun(c.path),
-                                  LoadRun(c.path, mapped), LoadIntoRun(c.path, targets, mapped)});
+                                  LoadRun(c.path, copy), LoadIntoRun(c.path, targets, copy)});
       for (CaseResult* r : {&load, &mload}) {
         r->limit = "first touch of new memory";
         r->limit_gbps = DataBps(m[1]) / 1e9;
@@ -397,7 +432,7 @@ void Bench::LoadCases() {
                                  {LoadRun(c.path, o), FirstTouchRun(),
                                   LoadIntoRun(c.path, targets, o),
                                   [&] { return sample.DecompressSeconds(); },
-                                  LoadRun(c.path, mapped), LoadIntoRun(c.path, targets, mapped)});
+                                  LoadRun(c.path, copy), LoadIntoRun(c.path, targets, copy)});
       const double decomp = threads_ * sample.raw_bytes() / m[3];
       const double touch = DataBps(m[1]);
       for (CaseResult* r : {&load, &mload}) {
@@ -526,10 +561,10 @@ void Bench::PeerCases() {
   const std::vector<Link> links = {
       {"torch.load", "load/none", "", 2.0},
       {"torch.load(mmap=True)+touch", "load/none", " vs mmap", 2.0},
-      {"torch.load(mmap=True)+touch", "load/none (mapped)", " vs mmap", 2.0},
+      {"torch.load(mmap=True)+touch", "load/none (copy)", " vs mmap", 2.0},
       {"torch.load+load_state_dict", "load_into/none", "", 5.0},
       {"safetensors.load_file+touch", "load/none", " vs safetensors", 1.0},
-      {"safetensors.load_file+touch", "load/none (mapped)", " vs safetensors", 1.0},
+      {"safetensors.load_file+touch", "load/none (copy)", " vs safetensors", 1.0},
       {"safetensors.load_file+load_state_dict", "load_into/none", " vs safetensors", 1.0},
   };
   std::map<std::string, PeerResult> peers;
@@ -643,8 +678,8 @@ void Sweep(const Flags& f, const std::string& dir, Report* report) {
         return Now() - t0;
       });
       report->sweep.push_back({series, "save/" + name, data->bytes, n, ts});
-      for (bool mapped : {false, true}) {
-        if (mapped && codec != Codec::kNone) continue;
+      for (bool mapped : {true, false}) {
+        if (!mapped && codec != Codec::kNone) continue;
         LoadOptions lo;
         lo.threads = threads;
         lo.map_file = mapped;
@@ -658,7 +693,7 @@ void Sweep(const Flags& f, const std::string& dir, Report* report) {
           return t;
         });
         report->sweep.push_back(
-            {series, "load/" + name + (mapped ? " (mapped)" : ""), data->bytes, n, tl});
+            {series, "load/" + name + (mapped ? "" : " (copy)"), data->bytes, n, tl});
       }
       std::filesystem::remove(path);
     }
@@ -715,12 +750,23 @@ int Main(int argc, char** argv) {
   std::filesystem::create_directories(dir);
   const int threads = ResolveThreads(f.threads);
   Report report;
-  if (!f.sweep_only) {
+  if (!f.sweep_only && !f.process_only) {
     Log(f, "generating " + std::to_string(f.size >> 20) + " MiB");
     auto data = Generate(f.size, f.layers, 1, threads);
     if (!data.ok()) Die(data.status(), "generate");
     Bench bench(f, std::move(data).value(), dir);
     report = bench.Run();
+  }
+  if (!f.sweep_only && f.small > 0) {
+    Log(f, "small tensors");
+    SmallTensorCases(dir, f.small, f.reps, /*us_per_tensor=*/2.0, &report);
+  }
+  if (f.process) {
+    ProcessOptions po{.cli = f.cli, .python = f.python, .peers_dir = f.peers_dir, .dir = dir,
+                      .sizes = f.process_sizes, .reps = f.reps, .warmup = f.warmup,
+                      .threads = threads, .peers = f.peers,
+                      .log = [&f](const std::string& m) { Log(f, m); }};
+    ProcessCases(po, &report);
   }
   if (f.sweep) Sweep(f, dir, &report);
   report.info["machine"] = MachineInfo();

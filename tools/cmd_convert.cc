@@ -46,6 +46,30 @@ Status CheckOutputPath(const std::string& out) {
   return Status::Ok();
 }
 
+// Without --to the output's format comes from its extension; a name without
+// a known one (the demo's `part.ck`) needs --to, and the error says so.
+Status CheckOutputNamesAFormat(const std::string& out) {
+  if (FormatFromExtension(out) != CheckpointFormat::kUnknown) return Status::Ok();
+  return Status::InvalidArgument(
+      "output '" + out +
+      "': no known extension (.rckpt; .pt .pth .bin .ckpt; .safetensors): name its format "
+      "with --to rckpt|pt|safetensors");
+}
+
+// Input formats are recognised by content first; a file that is none of the
+// three and has no known extension gets the hint for --from.
+Status CheckInputNamesAFormat(const std::string& in) {
+  Result<CheckpointFormat> detected = DetectFormat(in);
+  if (!detected.ok() || *detected != CheckpointFormat::kUnknown ||
+      FormatFromExtension(in) != CheckpointFormat::kUnknown) {
+    return Status::Ok();  // a missing file is reported by the read itself
+  }
+  return Status::Unsupported(
+      "input '" + in +
+      "': not a recognised checkpoint (rckpt, PyTorch zip or safetensors) and no known "
+      "extension: if it is one of them, name its format with --from rckpt|pt|safetensors");
+}
+
 int RunConvert(std::vector<std::string> words) {
   Args args(std::move(words));
   ImportOptions in_opts;
@@ -114,9 +138,14 @@ int RunConvert(std::vector<std::string> words) {
   const std::string& out = (*pos)[1];
   // Checked before the (possibly long) read of IN.
   Status out_ok = CheckOutputPath(out);
+  if (out_ok.ok() && !out_format) out_ok = CheckOutputNamesAFormat(out);
   if (!out_ok.ok()) return Fail("convert", out_ok);
   auto start = std::chrono::steady_clock::now();
   ImportReport report;
+  if (!in_format) {
+    Status in_ok = CheckInputNamesAFormat(in);
+    if (!in_ok.ok()) return Fail("convert", in_ok);
+  }
   auto ck = ReadCheckpoint(in, in_format, in_opts, &report);
   if (!ck.ok()) return Fail("convert", ck.status());
   for (const auto& w : report.warnings) std::fprintf(stderr, "rckpt convert: warning: %s\n", w.c_str());
@@ -156,14 +185,16 @@ const CommandInfo kConvert = {
     "convert", "convert between .rckpt, PyTorch .pt and .safetensors, or re-encode",
     R"(usage: rckpt convert IN OUT [options]
 
-Formats come from the file names (.rckpt; .pt .pth .bin; .safetensors) or
---from/--to. PyTorch files are read by a restricted unpickler that never
+Formats come from the file names (.rckpt; .pt .pth .bin .ckpt; .safetensors)
+or, for names without one of these extensions (e.g. part.ck), from --from/--to;
+an input is also recognised by its content. PyTorch files are read by a restricted unpickler that never
 executes anything; unknown classes are kept as inert objects (listed as a
 warning) unless --strict. Every tensor is kept bit for bit with the device it
 was saved on; RNG states under well-known keys become RNG records.
 
 input options:
-  --from FMT, --to FMT   rckpt, pt or safetensors
+  --from FMT, --to FMT   rckpt, pt or safetensors: the input's / output's
+                         format whatever its name
   --strict               refuse files holding classes outside the known set
   --rng-key KEY          also treat uint8 tensors under KEY as RNG states
                          (repeatable)

@@ -13,6 +13,7 @@ int RunLoad(std::vector<std::string> words) {
   bool json = args.Flag("json");
   bool no_verify = args.Flag("no-verify");
   bool map_file = args.Flag("map-file");
+  bool no_map_file = args.Flag("no-map-file");
   Placement placement;
   Status s = ParsePlacementFlags(args, &placement);
   auto staging = args.Value("staging-bytes");
@@ -21,9 +22,12 @@ int RunLoad(std::vector<std::string> words) {
   if (!pos.ok()) return Usage("load", pos.status().message());
   if (!s.ok()) return Fail("load", s);
   if (pos->size() != 1) return Usage("load", "expected exactly one FILE");
+  if (map_file && no_map_file) {
+    return Usage("load", "--map-file and --no-map-file contradict each other");
+  }
   LoadOptions& o = placement.options;
   o.verify_checksums = !no_verify;
-  o.map_file = map_file;
+  o.map_file = !no_map_file;
   if (staging) {
     auto n = ParseInt("staging-bytes", *staging, 1, int64_t{1} << 40);
     if (!n.ok()) return Fail("load", n.status());
@@ -47,7 +51,7 @@ int RunLoad(std::vector<std::string> words) {
 
 const CommandInfo kLoad = {
     "load", "load for real (devices included) and report time and throughput",
-    std::string(R"(usage: rckpt load FILE [placement options] [--no-verify] [--map-file]
+    std::string(R"(usage: rckpt load FILE [placement options] [--no-verify] [--no-map-file]
                   [--staging-bytes N] [--threads N] [--json]
 
 Loads FILE for real, onto the devices the placement options choose, then
@@ -55,11 +59,14 @@ reports bytes, time, throughput, the staging high-water mark of the pinned
 ring and where every tensor went. The loaded data is released afterwards.
 
   --no-verify         skip chunk checksums (they are checked by default)
-  --map-file          map the file instead of reading it: uncompressed host
+  --no-map-file       read the file into new memory instead of mapping it.
+                      By default the file is mapped: uncompressed host
                       tensors alias the page cache (copy-on-write), other
-                      chunks decode straight from it; faster for large host
-                      loads. The file must not be truncated while mapped
-                      (rckpt's own saves replace files by rename: safe)
+                      chunks decode straight from it. A mapped file must not
+                      be truncated or rewritten in place while its tensors
+                      live (rckpt's own saves replace files by rename: safe;
+                      cp over it: not); this flag is the opt-out
+  --map-file          the default, accepted for older command lines
   --staging-bytes N   size of the pinned staging ring for device-bound data
                       (default 67108864, 64 MiB)
   --threads N         decode threads (default 0: all cores)

@@ -75,6 +75,24 @@ Status SaveState(const TrainState& state, const std::string& path,
   return Status::Ok();
 }
 
+// A resumed run takes its seed and width from the checkpoint. The same
+// command line with --resume added must keep working, so --seed / --hidden
+// are accepted when they equal the stored values and refused, naming both,
+// when they conflict.
+Status CheckResumeFlags(const DemoOptions& opt, const Config& stored) {
+  if (opt.seed_given && opt.seed != stored.seed) {
+    return Status::InvalidArgument(
+        "--seed " + std::to_string(opt.seed) + " conflicts with the checkpoint's seed " +
+        std::to_string(stored.seed) + "; a resumed run keeps its seed (drop --seed)");
+  }
+  if (opt.hidden_given && opt.hidden != stored.hidden) {
+    return Status::InvalidArgument(
+        "--hidden " + std::to_string(opt.hidden) + " conflicts with the checkpoint's hidden " +
+        std::to_string(stored.hidden) + "; a resumed run keeps its width (drop --hidden)");
+  }
+  return Status::Ok();
+}
+
 int Run(const DemoOptions& opt) {
   // The runtime outlives every tensor (device masters free through it).
   std::unique_ptr<rckpt::DeviceRuntime> emulated;
@@ -108,6 +126,9 @@ int Run(const DemoOptions& opt) {
     rckpt::Result<TrainState> restored = FromCheckpoint(*ck, memory);
     if (!restored.ok()) return Fail("cannot resume from " + opt.resume, restored.status());
     state = std::move(restored).value();
+    if (Status s = CheckResumeFlags(opt, state.config); !s.ok()) {
+      return Fail("cannot resume from " + opt.resume, s);
+    }
     char numbers[128];
     std::snprintf(numbers, sizeof(numbers),
                   " at step %lld (epoch %lld, batch %lld): restored in %.1f ms",

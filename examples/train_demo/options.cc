@@ -134,11 +134,8 @@ Result<DemoOptions> ParseOptions(const std::vector<std::string>& args) {
           "--device applies to fresh runs; a resumed run lives where the load "
           "puts it: use --model-device auto|cpu|cuda:N or --map-location SPEC");
     }
-    if (o.seed_given || o.hidden_given) {
-      return Status::InvalidArgument(
-          "--seed / --hidden apply to fresh runs; a resumed run takes them from "
-          "the checkpoint");
-    }
+    // --seed / --hidden may repeat the fresh run's command line: the resume
+    // checks them against the checkpoint (CheckResumeFlags, main.cc).
   }
   if (o.stop_in_save && o.checkpoint.empty()) {
     return Status::InvalidArgument(
@@ -165,6 +162,8 @@ Options:
   --final PATH          save the final state here when training ends
   --seed X              data set, initial weights, shuffling and dropout (default 1)
   --hidden H            width of the two hidden layers (default 64)
+                        (on resume both come from the checkpoint: given
+                        again, they must equal its values)
   --device D            where a fresh run keeps its model, optimizer and data
                         tensors: cpu or cuda:N (default cpu)
   --resume PATH         continue the run saved at PATH

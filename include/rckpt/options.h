@@ -103,17 +103,22 @@ struct LoadOptions {
   std::vector<std::string> sections;
   std::vector<std::string> skip_sections;
   bool verify_checksums = true;
-  // Map the file instead of reading it (opt-in). Chunks are decoded straight
-  // from the page cache, and Load / ReadTensors hand back uncompressed host
-  // tensors that are not copied at all: they point into a private
-  // (copy-on-write) mapping of the file, kept alive by the tensors. Writing
-  // to such a tensor copies the touched pages; the file never changes.
-  // Faster where fresh memory is expensive (docs/PERFORMANCE.md), but the
-  // file must not be truncated or rewritten in place while mapped: the
-  // process would be killed by SIGBUS on touching the lost bytes. rckpt's
-  // own saves replace files by rename and are safe; `cp` over the file is
-  // not. Files that cannot be mapped are read as usual.
-  bool map_file = false;
+  // Map the file instead of reading it (the default). Chunks are decoded
+  // straight from the page cache, and Load / ReadTensors hand back
+  // uncompressed host tensors that are not copied at all: they point into a
+  // private (copy-on-write) mapping of the file, kept alive by the tensors.
+  // Writing to such a tensor copies the touched pages; the file never
+  // changes. A restarting process pays no fresh memory for them, which is
+  // what a copying load spends most of its time on (docs/PERFORMANCE.md,
+  // "Whole process"). The file must not be truncated or rewritten in place
+  // while such tensors live: touching bytes a truncation removed kills the
+  // process with SIGBUS, and bytes rewritten in place show through pages not
+  // yet written by this process. rckpt's own saves replace files by rename
+  // and are safe; `cp` or `torch.save` over the same path are not. Set false
+  // (CLI: --no-map-file) for a copying load that owns all its memory, e.g.
+  // when other programs may rewrite the file. Files that cannot be mapped
+  // are read as usual.
+  bool map_file = true;
   int threads = 0;                      // 0: all cores
   uint64_t staging_bytes = 64ull << 20; // pinned ring for device-bound data
   DeviceRuntime* runtime = nullptr;     // nullptr: DefaultRuntime()

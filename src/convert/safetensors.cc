@@ -316,6 +316,32 @@ Result<Checkpoint> Import(const RandomAccessFile& f, const ImportOptions& option
   return ck;
 }
 
+// Whether importing the exported file without any rckpt.* key gives `ck`
+// back: one section "model" of role model, every tensor in it with that role
+// and stored on the host, no RNG record and no tensor a plain import would
+// take for one, and the flat tree of a plain import (name -> tensor, in file
+// order). Such a file is written with the user's metadata alone, so a plain
+// safetensors file survives safetensors -> rckpt -> safetensors unchanged.
+bool IsPlainModelFile(const Checkpoint& ck) {
+  if (!ck.rng().empty()) return false;
+  if (ck.tensors().empty()) return ck.sections().empty() && ck.Tree().is_null();
+  if (ck.sections().size() != 1 || ck.sections()[0].name != "model" ||
+      ck.sections()[0].role != Role::kModel) {
+    return false;
+  }
+  std::vector<Value::Entry> flat;
+  std::vector<std::string> ignored;
+  for (const TensorEntry& t : ck.tensors()) {
+    if (t.section != "model" || t.role != Role::kModel || !t.Origin().is_cpu()) return false;
+    if (t.tensor.dtype() == DType::kU8 && t.tensor.shape().size() == 1 &&
+        DetectRng(SplitName(t.name), t.tensor.nbytes(), ImportOptions{}, &ignored)) {
+      return false;
+    }
+    flat.emplace_back(Value(t.name), Value::TensorRef(t.name));
+  }
+  return ck.Tree() == Value::Map(std::move(flat));
+}
+
 struct Out {
   std::string name;
   const char* dtype;
@@ -412,14 +438,17 @@ Status ExportSafetensors(const Checkpoint& ck, const std::string& path,
     }
     meta[k] = v;
   }
-  meta[convert::kFormatKey] = "1";
-  meta[convert::kTensorsKey] = tensors_json;
-  meta[convert::kRngKey] = rng_json;
-  meta[convert::kSectionsKey] = sections_json;
-  if (!ck.Tree().is_null()) {
-    std::string tree;
-    convert::AppendTreeJson(&tree, ck.Tree());
-    meta[convert::kTreeKey] = std::move(tree);
+  // What a plain import derives by itself is not written (IsPlainModelFile).
+  if (!convert::IsPlainModelFile(ck)) {
+    meta[convert::kFormatKey] = "1";
+    meta[convert::kTensorsKey] = tensors_json;
+    meta[convert::kRngKey] = rng_json;
+    meta[convert::kSectionsKey] = sections_json;
+    if (!ck.Tree().is_null()) {
+      std::string tree;
+      convert::AppendTreeJson(&tree, ck.Tree());
+      meta[convert::kTreeKey] = std::move(tree);
+    }
   }
   std::string header = "{\"__metadata__\":{";
   bool first = true;

@@ -222,6 +222,7 @@ Result<Checkpoint> Load(const std::string& path, const LoadOptions& options) {
   PipelineStats ps;
   RCKPT_ASSIGN_OR_RETURN(std::vector<Tensor> tensors,
                          Restore(*f.reader, plan, options, *f.runtime, &ps));
+  ck.mutable_tensors().reserve(ck.tensors().size() + tensors.size());
   for (size_t k = 0; k < tensors.size(); ++k) {
     const TensorMeta& t = m.tensors[plan.tensor_index[k]];
     RCKPT_RETURN_IF_ERROR(

@@ -8,6 +8,7 @@
 #include "codec/codec.h"
 #include "format/layout.h"
 #include "format/manifest.h"
+#include "format/padding.h"
 #include "util/free_list.h"
 #include "util/thread_pool.h"
 
@@ -211,6 +212,7 @@ Status FileReader::VerifyChunk(const TensorMeta& tensor, size_t chunk_index,
 }
 
 Status FileReader::VerifyAll(const ProgressCallback& progress) const {
+  RCKPT_RETURN_IF_ERROR(VerifyZeroPadding(*file_, manifest_, path_));
   struct Item {
     const TensorMeta* tensor;
     size_t chunk;

@@ -101,8 +101,9 @@ class FileReader {
   Status ReadTensorToHost(const TensorMeta& tensor, std::span<std::byte> dst,
                           bool verify) const;
 
-  // Checks every chunk's checksum and decodability. Corruption on the first
-  // failure.
+  // Checks that the padding is zero (VerifyZeroPadding, format/padding.h),
+  // then every chunk's checksum and decodability. Corruption on the first
+  // failure. Loads do not run it: they check the chunks they read.
   Status VerifyAll(const ProgressCallback& progress = {}) const;
 
   // Checks one chunk: its checksum, then (compressed chunks) that it

@@ -226,11 +226,16 @@ Result<Manifest> ParseManifest(std::span<const uint8_t> bytes, const FileBounds&
     }
   }
   names.clear();
+  // Tensor names are checked for duplicates after the loop, by sorting views
+  // of them: a set of copies cost an allocation and a node per tensor, which
+  // showed in the per-tensor cost of a load (docs/PERFORMANCE.md).
+  std::vector<std::string_view> tensor_names;
   const auto* chunks = m->chunks();
   const uint64_t num_chunks = chunks ? chunks->size() : 0;
   uint64_t next_chunk = 0;
   if (m->tensors()) {
     out.tensors.reserve(m->tensors()->size());
+    tensor_names.reserve(m->tensors()->size());
     for (flatbuffers::uoffset_t i = 0; i < m->tensors()->size(); ++i) {
       const fb::Tensor* t = m->tensors()->Get(i);
       std::string where = "tensor " + std::to_string(i);
@@ -238,7 +243,7 @@ Result<Manifest> ParseManifest(std::span<const uint8_t> bytes, const FileBounds&
       TensorMeta tm;
       tm.name = t->name()->str();
       where = "tensor '" + tm.name + "'";
-      if (!names.insert(tm.name).second) return Status::Corruption(where + ": name appears twice");
+      tensor_names.push_back(t->name()->string_view());
       if (t->section() >= out.sections.size()) {
         return Status::Corruption(where + ": section index " + std::to_string(t->section()) +
                                   " is out of range (" + std::to_string(out.sections.size()) +
@@ -296,6 +301,11 @@ Result<Manifest> ParseManifest(std::span<const uint8_t> bytes, const FileBounds&
       next_chunk += t->num_chunks();
       out.tensors.push_back(std::move(tm));
     }
+  }
+  std::sort(tensor_names.begin(), tensor_names.end());
+  if (auto twice = std::adjacent_find(tensor_names.begin(), tensor_names.end());
+      twice != tensor_names.end()) {
+    return Status::Corruption("tensor '" + std::string(*twice) + "': name appears twice");
   }
   if (next_chunk != num_chunks) {
     return Status::Corruption("manifest: " + std::to_string(num_chunks - next_chunk) +

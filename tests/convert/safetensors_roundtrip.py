@@ -5,7 +5,7 @@ usage: safetensors_roundtrip.py CONVERT_TOOL TESTS_DATA_DIR WORK_DIR
 1. Each safetensors fixture: .safetensors -> .safetensors, -> .rckpt ->
    .safetensors and -> .pt -> .safetensors; safetensors.safe_open of the result
    must give the same names, dtypes, shapes and bytes, and keep the original
-   __metadata__ entries.
+   __metadata__ entries (exactly, with no rckpt.* key, for a plain model file).
 2. Each PyTorch fixture exported to .safetensors must load with safetensors
    and hold exactly the tensors torch.load finds (RNG states as U8 tensors).
 Exits 77 (ctest: skipped) when torch or safetensors is not importable.
@@ -82,8 +82,26 @@ for name in sorted(os.listdir(ST)):
             for k, v in meta.items():
                 if meta_back.get(k) != v:
                     failures.append(f"{name} via {route}: metadata {k!r} lost")
-        if "rckpt.tree" not in meta_back:
-            failures.append(f"{name} via {route}: no rckpt.tree in __metadata__")
+        if not any(k.startswith("rckpt.") for k in meta_back):
+            # A plain model file: nothing derivable is added, so the
+            # original __metadata__ comes back exactly.
+            if route != "pt" and meta_back != meta:
+                failures.append(f"{name} via {route}: metadata {meta_back!r} != {meta!r}")
+        elif "rckpt.tree" not in meta_back:
+            failures.append(f"{name} via {route}: rckpt keys without rckpt.tree in __metadata__")
+
+# A plain model file written by the library itself: its __metadata__ must come
+# back exactly through rckpt (no rckpt.* key added).
+from safetensors.torch import save_file  # noqa: E402
+
+plain = os.path.join(WORK, "plain.safetensors")
+save_file({"layer.weight": torch.arange(6, dtype=torch.float32).reshape(2, 3),
+           "layer.bias": torch.ones(3)}, plain, metadata={"format": "pt", "note": "kept"})
+convert(plain, plain + ".rckpt")
+convert(plain + ".rckpt", plain + ".back.safetensors")
+_, plain_meta = read(plain + ".back.safetensors")
+if plain_meta != {"format": "pt", "note": "kept"}:
+    failures.append(f"plain model file via rckpt: metadata {plain_meta!r}")
 
 PT = os.path.join(DATA, "pytorch")
 for name in ["module_state_dict.pth", "optimizer_adam.pt", "nested.pt", "views.pt",

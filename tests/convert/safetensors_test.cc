@@ -118,6 +118,72 @@ TEST(SafetensorsTest, PlainFilesGetRngDetectionAndSectionOverrides) {
   EXPECT_EQ(ck.FindTensor("empty")->tensor.shape(), (Shape{0, 4}));
 }
 
+// The __metadata__ object of a safetensors file, as a plain import sees it.
+std::map<std::string, std::string> HeaderMetadata(const std::string& path) {
+  Result<Checkpoint> ck = ImportSafetensorsFromBytes(::rckpt::testing::ReadBytes(path));
+  EXPECT_TRUE(ck.ok()) << ck.status().ToString();
+  return ck.ok() ? ck->Metadata() : std::map<std::string, std::string>{};
+}
+
+std::string HeaderOf(const std::string& path) {
+  std::vector<std::byte> b = ::rckpt::testing::ReadBytes(path);
+  return ::rckpt::testing::ToString(std::span(b).subspan(8, convert::Load64(b.data())));
+}
+
+TEST(SafetensorsTest, PlainModelFileKeepsItsOriginalMetadataThroughRckpt) {
+  // A file written by the safetensors library: one section, default roles,
+  // no RNG, a flat tree. safetensors -> rckpt -> safetensors adds nothing.
+  std::string dir = ::rckpt::testing::NewTempDir("plain");
+  const std::string original = Fixture("safetensors/dtypes.safetensors");
+  ASSERT_OK_AND_ASSIGN(Checkpoint ck, ReadAnyCheckpoint(original));
+  ASSERT_OK(WriteAnyCheckpoint(ck, dir + "/m.rckpt"));
+  ASSERT_OK_AND_ASSIGN(Checkpoint loaded, ReadAnyCheckpoint(dir + "/m.rckpt"));
+  ASSERT_OK(WriteAnyCheckpoint(loaded, dir + "/back.safetensors"));
+  EXPECT_EQ(HeaderMetadata(dir + "/back.safetensors"), HeaderMetadata(original));
+  EXPECT_EQ(HeaderOf(dir + "/back.safetensors").find("rckpt."), std::string::npos);
+  ASSERT_OK_AND_ASSIGN(Checkpoint again, ReadAnyCheckpoint(dir + "/back.safetensors"));
+  EXPECT_EQ(again.Tree(), ck.Tree());
+  EXPECT_EQ(again.tensors().size(), ck.tensors().size());
+}
+
+TEST(SafetensorsTest, ExportKeepsRckptKeysWhenTheyCarrySomething) {
+  MemFileSystem fs;
+  ExportOptions eo;
+  eo.fs = &fs;
+  auto header = [&](const Checkpoint& ck) {
+    EXPECT_OK(ExportSafetensors(ck, "/s/k.safetensors", eo));
+    const auto& b = *fs.GetFile("/s/k.safetensors");
+    return ::rckpt::testing::ToString(std::span(b).subspan(8, convert::Load64(b.data())));
+  };
+  auto flat_model = [] {
+    Checkpoint ck;
+    EXPECT_OK(ck.AddTensor("model", "w", Make(DType::kF32, {2}, 1)));
+    ck.Tree() = Value::Map({{Value("w"), Value::TensorRef("w")}});
+    return ck;
+  };
+  EXPECT_EQ(header(flat_model()).find("rckpt."), std::string::npos);
+  Checkpoint nested = flat_model();
+  nested.Tree() = Value::Map({{Value("model"), Value::Map({{Value("w"), Value::TensorRef("w")}})}});
+  EXPECT_NE(header(nested).find("\"rckpt.tree\""), std::string::npos);
+  Checkpoint on_gpu = flat_model();
+  on_gpu.mutable_tensors().back().origin = Device::Cuda(1);
+  EXPECT_NE(header(on_gpu).find("\"rckpt.tensors\""), std::string::npos);
+  Checkpoint other_section = flat_model();
+  ASSERT_OK(other_section.AddSection("metrics", Role::kHost));
+  EXPECT_NE(header(other_section).find("\"rckpt.sections\""), std::string::npos);
+  Checkpoint with_rng = flat_model();
+  ASSERT_OK(with_rng.AddRng("gen", RngKind::kOpaque, std::vector<std::byte>(3, std::byte{9})));
+  EXPECT_NE(header(with_rng).find("\"rckpt.rng\""), std::string::npos);
+  // A U8 tensor a plain import would take for an RNG state keeps the layout.
+  Checkpoint rng_named = flat_model();
+  ASSERT_OK(rng_named.AddTensor("model", "torch_rng_state", Make(DType::kU8, {5056}, 2)));
+  rng_named.Tree().entries().emplace_back(Value("torch_rng_state"),
+                                          Value::TensorRef("torch_rng_state"));
+  EXPECT_NE(header(rng_named).find("\"rckpt.tensors\""), std::string::npos);
+  ASSERT_OK_AND_ASSIGN(Checkpoint back, RoundTrip(rng_named, &fs));
+  EXPECT_EQ(back.rng().size(), 0u);
+}
+
 TEST(SafetensorsTest, ExportRefusesWhatTheFormatCannotHold) {
   MemFileSystem fs;
   Checkpoint c128;

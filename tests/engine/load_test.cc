@@ -24,8 +24,11 @@ class LoadTest : public ::testing::Test {
     ASSERT_OK(Save(kPath, ck, o));
     fs_.Reset();
   }
+  // The copying load (the map_file opt-out): every byte read into new
+  // memory. mapped_load_test.cc covers the default, mapped load.
   LoadOptions Options(DeviceRuntime* rt) {
     LoadOptions o;
+    o.map_file = false;
     o.fs = &fs_;
     o.runtime = rt;
     o.threads = 3;

@@ -1,12 +1,17 @@
-// LoadOptions::map_file: tensors aliasing a private mapping of a real file,
+// LoadOptions::map_file (on by default): tensors aliasing a private mapping
+// of a real file, what the opt-out changes,
 // chunks decoded straight from the mapping, and the small-chunk batching of
 // the load pipeline (one read for neighbouring small chunks), read and
 // mapped.
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "engine/engine_test_util.h"
 #include "format/file_reader.h"
@@ -53,10 +58,16 @@ class MappedLoadTest : public ::testing::Test {
     o.threads = 2;
     ASSERT_OK(Save(path_, ck, o));
   }
+  // The default load, which maps the file.
   LoadOptions Mapped() {
     LoadOptions o;
-    o.map_file = true;
     o.threads = 3;
+    return o;
+  }
+  // The opt-out: a copying load.
+  LoadOptions Copying() {
+    LoadOptions o = Mapped();
+    o.map_file = false;
     return o;
   }
   std::unique_ptr<FileReader> Reader() {
@@ -123,6 +134,58 @@ TEST_F(MappedLoadTest, TensorsOutliveTheCheckpointAndTheFilesName) {
   std::filesystem::remove(path_);
   EXPECT_TRUE(HostBytes(kept) ==
               HostBytes(saved.FindTensor("model.layer1.weight")->tensor));
+}
+
+TEST_F(MappedLoadTest, MappingIsTheDefaultAndTheOptOutCopies) {
+  EXPECT_TRUE(LoadOptions{}.map_file);
+  Checkpoint saved = HippynnLike(Device::Cpu(), 256);
+  SaveTo(saved);
+  auto distance = [](const Checkpoint& ck) {
+    return static_cast<const std::byte*>(ck.FindTensor("optimizer.state.0.exp_avg")->tensor.data()) -
+           static_cast<const std::byte*>(ck.FindTensor("model.layer1.weight")->tensor.data());
+  };
+  auto reader = Reader();
+  ASSERT_NE(reader, nullptr);
+  std::map<std::string, uint64_t> offset;
+  for (const TensorMeta& t : reader->manifest().tensors) offset[t.name] = t.chunks[0].offset;
+  const std::ptrdiff_t in_file = static_cast<std::ptrdiff_t>(offset["optimizer.state.0.exp_avg"]) -
+                                 static_cast<std::ptrdiff_t>(offset["model.layer1.weight"]);
+  ASSERT_OK_AND_ASSIGN(Checkpoint mapped, Load(path_, LoadOptions{}));
+  EXPECT_EQ(distance(mapped), in_file);
+  ASSERT_OK_AND_ASSIGN(Checkpoint copied, Load(path_, Copying()));
+  EXPECT_NE(distance(copied), in_file);  // the arena packs tensors densely
+  ExpectSameBytes(HostRuntime(), saved, copied);
+}
+
+TEST_F(MappedLoadTest, CopyingLoadSurvivesTheFileBeingTruncatedInPlace) {
+  Checkpoint saved = HippynnLike(Device::Cpu(), 256);
+  SaveTo(saved);
+  ASSERT_OK_AND_ASSIGN(Checkpoint ck, Load(path_, Copying()));
+  ASSERT_EQ(::truncate(path_.c_str(), 0), 0);
+  ExpectSameBytes(HostRuntime(), saved, ck);
+}
+
+// The hazard the opt-out exists for (docs/GUARANTEES.md): a file truncated
+// in place under a mapped tensor takes its bytes away, written or not.
+TEST_F(MappedLoadTest, MappedTensorOfAFileTruncatedInPlaceFaults) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  Checkpoint saved = HippynnLike(Device::Cpu(), 256);
+  SaveTo(saved);
+  EXPECT_EXIT(
+      {
+        Result<Checkpoint> ck = Load(path_, Mapped());
+        if (!ck.ok()) std::_Exit(3);
+        Tensor& w = ck->mutable_tensors()[0].tensor;
+        std::memset(w.data(), 1, w.nbytes());  // private copies of its pages
+        if (::truncate(path_.c_str(), 0) != 0) std::_Exit(4);
+        volatile unsigned sum = 0;
+        for (const TensorEntry& e : ck->tensors()) {
+          const auto* p = static_cast<const unsigned char*>(e.tensor.data());
+          for (uint64_t i = 0; i < e.tensor.nbytes(); i += 64) sum += p[i];
+        }
+        std::_Exit(0);
+      },
+      ::testing::KilledBySignal(SIGBUS), "");
 }
 
 TEST_F(MappedLoadTest, CorruptRawChunkIsReportedNotHandedBack) {

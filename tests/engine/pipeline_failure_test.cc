@@ -21,8 +21,11 @@ class PipelineFailureTest : public ::testing::Test {
     ASSERT_OK(
         Save(kPath, saved_, SaveOptions{.chunk_bytes = 16 << 10, .fs = &fs_}));
   }
+  // The copying load (the map_file opt-out): its reads are what the file
+  // system under test fails.
   LoadOptions On(DeviceRuntime* rt) {
     LoadOptions o;
+    o.map_file = false;
     o.fs = &fs_;
     o.runtime = rt;
     o.threads = 4;

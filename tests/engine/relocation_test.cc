@@ -21,8 +21,11 @@ class RelocationTest : public ::testing::Test {
     saved_ = HippynnLike(kCuda1);
     ASSERT_OK(Save(kPath, saved_, SaveOptions{.fs = &fs_}));
   }
+  // The copying load (the map_file opt-out); mapped_load_test.cc covers
+  // device destinations decoded from the mapping.
   LoadOptions On(EmulatedRuntime* rt) {
     LoadOptions o;
+    o.map_file = false;
     o.fs = &fs_;
     o.runtime = rt;
     o.threads = 2;

@@ -1,5 +1,7 @@
 // Every damaged or foreign file is rejected with its documented code and a
 // message that says what and where.
+#include <algorithm>
+
 #include "codec/codec.h"
 #include "format/format_test_util.h"
 #include "format/layout.h"
@@ -132,15 +134,54 @@ TEST_F(CorruptionTest, RejectsABitFlipAnywhere) {
     auto b = good_;
     b[i] ^= std::byte{0x10};
     Status s = Open(b);
-    // Padding bytes between chunks are not covered by any checksum.
-    bool in_chunk = false;
-    for (const auto& t : manifest_.tensors) {
-      for (const auto& c : t.chunks) in_chunk |= i >= c.offset && i < c.offset + c.stored_size;
-    }
-    if (!meta && !in_chunk) continue;
+    // Padding bytes, covered by no checksum, are checked to be zero.
     ASSERT_FALSE(s.ok()) << "flip at byte " << i << " went unnoticed";
     ASSERT_TRUE(s.code() == StatusCode::kCorruption || s.code() == StatusCode::kUnsupported)
         << s.ToString();
+  }
+}
+
+TEST_F(CorruptionTest, NonZeroPaddingIsCorruptionNamingTheOffset) {
+  // Raw tensors of odd sizes: gaps after small chunks, before a page-aligned
+  // one, and between the data region and the 8-aligned manifest. Every byte
+  // no chunk covers must be zero.
+  Checkpoint ck;
+  ASSERT_OK(ck.AddTensor("model", "a", HostTensor(DType::kF32, {1000}, 1)));
+  ASSERT_OK(ck.AddTensor("model", "b", HostTensor(DType::kF32, {3}, 2)));
+  ASSERT_OK(ck.AddTensor("model", "c", HostTensor(DType::kF32, {2048}, 3)));
+  ASSERT_OK(ck.AddTensor("model", "d", HostTensor(DType::kU8, {5}, 4)));
+  SaveOptions o;
+  o.fs = &fs_;
+  ASSERT_OK(Save("/padded.rckpt", ck, o));
+  const std::vector<std::byte> good = *fs_.GetFile("/padded.rckpt");
+  ASSERT_OK_AND_ASSIGN(auto reader, FileReader::Open(fs_, "/padded.rckpt"));
+  const Manifest& m = reader->manifest();
+  std::vector<std::pair<uint64_t, uint64_t>> extents;
+  for (const auto& t : m.tensors) {
+    for (const auto& c : t.chunks) extents.emplace_back(c.offset, c.offset + c.stored_size);
+  }
+  std::sort(extents.begin(), extents.end());
+  std::vector<uint64_t> probes;  // first and last byte of every gap
+  uint64_t cursor = m.data_begin;
+  extents.emplace_back(m.manifest_offset, m.manifest_offset);
+  for (const auto& [begin, end] : extents) {
+    if (begin > cursor) {
+      probes.push_back(cursor);
+      probes.push_back(begin - 1);
+    }
+    cursor = end;
+  }
+  ASSERT_GE(probes.size(), 6u) << "the file should have gaps between chunks and before the manifest";
+  EXPECT_EQ(probes.back(), m.manifest_offset - 1);
+  EXPECT_OK(Open(good));
+  for (uint64_t at : probes) {
+    for (std::byte value : {std::byte{0x01}, std::byte{0xff}}) {
+      auto b = good;
+      b[at] = value;
+      EXPECT_THAT(Open(b), StatusIs(StatusCode::kCorruption,
+                                    "padding byte at offset " + std::to_string(at) + " is"))
+          << at;
+    }
   }
 }
 
@@ -149,6 +190,19 @@ TEST_F(CorruptionTest, ChunkChecksumMismatchNamesTensorAndChunk) {
   const auto& c = manifest_.tensors[0].chunks[0];
   b[c.offset + c.stored_size / 2] ^= std::byte{1};
   EXPECT_THAT(Open(b), StatusIs(StatusCode::kCorruption, "tensor 'w': chunk 0"));
+}
+
+TEST_F(CorruptionTest, RejectsTwoTensorsWithTheSameName) {
+  std::vector<uint8_t> manifest(
+      reinterpret_cast<const uint8_t*>(good_.data()) + manifest_.manifest_offset,
+      reinterpret_cast<const uint8_t*>(good_.data()) + manifest_.manifest_offset +
+          manifest_.manifest_size);
+  const uint8_t b_name[] = {1, 0, 0, 0, 'b', 0};  // the FlatBuffers string "b"
+  auto at = std::search(manifest.begin(), manifest.end(), std::begin(b_name), std::end(b_name));
+  ASSERT_NE(at, manifest.end());
+  at[4] = 'w';
+  EXPECT_THAT(Open(WithManifest(manifest)),
+              StatusIs(StatusCode::kCorruption, "tensor 'w': name appears twice"));
 }
 
 TEST_F(CorruptionTest, RejectsOverlappingExtents) {

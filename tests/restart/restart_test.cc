@@ -306,6 +306,26 @@ TEST_F(RestartTest, UsageErrorsExitWithTwo) {
   EXPECT_EQ(Demo({"--resume", Path("x.rckpt"), "--device", "cpu"}).exit_code, 2);
 }
 
+TEST_F(RestartTest, ResumeAcceptsTheFreshRunsSeedAndHidden) {
+  // The fresh run's command line with --resume added: the same --seed and
+  // --hidden (kSmall) are the checkpoint's own values.
+  std::string baseline = Baseline({"--seed", "5"});
+  std::string ckpt = CrashAfter(15, {"--seed", "5"});
+  ExpectIdentical(baseline, Resume(ckpt, Concat({"--seed", "5"}, kSmall)));
+}
+
+TEST_F(RestartTest, ResumeRefusesAConflictingSeedOrHiddenNamingBoth) {
+  std::string ckpt = CrashAfter(15, {"--seed", "5"});
+  ProcessResult seed = Demo({"--resume", ckpt, "--steps", std::to_string(kSteps),
+                             "--seed", "6"});
+  EXPECT_EQ(seed.exit_code, 2) << seed.Describe();
+  EXPECT_THAT(seed.err, HasSubstr("--seed 6 conflicts with the checkpoint's seed 5"));
+  ProcessResult hidden = Demo({"--resume", ckpt, "--steps", std::to_string(kSteps),
+                               "--seed", "5", "--hidden", "32"});
+  EXPECT_EQ(hidden.exit_code, 2) << hidden.Describe();
+  EXPECT_THAT(hidden.err, HasSubstr("--hidden 32 conflicts with the checkpoint's hidden 24"));
+}
+
 TEST_F(RestartTest, MissingDeviceForAFreshRunExitsWithSix) {
   ProcessResult r = Demo({"--emulate-devices", "1", "--device", "cuda:1", "--steps", "1"});
   EXPECT_EQ(r.exit_code, 6) << r.Describe();

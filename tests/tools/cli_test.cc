@@ -7,6 +7,7 @@
 #include <fstream>
 #include <regex>
 
+#include "rckpt/io.h"
 #include "test_util.h"
 
 namespace rckpt {
@@ -133,12 +134,12 @@ TEST(CliTest, PlanRejectsMalformedDevice) {
   EXPECT_NE(r.err.find("cuda:x"), std::string::npos);
 }
 
-TEST(CliTest, LoadWithMapFileSaysSoAndRestoresTheSameBytes) {
+TEST(CliTest, LoadMapsByDefaultAndNoMapFileReadsTheSameBytes) {
   const std::string file = kGolden + "v1.0-training-state.rckpt";
-  CliRun mapped = Cli("load --json --map-location cpu --map-file " + file);
+  CliRun mapped = Cli("load --json --map-location cpu " + file);
   ASSERT_EQ(mapped.code, 0) << mapped.err;
   EXPECT_NE(mapped.out.find("\"mapped\":true"), std::string::npos) << mapped.out;
-  CliRun read = Cli("load --json --map-location cpu " + file);
+  CliRun read = Cli("load --json --map-location cpu --no-map-file " + file);
   ASSERT_EQ(read.code, 0) << read.err;
   EXPECT_NE(read.out.find("\"mapped\":false"), std::string::npos) << read.out;
   auto restored = [](const std::string& json) {
@@ -146,10 +147,15 @@ TEST(CliTest, LoadWithMapFileSaysSoAndRestoresTheSameBytes) {
     return json.substr(at, json.find(',', at) - at);
   };
   EXPECT_EQ(restored(mapped.out), restored(read.out));
+  // --map-file, the default, stays accepted; with --no-map-file it is a usage error.
   CliRun text = Cli("load --map-location cpu --map-file " + file);
   ASSERT_EQ(text.code, 0) << text.err;
   EXPECT_NE(text.out.find("host runtime, file mapped"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("staging   none (no device destination)"), std::string::npos);
+  CliRun both = Cli("load --map-file --no-map-file " + file);
+  EXPECT_EQ(both.code, 2);
+  EXPECT_NE(both.err.find("--map-file and --no-map-file contradict each other"), std::string::npos)
+      << both.err;
 }
 
 TEST(CliTest, LoadOnEmulatedDevicesReportsPlacementAndStaging) {
@@ -231,6 +237,61 @@ TEST(CliTest, ConvertRefusesADirectoryOrAMissingDirectoryAsOutputBeforeReading) 
   EXPECT_NE(missing.err.find("directory '" + dir + "/nodir' does not exist"), std::string::npos)
       << missing.err;
   EXPECT_EQ(missing.err.find(".tmp-"), std::string::npos) << missing.err;
+}
+
+TEST(CliTest, ConvertNeedsToForAnOutputWithoutAKnownExtensionAndSaysSo) {
+  std::string dir = testing::NewTempDir("to");
+  CliRun refused = Cli("convert " + kTraining + " " + dir + "/part.ck");
+  EXPECT_EQ(refused.code, 2);
+  EXPECT_EQ(Lines(refused.err), 1) << refused.err;
+  EXPECT_NE(refused.err.find("name its format with --to rckpt|pt|safetensors"), std::string::npos)
+      << refused.err;
+  EXPECT_FALSE(std::ifstream(dir + "/part.ck").good());
+  // --to names the output's format; the input is recognised by content.
+  CliRun to_rckpt = Cli("convert " + kTraining + " " + dir + "/part.ck --to rckpt");
+  ASSERT_EQ(to_rckpt.code, 0) << to_rckpt.err;
+  EXPECT_EQ(Cli("verify " + dir + "/part.ck").code, 0);
+  CliRun to_st = Cli("convert " + dir + "/part.ck " + dir + "/out.ck --to safetensors");
+  ASSERT_EQ(to_st.code, 0) << to_st.err;
+  // --from names the input's format whatever its name.
+  CliRun from_st =
+      Cli("convert " + dir + "/out.ck " + dir + "/back.rckpt --from safetensors");
+  ASSERT_EQ(from_st.code, 0) << from_st.err;
+  EXPECT_EQ(Cli("diff " + kTraining + " " + dir + "/back.rckpt").code, 0);
+  CliRun to_pt = Cli("convert " + dir + "/part.ck " + dir + "/out.weights --to pt --drop-objects");
+  ASSERT_EQ(to_pt.code, 0) << to_pt.err;
+  EXPECT_EQ(Cli("inspect " + dir + "/out.weights").code, 0);
+  EXPECT_EQ(Cli("convert " + kTraining + " " + dir + "/x.ck --to onnx").code, 2);
+}
+
+TEST(CliTest, ConvertOfAnUnrecognisedInputPointsAtFrom) {
+  std::string dir = testing::NewTempDir("from");
+  std::ofstream(dir + "/notes.dat") << "not a checkpoint\n";
+  CliRun r = Cli("convert " + dir + "/notes.dat " + dir + "/out.rckpt");
+  EXPECT_EQ(r.code, 5);
+  EXPECT_EQ(Lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("--from rckpt|pt|safetensors"), std::string::npos) << r.err;
+}
+
+TEST(CliTest, VerifyReportsNonZeroPaddingAsCorruptionNamingTheOffset) {
+  std::string dir = testing::NewTempDir("padding");
+  // 100 bytes at offset 64, then padding up to the page-aligned 16 KiB tensor.
+  Checkpoint ck;
+  ASSERT_OK(ck.AddTensor("model", "small", *Tensor::Zeros(DType::kU8, {100})));
+  ASSERT_OK(ck.AddTensor("model", "large", *Tensor::Zeros(DType::kF32, {4096})));
+  ASSERT_OK(Save(dir + "/p.rckpt", ck));
+  EXPECT_EQ(Cli("verify " + dir + "/p.rckpt").code, 0);
+  std::fstream f(dir + "/p.rckpt", std::ios::binary | std::ios::in | std::ios::out);
+  f.seekp(1000);
+  f.put('\x5a');
+  f.close();
+  CliRun r = Cli("verify " + dir + "/p.rckpt");
+  EXPECT_EQ(r.code, 4);
+  EXPECT_EQ(Lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("padding byte at offset 1000 is 0x5a, expected 0"), std::string::npos)
+      << r.err;
+  // Loads do not read the padding (schema/FORMAT.md §4).
+  EXPECT_EQ(Cli("load " + dir + "/p.rckpt").code, 0);
 }
 
 TEST(CliTest, LoadErrorsNameTheFlagsACliUserTypes) {
