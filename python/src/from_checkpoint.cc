@@ -1,5 +1,7 @@
 #include "from_checkpoint.h"
 
+#include <map>
+
 #include "convert/bytes.h"
 #include "convert/import_common.h"
 #include "errors.h"
@@ -121,11 +123,25 @@ class PyBuilder {
 
 }  // namespace
 
-nb::dict TensorsToTorch(const Checkpoint& ck, std::shared_ptr<void> keep,
-                        bool device_is_host) {
-  nb::dict out;
+TorchTensors TensorsToTorch(const Checkpoint& ck, std::shared_ptr<void> keep,
+                            bool device_is_host) {
+  TorchTensors out;
+  // One str per name and per device, shared by the three dicts: this loop
+  // is most of the per-tensor cost of a load from Python.
+  std::map<Device, nb::str> device_names;
+  auto device_name = [&](Device d) -> PyObject* {
+    auto it = device_names.find(d);
+    if (it == device_names.end()) it = device_names.emplace(d, nb::str(d.ToString().c_str())).first;
+    return it->second.ptr();
+  };
   for (const TensorEntry& e : ck.tensors()) {
-    out[nb::str(e.name.data(), e.name.size())] = TensorToTorch(e.tensor, keep, device_is_host);
+    nb::str name(e.name.data(), e.name.size());
+    nb::object t = TensorToTorch(e.tensor, keep, device_is_host);
+    if (PyDict_SetItem(out.tensors.ptr(), name.ptr(), t.ptr()) != 0 ||
+        PyDict_SetItem(out.placement.ptr(), name.ptr(), device_name(e.tensor.device())) != 0 ||
+        PyDict_SetItem(out.origin.ptr(), name.ptr(), device_name(e.Origin())) != 0) {
+      throw nb::python_error();
+    }
   }
   return out;
 }

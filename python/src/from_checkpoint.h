@@ -12,12 +12,18 @@ namespace rckpt::python {
 
 namespace nb = nanobind;
 
-// Every tensor of `ck` as a torch.Tensor (name -> tensor, in file order),
-// handed over without a copy. `keep` is held by each tensor (the runtime that
-// owns device memory); `device_is_host`: device tensors live in host memory
-// (the emulated runtime) and come back as CPU tensors.
-nb::dict TensorsToTorch(const Checkpoint& ck, std::shared_ptr<void> keep,
-                        bool device_is_host);
+// Every tensor of `ck` as a torch.Tensor, handed over without a copy, with
+// where it was restored to and its recorded origin (name -> "cuda:1"), all
+// keyed by tensor name in file order. `keep` is held by each tensor (the
+// runtime that owns device memory); `device_is_host`: device tensors live in
+// host memory (the emulated runtime) and come back as CPU tensors.
+struct TorchTensors {
+  nb::dict tensors;
+  nb::dict placement;
+  nb::dict origin;
+};
+TorchTensors TensorsToTorch(const Checkpoint& ck, std::shared_ptr<void> keep,
+                            bool device_is_host);
 
 // The state tree as Python objects; tensor references resolve through
 // `tensors` (None for a tensor that was not loaded), RNG references to the

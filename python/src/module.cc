@@ -200,16 +200,11 @@ nb::dict Load(const std::string& path, nb::handle map_location,
   Checkpoint ck = ValueOrThrow(std::move(*loaded));
 
   nb::dict out;
-  nb::dict tensors = TensorsToTorch(ck, runtime, runtime != nullptr);
-  out["tensors"] = tensors;
-  out["state"] = TreeToPython(ck, tensors);
-  nb::dict placement, origin;
-  for (const TensorEntry& e : ck.tensors()) {
-    placement[e.name.c_str()] = e.tensor.device().ToString();
-    origin[e.name.c_str()] = e.Origin().ToString();
-  }
-  out["placement"] = placement;
-  out["origin"] = origin;
+  TorchTensors t = TensorsToTorch(ck, runtime, runtime != nullptr);
+  out["tensors"] = t.tensors;
+  out["state"] = TreeToPython(ck, t.tensors);
+  out["placement"] = t.placement;
+  out["origin"] = t.origin;
   nb::list rng;
   for (const RngRecord& r : ck.rng()) {
     rng.append(nb::make_tuple(r.name, std::string(RngKindName(r.kind)), r.origin.ToString(),
