@@ -6,6 +6,7 @@
 #define RCKPT_PYTHON_SRC_TORCH_API_H_
 
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
 
 #include <memory>
 #include <optional>
