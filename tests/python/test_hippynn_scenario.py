@@ -162,6 +162,13 @@ def test_restore_db_false_is_skip_sections(ckpt):
         rckpt.load(ckpt[0], skip_sections=["nosuch"])
 
 
+def test_sections_reads_only_those(ckpt):
+    ck = rckpt.load(ckpt[0], sections=["model", "controller"], map_location="cpu")
+    assert list(ck) == ["model", "controller"]
+    assert all(n.startswith("model.") for n in ck.tensors)
+    assert ck["controller"] == ckpt[1]["controller"]
+
+
 def test_load_into_mismatch_names_every_key_before_writing(ckpt):
     model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
     before = {k: v.clone() for k, v in model.state_dict().items()}
