@@ -9,6 +9,8 @@ A compiled extension (rckpt._core) over the rckpt C++ library: the format,
 the placement rules and the load engine are the library's. docs/PYTHON.md.
 """
 
+import torch as _torch  # noqa: F401  (rckpt needs torch; loaded before the extension uses it)
+
 from . import _core
 from .checkpoint import Checkpoint, load, load_into, save
 from .errors import (CorruptionError, DeviceError, DeviceUnavailableError, Error,
@@ -19,6 +21,7 @@ from .rng import RestoreReport, RngRecord, RngState, capture_rng, restore_rng
 from .types import InertObject
 
 __version__ = _core.version
+_core.init_torch()
 
 
 def cuda_device_count(emulate_devices=0):

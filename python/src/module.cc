@@ -228,7 +228,7 @@ void LoadInto(const std::string& path, nb::list targets, std::vector<std::string
               bool strict, bool verify, int threads, nb::object progress, int emulate_devices) {
   std::vector<LoadTarget> ts;
   ts.reserve(targets.size());
-  std::vector<nb::object> unused_keep_alive;
+  std::vector<nb::object> keep_alive;
   for (nb::handle item : targets) {
     nb::tuple t = nb::cast<nb::tuple>(item);
     std::string name = nb::cast<std::string>(t[0]);
@@ -236,7 +236,13 @@ void LoadInto(const std::string& path, nb::list targets, std::vector<std::string
       throw StatusError(Status::InvalidArgument(
           "load_into target '" + name + "' is not contiguous; restore into a contiguous tensor"));
     }
-    TensorView v = TorchTensorView(t[1], name, &unused_keep_alive);
+    TensorView v = TorchTensorView(t[1], name, &keep_alive);
+    if (!keep_alive.empty()) {
+      // The view is of a copy (a conjugate or negative complex view):
+      // restoring into it would leave the caller's tensor unchanged.
+      throw StatusError(Status::InvalidArgument(
+          "load_into target '" + name + "' is a conjugate or negative view; resolve it first"));
+    }
     ts.push_back(LoadTarget{name, const_cast<void*>(v.data), v.dtype, v.shape, v.device});
   }
   std::shared_ptr<DeviceRuntime> runtime = RuntimeFor(emulate_devices);
@@ -276,6 +282,8 @@ NB_MODULE(_core, m) {
   m.def("load_into", &LoadInto, "path"_a, "targets"_a, "sections"_a, "strict"_a, "verify"_a,
         "threads"_a, "progress"_a.none(), "emulate_devices"_a);
   m.def("cuda_device_count", &CudaDeviceCount, "emulate_devices"_a);
+  // Looks torch up once, at `import rckpt`, while one thread runs.
+  m.def("init_torch", [] { Torch(); });
   m.def("human_bytes", &rckpt::HumanBytes, "n"_a);
   m.def("python_rng_bytes", &PythonRngBytes, "state"_a);
   m.def("python_rng_tuple", [](nb::bytes b) {

@@ -157,6 +157,19 @@ def test_loaded_host_tensors_are_the_engines_buffers_without_copy(tmp):
     assert all(ptrs[i + 1] - ptrs[i] == (sizes[i] + 63) // 64 * 64 for i in range(len(ptrs) - 1))
 
 
+def test_load_into_refuses_targets_it_could_not_write_through(tmp):
+    rckpt.save(tmp / "c.rckpt", {"model": {"z": torch.tensor([1 + 2j, 3j]), "t": torch.ones(2, 3)}})
+    with pytest.raises(rckpt.InvalidArgumentError, match="conjugate"):
+        rckpt.load_into(tmp / "c.rckpt", {"model": {"z": torch.zeros(2, dtype=torch.complex64).conj(),
+                                                   "t": torch.zeros(2, 3)}})
+    with pytest.raises(rckpt.InvalidArgumentError, match="not contiguous"):
+        rckpt.load_into(tmp / "c.rckpt", {"model": {"z": torch.zeros(2, dtype=torch.complex64),
+                                                   "t": torch.zeros(3, 2).t()}})
+    z, t = torch.zeros(2, dtype=torch.complex64), torch.zeros(2, 3)
+    rckpt.load_into(tmp / "c.rckpt", {"model": {"z": z, "t": t}})
+    assert torch.equal(z, torch.tensor([1 + 2j, 3j])) and torch.equal(t, torch.ones(2, 3))
+
+
 def test_metadata_and_stats(tmp):
     rckpt.save(tmp / "m.rckpt", {"model": {"w": torch.ones(3)}}, metadata={"run": "a1"})
     ck = rckpt.load(tmp / "m.rckpt")
