@@ -14,7 +14,8 @@ from conftest import SOURCE, run_cli
 
 @pytest.fixture(scope="module")
 def script(tmp_path_factory):
-    doc = open(os.path.join(SOURCE, "docs", "PYTHON.md")).read()
+    with open(os.path.join(SOURCE, "docs", "PYTHON.md")) as f:
+        doc = f.read()
     m = re.search(r"<!-- example: train.py -->\n```python\n(.*?)```", doc, re.S)
     assert m, "docs/PYTHON.md lost its training-loop example"
     path = tmp_path_factory.mktemp("example") / "train.py"
