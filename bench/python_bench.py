@@ -7,7 +7,8 @@ the C++ load of the same file (`rckpt load --json`), torch.save / torch.load
 nn.Linear layers of a given size and on one of 10k small tensors. Every
 timed case runs in a fresh process (a restart loads into a fresh process),
 with glibc's malloc fixed as rckpt-bench fixes it, so each load gets memory
-fresh from the kernel. Reports the median of --reps runs per case.
+fresh from the kernel. Cases run interleaved (rep 1 of each, rep 2 of each,
+...); reports the median of --reps runs per case.
 
     build/pyenv/bin/python bench/python_bench.py --cli build/tools/rckpt \\
         --pythonpath build/python --sizes 55M,1G --small 10000 --reps 3
@@ -91,34 +92,55 @@ def child(case, shape, path):
     print(json.dumps({"seconds": time.perf_counter() - t0, "engine_seconds": engine}))
 
 
-def run_case(args, case, shape, path):
+def run_once(args, case, shape, path):
+    """One fresh-process run: (seconds, Python's part of them or None), or a skip reason."""
     env = dict(os.environ, GLIBC_TUNABLES=MALLOC)
     if args.pythonpath:
         env["PYTHONPATH"] = args.pythonpath
-    times, python_side = [], []
+    if case.startswith("C++ "):
+        cmd = [args.cli, "load", path, "--json", "--threads", "0"]
+        if "unverified" in case:
+            cmd.append("--no-verify")
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+        return json.loads(out.stdout)["seconds"], None
+    out = subprocess.run([sys.executable, __file__, "--child", case, "--shape",
+                          f"{shape[0]}:{shape[1]}", "--file", path],
+                         env=env, capture_output=True, text=True)
+    if out.returncode != 0:
+        return out.stderr.strip().splitlines()[-1]
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    engine = r.get("engine_seconds")
+    return r["seconds"], (r["seconds"] - engine if engine is not None else None)
+
+
+def run_cases(args, cases, shape):
+    """Runs `cases` ((name, file) pairs) interleaved: rep 1 of every case, then
+    rep 2, ... so that each case sees the same state of a shared machine
+    (here fresh memory may cost 10 x more from one minute to the next)."""
+    times = {c: [] for c, _ in cases}
+    python_side = {c: [] for c, _ in cases}
+    skipped = {}
     for i in range(args.warmup + args.reps):
-        if case.startswith("C++ "):
-            cmd = [args.cli, "load", path, "--json", "--threads", "0"]
-            if "unverified" in case:
-                cmd.append("--no-verify")
-            out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
-            t = json.loads(out.stdout)["seconds"]
-        else:
-            out = subprocess.run([sys.executable, __file__, "--child", case, "--shape",
-                                  f"{shape[0]}:{shape[1]}", "--file", path],
-                                 env=env, capture_output=True, text=True)
-            if out.returncode != 0:
-                return {"case": case, "skipped": out.stderr.strip().splitlines()[-1]}
-            r = json.loads(out.stdout.strip().splitlines()[-1])
-            t = r["seconds"]
-            if r.get("engine_seconds") is not None and i >= args.warmup:
-                python_side.append(t - r["engine_seconds"])
-        if i >= args.warmup:
-            times.append(t)
-    out = {"case": case, "seconds": statistics.median(times)}
-    if python_side:
-        out["python_side_seconds"] = statistics.median(python_side)
-    return out
+        for case, path in cases:
+            if case in skipped:
+                continue
+            r = run_once(args, case, shape, path)
+            if isinstance(r, str):
+                skipped[case] = r
+            elif i >= args.warmup:
+                times[case].append(r[0])
+                if r[1] is not None:
+                    python_side[case].append(r[1])
+    rows = []
+    for case, _ in cases:
+        if case in skipped:
+            rows.append({"case": case, "skipped": skipped[case]})
+            continue
+        row = {"case": case, "seconds": statistics.median(times[case])}
+        if python_side[case]:
+            row["python_side_seconds"] = statistics.median(python_side[case])
+        rows.append(row)
+    return rows
 
 
 def parse_size(s):
@@ -153,20 +175,18 @@ def main():
         label = f"{shape[1] >> 20} MiB" if shape[0] == "bytes" else f"{shape[1]} tensors"
         files = {ext: os.path.join(args.workdir, f"{shape[0]}-{shape[1]}.{ext}")
                  for ext in ("rckpt", "pt", "safetensors")}
-        rows = []
-        for case, ext in (("rckpt.save", "rckpt"), ("torch.save", "pt"),
-                          ("safetensors.save_file", "safetensors")):
-            rows.append(run_case(args, case, shape, files[ext]))
+        saves = [("rckpt.save", "rckpt"), ("torch.save", "pt"),
+                 ("safetensors.save_file", "safetensors")]
         loads = [("C++ load", "rckpt"), ("C++ load unverified", "rckpt"),
                  ("rckpt.load", "rckpt"), ("rckpt.load unverified", "rckpt"),
                  ("rckpt.load mapped", "rckpt"), ("rckpt.load_into", "rckpt"),
                  ("rckpt.load_into unverified", "rckpt"), ("torch.load", "pt"),
                  ("torch.load+load_state_dict", "pt"), ("safetensors.load_file", "safetensors"),
                  ("safetensors.load_file+load_state_dict", "safetensors")]
-        for case, ext in loads:
-            if case.startswith("C++") and not args.cli:
-                continue
-            rows.append(run_case(args, case, shape, files[ext]))
+        if not args.cli:
+            loads = [c for c in loads if not c[0].startswith("C++")]
+        rows = run_cases(args, [(c, files[e]) for c, e in saves], shape)
+        rows += run_cases(args, [(c, files[e]) for c, e in loads], shape)
         nbytes = os.path.getsize(files["safetensors"])
         ntensors = sum(1 for _ in build_model(shape).state_dict())  # noqa: C416
         sec = {r["case"]: r.get("seconds") for r in rows}
