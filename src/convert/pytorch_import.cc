@@ -77,7 +77,6 @@ class Importer {
   Result<Tensor> Materialize(const TensorRefInfo& t, const std::string& name);
   Result<Value> Convert(PyNode* n, std::vector<std::string>& path, int depth, bool in_key);
   Result<Value> ConvertTensor(PyNode* n, const std::vector<std::string>& path, bool in_key);
-  std::string Component(const Value& key);
   Status CheckName(const std::string& name) const;
   // An RngRef when `n` is random.getstate()'s tuple, else null.
   Result<Value> PythonRngState(const PyNode* n, const std::vector<std::string>& path);
@@ -253,16 +252,6 @@ Status Importer::CheckName(const std::string& name) const {
                              "' is not valid UTF-8; rckpt names must be");
 }
 
-std::string Importer::Component(const Value& key) {
-  switch (key.kind()) {
-    case ValueKind::kString: return key.as_string();
-    case ValueKind::kInt: return std::to_string(key.as_int());
-    case ValueKind::kBool: return key.as_bool() ? "True" : "False";
-    case ValueKind::kNull: return "None";
-    default: return key.DebugString(128);
-  }
-}
-
 Result<Value> Importer::ConvertTensor(PyNode* n, const std::vector<std::string>& path,
                                       bool in_key) {
   if (in_key) return Status::Unsupported("pytorch: a tensor used as a dict key");
@@ -368,7 +357,7 @@ Result<Value> Importer::Convert(PyNode* n, std::vector<std::string>& path, int d
     out->reserve(d->entries.size());
     for (auto& [k, v] : d->entries) {
       RCKPT_ASSIGN_OR_RETURN(Value key, Convert(k, path, depth + 1, true));
-      path.push_back(Component(key));
+      path.push_back(KeyComponent(key));
       auto value = Convert(v, path, depth + 1, in_key);
       path.pop_back();
       if (!value.ok()) return value.status();

@@ -1,0 +1,37 @@
+"""rckpt: relocatable checkpoints for PyTorch training runs.
+
+    import rckpt
+    rckpt.save("run/last.rckpt", {"model": model.state_dict(), ...}, rng=rckpt.capture_rng())
+    ck = rckpt.load("run/last.rckpt", model_device="auto")
+    model.load_state_dict(ck["model"]); rckpt.restore_rng(ck.rng)
+
+A compiled extension (rckpt._core) over the rckpt C++ library: the format,
+the placement rules and the load engine are the library's. docs/PYTHON.md.
+"""
+
+import torch as _torch  # noqa: F401  (rckpt needs torch; loaded before the extension uses it)
+
+from . import _core
+from .checkpoint import Checkpoint, load, load_into, save
+from .errors import (CorruptionError, DeviceError, DeviceUnavailableError, Error,
+                     InvalidArgumentError, IoError, NotFoundError, OutOfMemoryError,
+                     UnsupportedError)
+from .progress import ProgressBar
+from .rng import RestoreReport, RngRecord, RngState, capture_rng, restore_rng
+from .types import InertObject
+
+__version__ = _core.version
+_core.init_torch()
+
+
+def cuda_device_count(emulate_devices=0):
+    """CUDA devices rckpt's runtime sees (or N emulated ones); what model_device="auto" uses."""
+    return _core.cuda_device_count(emulate_devices)
+
+
+__all__ = [
+    "Checkpoint", "CorruptionError", "DeviceError", "DeviceUnavailableError", "Error",
+    "InertObject", "InvalidArgumentError", "IoError", "NotFoundError", "OutOfMemoryError",
+    "ProgressBar", "RestoreReport", "RngRecord", "RngState", "UnsupportedError",
+    "capture_rng", "cuda_device_count", "load", "load_into", "restore_rng", "save",
+]

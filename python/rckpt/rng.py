@@ -1,0 +1,234 @@
+"""Capturing and restoring every random-number generator of a training run.
+
+``capture_rng()`` returns an :class:`RngState`: named records, each with the
+rckpt RNG kind, the device its generator belongs to and the state's bytes in
+the layout schema/FORMAT.md defines for that kind. ``save(..., rng=...)``
+stores them as RNG records, which every load returns on the host under every
+placement option (``Checkpoint.rng``); ``restore_rng()`` puts them back.
+
+Record names: ``python.random``, ``numpy.global`` (NumPy's legacy global
+RandomState), ``numpy.<name>`` and ``torch.<name>`` (generators the caller
+names), ``torch.cpu`` (torch's default CPU generator) and ``torch.cuda.<i>``
+(the default generator of CUDA device i).
+"""
+
+import random
+import struct
+from collections import namedtuple
+
+from . import _core
+
+RngRecord = namedtuple("RngRecord", ["kind", "origin", "data"])
+
+# numpy records: a u32 layout tag, then the bit generator's state, little-endian.
+_NP_LEGACY, _NP_MT19937, _NP_PCG64, _NP_PCG64DXSM, _NP_SFC64, _NP_PHILOX = 1, 2, 3, 4, 5, 6
+_U128 = (1 << 128) - 1
+
+
+def _u128(x):
+    return (x & _U128).to_bytes(16, "little")
+
+
+def _encode_numpy_bitgen(state):
+    name = state["bit_generator"]
+    s = state["state"]
+    if name == "MT19937":
+        return struct.pack("<I624II", _NP_MT19937, *[int(k) for k in s["key"]], int(s["pos"]))
+    tail = struct.pack("<II", int(state.get("has_uint32", 0)), int(state.get("uinteger", 0)))
+    if name in ("PCG64", "PCG64DXSM"):
+        tag = _NP_PCG64 if name == "PCG64" else _NP_PCG64DXSM
+        return struct.pack("<I", tag) + _u128(int(s["state"])) + _u128(int(s["inc"])) + tail
+    if name == "SFC64":
+        return struct.pack("<I4Q", _NP_SFC64, *[int(x) for x in s["state"]]) + tail
+    if name == "Philox":
+        return (struct.pack("<I4Q2Q4QI", _NP_PHILOX, *[int(x) for x in s["counter"]],
+                            *[int(x) for x in s["key"]], *[int(x) for x in state["buffer"]],
+                            int(state["buffer_pos"])) + tail)
+    raise TypeError(f"cannot capture a numpy bit generator of class {name}")
+
+
+def _decode_numpy(data):
+    """The state a record holds: ('legacy', get_state tuple) or ('bitgen', state dict)."""
+    import numpy as np
+    if len(data) < 4:
+        raise _core_corruption(f"numpy RNG record of {len(data)} bytes has no layout tag")
+    tag = struct.unpack_from("<I", data)[0]
+    sizes = {_NP_LEGACY: 2516, _NP_MT19937: 2504, _NP_PCG64: 44, _NP_PCG64DXSM: 44,
+             _NP_SFC64: 44, _NP_PHILOX: 96}
+    if tag not in sizes or len(data) != sizes[tag]:
+        raise _core_corruption(f"numpy RNG record: layout tag {tag} with {len(data)} bytes "
+                               f"(expected one of {sizes})")
+    if tag == _NP_LEGACY:
+        *key, pos, has_gauss = struct.unpack_from("<624III", data, 4)
+        gauss = struct.unpack_from("<d", data, 2508)[0]
+        return "legacy", ("MT19937", np.array(key, dtype=np.uint32), pos, has_gauss, gauss)
+    if tag == _NP_MT19937:
+        *key, pos = struct.unpack_from("<624II", data, 4)
+        return "bitgen", {"bit_generator": "MT19937",
+                          "state": {"key": np.array(key, dtype=np.uint32), "pos": pos}}
+    has_uint32, uinteger = struct.unpack_from("<II", data, len(data) - 8)
+    if tag in (_NP_PCG64, _NP_PCG64DXSM):
+        st = int.from_bytes(data[4:20], "little")
+        inc = int.from_bytes(data[20:36], "little")
+        return "bitgen", {"bit_generator": "PCG64" if tag == _NP_PCG64 else "PCG64DXSM",
+                          "state": {"state": st, "inc": inc},
+                          "has_uint32": has_uint32, "uinteger": uinteger}
+    if tag == _NP_SFC64:
+        s = struct.unpack_from("<4Q", data, 4)
+        return "bitgen", {"bit_generator": "SFC64",
+                          "state": {"state": np.array(s, dtype=np.uint64)},
+                          "has_uint32": has_uint32, "uinteger": uinteger}
+    v = struct.unpack_from("<4Q2Q4QI", data, 4)
+    return "bitgen", {"bit_generator": "Philox",
+                      "state": {"counter": np.array(v[0:4], dtype=np.uint64),
+                                "key": np.array(v[4:6], dtype=np.uint64)},
+                      "buffer": np.array(v[6:10], dtype=np.uint64), "buffer_pos": v[10],
+                      "has_uint32": has_uint32, "uinteger": uinteger}
+
+
+def _core_corruption(message):
+    from .errors import CorruptionError
+    return CorruptionError(message)
+
+
+def _encode_numpy_legacy(state):
+    name, key, pos, has_gauss, gauss = state
+    if name != "MT19937":
+        raise TypeError(f"numpy's global RandomState uses {name}, not MT19937")
+    return struct.pack("<I624IIId", _NP_LEGACY, *[int(k) for k in key], int(pos),
+                       int(has_gauss), float(gauss))
+
+
+class RngState(dict):
+    """Named RNG records (name -> RngRecord), in capture order."""
+
+    def records(self):
+        return [(name, r.kind, r.origin, bytes(r.data)) for name, r in self.items()]
+
+
+def _torch_record(generator_state, device):
+    data = generator_state.numpy().tobytes()
+    if device == "cpu":
+        return RngRecord("torch_cpu", "cpu", data)
+    # torch >= 2.1 keeps (seed, offset) in 16 bytes; older CUDA states are
+    # other sizes and are kept as opaque bytes of that device.
+    return RngRecord("torch_cuda" if len(data) == 16 else "opaque", device, data)
+
+
+def capture_rng(generators=None, *, python=True, numpy=True, torch=True, cuda=True):
+    """Captures the state of every generator a training run draws from.
+
+    Python's ``random``, NumPy's legacy global state, torch's CPU generator
+    and the generator of every CUDA device (when torch sees any), plus each
+    generator named in ``generators`` (name -> ``numpy.random.Generator``,
+    ``numpy.random.RandomState`` or ``torch.Generator``). A library that is
+    not installed is skipped; pass ``python=False`` (etc.) to leave one out.
+    """
+    out = RngState()
+    if python:
+        out["python.random"] = RngRecord("python", "cpu", _core.python_rng_bytes(random.getstate()))
+    np = _try_import("numpy") if numpy else None
+    if np is not None:
+        out["numpy.global"] = RngRecord("numpy", "cpu", _encode_numpy_legacy(np.random.get_state()))
+    th = _try_import("torch") if torch else None
+    if th is not None:
+        out["torch.cpu"] = _torch_record(th.get_rng_state(), "cpu")
+        if cuda and th.cuda.is_available():
+            for i in range(th.cuda.device_count()):
+                out[f"torch.cuda.{i}"] = _torch_record(th.cuda.get_rng_state(i), f"cuda:{i}")
+    for name, g in (generators or {}).items():
+        out.update(_capture_named(name, g))
+    return out
+
+
+def _capture_named(name, g):
+    kind = type(g).__module__ + "." + type(g).__qualname__
+    th = _try_import("torch")
+    if th is not None and isinstance(g, th.Generator):
+        dev = str(g.device)
+        if dev == "cuda":
+            dev = "cuda:0"
+        return {f"torch.{name}": _torch_record(g.get_state(), dev)}
+    if hasattr(g, "bit_generator"):  # numpy.random.Generator
+        return {f"numpy.{name}": RngRecord("numpy", "cpu", _encode_numpy_bitgen(g.bit_generator.state))}
+    if hasattr(g, "get_state") and hasattr(g, "set_state"):  # numpy.random.RandomState
+        return {f"numpy.{name}": RngRecord("numpy", "cpu", _encode_numpy_legacy(g.get_state()))}
+    raise TypeError(f"capture_rng: generator '{name}' is a {kind}, not a numpy or torch generator")
+
+
+def _try_import(name):
+    try:
+        return __import__(name)
+    except ImportError:
+        return None
+
+
+RestoreReport = namedtuple("RestoreReport", ["restored", "skipped"])
+
+
+def restore_rng(state, generators=None, *, device_count=None, cuda_set_state=None):
+    """Restores what capture_rng captured; returns RestoreReport(restored, skipped).
+
+    ``generators`` names the generators to restore ``numpy.<name>`` and
+    ``torch.<name>`` records into (as given to capture_rng); a named record
+    without a generator is skipped.
+
+    CUDA generators (rule for fewer devices): the record of cuda:i restores
+    the generator of device i when i < ``device_count`` (default: the devices
+    torch sees). A record of a device this machine lacks is skipped, as is
+    every CUDA record on a machine without CUDA: there is no generator to set,
+    and the run's placement decides which devices are used, not the old
+    machine. Devices without a record keep their generator's state.
+    ``cuda_set_state(state_tensor, index)`` replaces torch.cuda.set_rng_state.
+
+    Every record is checked before the first generator is touched; a damaged
+    record raises CorruptionError and nothing is restored.
+    """
+    import torch as th
+    generators = generators or {}
+    actions, skipped = [], []
+    if device_count is None:
+        device_count = th.cuda.device_count() if th.cuda.is_available() else 0
+    set_cuda = cuda_set_state or (lambda s, i: th.cuda.set_rng_state(s, i))
+    for name, r in state.items():
+        kind, origin, data = r
+        if kind in ("torch_cpu", "torch_cuda", "python"):
+            _core.validate_rng(kind, data)
+        t = None
+        if kind in ("torch_cpu", "torch_cuda", "opaque") and name.startswith("torch."):
+            t = th.frombuffer(bytearray(data), dtype=th.uint8)
+        if name == "python.random":
+            st = _core.python_rng_tuple(data)
+            actions.append((name, lambda st=st: random.setstate(st)))
+        elif name == "numpy.global":
+            import numpy as np
+            how, st = _decode_numpy(data)
+            actions.append((name, lambda st=st: np.random.set_state(st)))
+        elif name.startswith("numpy."):
+            how, st = _decode_numpy(data)
+            g = generators.get(name[len("numpy."):])
+            if g is None:
+                skipped.append(name)
+            elif how == "legacy":
+                actions.append((name, lambda g=g, st=st: g.set_state(st)))
+            else:
+                actions.append((name, lambda g=g, st=st: setattr(g.bit_generator, "state", st)))
+        elif name == "torch.cpu":
+            actions.append((name, lambda t=t: th.set_rng_state(t)))
+        elif name.startswith("torch.cuda.") and origin.startswith("cuda:"):
+            index = int(origin.split(":")[1])
+            if index < device_count:
+                actions.append((name, lambda t=t, i=index: set_cuda(t, i)))
+            else:
+                skipped.append(name)
+        elif name.startswith("torch."):
+            g = generators.get(name[len("torch."):])
+            if g is None or (origin.startswith("cuda") and device_count == 0):
+                skipped.append(name)
+            else:
+                actions.append((name, lambda g=g, t=t: g.set_state(t)))
+        else:
+            skipped.append(name)
+    for _, act in actions:
+        act()
+    return RestoreReport([n for n, _ in actions], skipped)

@@ -1,0 +1,24 @@
+#include "errors.h"
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+
+namespace nb = nanobind;
+
+namespace rckpt::python {
+
+void RegisterErrorTranslator() {
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const StatusError& e) {
+      // The classes live in Python so that they can inherit from the
+      // built-in exceptions; the code name selects one.
+      nb::object errors = nb::module_::import_("rckpt.errors");
+      nb::object cls = errors.attr("error_class")(std::string(StatusCodeName(e.status().code())));
+      PyErr_SetObject(cls.ptr(), nb::str(e.status().message().c_str()).ptr());
+    }
+  });
+}
+
+}  // namespace rckpt::python

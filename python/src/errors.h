@@ -1,0 +1,41 @@
+// rckpt Status -> Python exceptions of the rckpt package (rckpt/errors.py):
+// one class per status code, all subclasses of rckpt.Error, with the
+// built-in base Python users expect (ValueError, FileNotFoundError, OSError,
+// MemoryError) where there is one.
+#ifndef RCKPT_PYTHON_SRC_ERRORS_H_
+#define RCKPT_PYTHON_SRC_ERRORS_H_
+
+#include <stdexcept>
+#include <string>
+
+#include "rckpt/status.h"
+
+namespace rckpt::python {
+
+// Thrown by the bindings and translated at the module boundary.
+class StatusError : public std::runtime_error {
+ public:
+  explicit StatusError(Status status)
+      : std::runtime_error(status.message()), status_(std::move(status)) {}
+  const Status& status() const { return status_; }
+
+ private:
+  Status status_;
+};
+
+inline void ThrowIfError(const Status& status) {
+  if (!status.ok()) throw StatusError(status);
+}
+
+template <typename T>
+T ValueOrThrow(Result<T> result) {
+  if (!result.ok()) throw StatusError(result.status());
+  return std::move(result).value();
+}
+
+// Installs the translator from StatusError to rckpt's exception classes.
+void RegisterErrorTranslator();
+
+}  // namespace rckpt::python
+
+#endif  // RCKPT_PYTHON_SRC_ERRORS_H_

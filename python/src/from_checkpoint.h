@@ -1,0 +1,41 @@
+// rckpt::Checkpoint -> Python, for load: the inverse of to_checkpoint.h.
+#ifndef RCKPT_PYTHON_SRC_FROM_CHECKPOINT_H_
+#define RCKPT_PYTHON_SRC_FROM_CHECKPOINT_H_
+
+#include <nanobind/nanobind.h>
+
+#include <memory>
+
+#include "rckpt/checkpoint.h"
+
+namespace rckpt::python {
+
+namespace nb = nanobind;
+
+// Every tensor of `ck` as a torch.Tensor, handed over without a copy, with
+// where it was restored to and its recorded origin (name -> "cuda:1"), all
+// keyed by tensor name in file order. `keep` is held by each tensor (the
+// runtime that owns device memory); `device_is_host`: device tensors live in
+// host memory (the emulated runtime) and come back as CPU tensors.
+struct TorchTensors {
+  nb::dict tensors;
+  nb::dict placement;
+  nb::dict origin;
+};
+TorchTensors TensorsToTorch(const Checkpoint& ck, std::shared_ptr<void> keep,
+                            bool device_is_host);
+
+// The state tree as Python objects; tensor references resolve through
+// `tensors` (None for a tensor that was not loaded), RNG references to the
+// form their generator's API takes (torch states as uint8 tensors, Python's
+// random as random.getstate()'s tuple, others as bytes).
+nb::object TreeToPython(const Checkpoint& ck, nb::dict tensors);
+
+// An RNG record's bytes as random.getstate() returns them, and back;
+// ValueError for bytes or a tuple of another shape.
+nb::object PythonRngTuple(std::span<const std::byte> bytes);
+nb::bytes PythonRngBytes(nb::handle state);
+
+}  // namespace rckpt::python
+
+#endif  // RCKPT_PYTHON_SRC_FROM_CHECKPOINT_H_

@@ -1,0 +1,245 @@
+#include "to_checkpoint.h"
+
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "convert/import_common.h"
+#include "errors.h"
+#include "torch_api.h"
+
+namespace rckpt::python {
+namespace {
+
+// Deeper nesting than this is refused (ValueError) rather than risking the
+// C stack; real training state is a few levels deep.
+constexpr int kMaxDepth = 200;
+
+std::string TypeName(nb::handle o) {
+  return Str(reinterpret_cast<PyObject*>(Py_TYPE(o.ptr())));
+}
+
+[[noreturn]] void CannotStore(const std::vector<std::string>& path, nb::handle o,
+                              const char* what = "cannot store") {
+  throw nb::type_error((convert::JoinPath(path) + ": " + what + " " + TypeName(o)).c_str());
+}
+
+// Python's int beyond int64 as little-endian two's complement bytes, the
+// shortest form, as pickle's encode_long writes it.
+Value BigInt(nb::handle o) {
+  nb::object n = nb::borrow(o);
+  const size_t bytes = nb::cast<size_t>(n.attr("bit_length")()) / 8 + 1;
+  nb::bytes b = nb::cast<nb::bytes>(n.attr("to_bytes")(bytes, "little", nb::arg("signed") = true));
+  return Value::BigInt(std::string(b.c_str(), b.size()));
+}
+
+class TreeBuilder {
+ public:
+  TreeBuilder(Checkpoint* ck, std::vector<nb::object>* keep_alive)
+      : api_(Torch()), ck_(ck), keep_alive_(keep_alive) {}
+
+  void Root(nb::handle state) {
+    if (!PyDict_Check(state.ptr())) {
+      throw nb::type_error(("the state to save must be a dict of sections, not " +
+                            TypeName(state)).c_str());
+    }
+    std::vector<Value::Entry> entries;
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(state.ptr(), &pos, &k, &v)) {
+      if (!PyUnicode_CheckExact(k)) {
+        throw nb::type_error(("a section name (top-level key) must be a str, not " +
+                              TypeName(k)).c_str());
+      }
+      section_ = nb::cast<std::string>(nb::handle(k));
+      ThrowIfError(ck_->AddSection(section_, DefaultRoleForSection(section_)));
+      std::vector<std::string> path{section_};
+      entries.emplace_back(Value(section_), Convert(v, path, 1));
+    }
+    ck_->Tree() = Value::Map(std::move(entries));
+  }
+
+ private:
+  Value Convert(nb::handle o, std::vector<std::string>& path, int depth) {
+    PyObject* p = o.ptr();
+    if (PyObject_TypeCheck(p, reinterpret_cast<PyTypeObject*>(api_.tensor_type.ptr()))) {
+      return AddTensor(o, path);
+    }
+    if (PyFloat_CheckExact(p)) return Value(PyFloat_AS_DOUBLE(p));
+    if (PyBool_Check(p)) return Value(p == Py_True);
+    if (PyLong_CheckExact(p)) {
+      int overflow = 0;
+      long long i = PyLong_AsLongLongAndOverflow(p, &overflow);
+      if (overflow == 0) return Value(static_cast<int64_t>(i));
+      return BigInt(o);
+    }
+    if (p == Py_None) return Value();
+    if (PyUnicode_CheckExact(p)) return Value(nb::cast<std::string>(o));
+    if (PyBytes_CheckExact(p)) {
+      return Value::Bytes(std::string(PyBytes_AS_STRING(p), PyBytes_GET_SIZE(p)));
+    }
+    if (Py_TYPE(p) == reinterpret_cast<PyTypeObject*>(api_.size_type.ptr())) {
+      std::vector<Value> dims;
+      for (nb::handle d : nb::borrow<nb::tuple>(o)) dims.emplace_back(nb::cast<int64_t>(d));
+      return Value::Object("torch.Size", Value::Tuple(std::move(dims)));
+    }
+    if (PyObject_TypeCheck(p, reinterpret_cast<PyTypeObject*>(api_.dtype_type.ptr()))) {
+      std::string name = Str(o);  // "torch.float32"
+      return Value::Object("torch.dtype", Value(name.substr(name.find('.') + 1)));
+    }
+    if (PyObject_TypeCheck(p, reinterpret_cast<PyTypeObject*>(api_.device_type.ptr()))) {
+      // As torch.device pickles: (type,) or (type, index).
+      std::vector<Value> args{Value(nb::cast<std::string>(o.attr("type")))};
+      nb::object index = o.attr("index");
+      if (!index.is_none()) args.emplace_back(nb::cast<int64_t>(index));
+      return Value::Object("torch.device", Value::Tuple(std::move(args)));
+    }
+    if (depth > kMaxDepth) {
+      throw nb::value_error((convert::JoinPath(path) + ": containers nested deeper than " +
+                             std::to_string(kMaxDepth) + " levels cannot be stored").c_str());
+    }
+    if (!in_progress_.insert(p).second) {
+      throw nb::value_error(
+          (convert::JoinPath(path) + ": a container that contains itself cannot be stored")
+              .c_str());
+    }
+    Value out = Container(o, path, depth);
+    in_progress_.erase(p);
+    return out;
+  }
+
+  Value Container(nb::handle o, std::vector<std::string>& path, int depth) {
+    PyObject* p = o.ptr();
+    if (PyDict_CheckExact(p)) return Map(o, path, depth);
+    if (Py_TYPE(p) == reinterpret_cast<PyTypeObject*>(api_.ordered_dict.ptr())) {
+      // A state_dict carries its module versions in the OrderedDict's
+      // attributes (_metadata); kept as the PyTorch importer keeps them.
+      Value items = Map(o, path, depth);
+      PyObject** dict_ptr = _PyObject_GetDictPtr(p);
+      if (dict_ptr == nullptr || *dict_ptr == nullptr || PyDict_GET_SIZE(*dict_ptr) == 0) {
+        return items;
+      }
+      Value state = Map(nb::handle(*dict_ptr), path, depth);
+      return Value::Object("collections.OrderedDict",
+                           Value::Map({{Value("items"), std::move(items)},
+                                       {Value("state"), std::move(state)}}));
+    }
+    if (PyList_CheckExact(p) || PyTuple_CheckExact(p) || PyAnySet_CheckExact(p)) {
+      if (PyFrozenSet_CheckExact(p)) CannotStore(path, o);
+      std::vector<Value> items;
+      items.reserve(static_cast<size_t>(PyObject_Length(p)));
+      size_t i = 0;
+      for (nb::handle item : o) {
+        path.push_back(std::to_string(i++));
+        items.push_back(Convert(item, path, depth + 1));
+        path.pop_back();
+      }
+      if (PyList_CheckExact(p)) return Value::List(std::move(items));
+      if (PyTuple_CheckExact(p)) return Value::Tuple(std::move(items));
+      return Value::Set(std::move(items));
+    }
+    if (Py_TYPE(p) == reinterpret_cast<PyTypeObject*>(api_.inert_type.ptr())) {
+      path.push_back("fields");
+      Value fields = Convert(o.attr("fields"), path, depth + 1);
+      path.pop_back();
+      return Value::Object(nb::cast<std::string>(o.attr("class_path")), std::move(fields));
+    }
+    CannotStore(path, o);
+  }
+
+  Value Map(nb::handle d, std::vector<std::string>& path, int depth) {
+    std::vector<Value::Entry> entries;
+    entries.reserve(static_cast<size_t>(PyDict_Size(d.ptr())));
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(d.ptr(), &pos, &k, &v)) {
+      Value key = Key(k, path, false);
+      path.push_back(convert::KeyComponent(key));
+      entries.emplace_back(std::move(key), Convert(v, path, depth + 1));
+      path.pop_back();
+    }
+    return Value::Map(std::move(entries));
+  }
+
+  // A map key: a scalar or a tuple of scalars (DESIGN: the state tree).
+  Value Key(nb::handle k, const std::vector<std::string>& path, bool in_tuple) {
+    PyObject* p = k.ptr();
+    if (PyUnicode_CheckExact(p)) return Value(nb::cast<std::string>(k));
+    if (PyBool_Check(p)) return Value(p == Py_True);
+    if (PyLong_CheckExact(p)) {
+      int overflow = 0;
+      long long i = PyLong_AsLongLongAndOverflow(p, &overflow);
+      return overflow == 0 ? Value(static_cast<int64_t>(i)) : BigInt(k);
+    }
+    if (PyFloat_CheckExact(p)) return Value(PyFloat_AS_DOUBLE(p));
+    if (p == Py_None) return Value();
+    if (PyBytes_CheckExact(p)) {
+      return Value::Bytes(std::string(PyBytes_AS_STRING(p), PyBytes_GET_SIZE(p)));
+    }
+    if (PyTuple_CheckExact(p) && !in_tuple) {
+      std::vector<Value> items;
+      for (nb::handle e : k) items.push_back(Key(e, path, true));
+      return Value::Tuple(std::move(items));
+    }
+    CannotStore(path, k, "cannot use as a dict key");
+  }
+
+  Value AddTensor(nb::handle t, const std::vector<std::string>& path) {
+    // One tensor object met twice (tied weights) is stored once and comes
+    // back as one object, as torch.save and the PyTorch importer do.
+    if (auto it = tensors_seen_.find(t.ptr()); it != tensors_seen_.end()) {
+      return Value::TensorRef(it->second);
+    }
+    std::vector<std::string> unused_warnings;
+    std::string name = convert::UniqueName(*ck_, convert::JoinPath(path), &unused_warnings);
+    TensorView view = TorchTensorView(t, name, keep_alive_);
+    ThrowIfError(ck_->AddTensor(section_, name, view));
+    tensors_seen_.emplace(t.ptr(), name);
+    return Value::TensorRef(std::move(name));
+  }
+
+  const TorchApi& api_;
+  Checkpoint* ck_;
+  std::vector<nb::object>* keep_alive_;
+  std::string section_;
+  std::unordered_map<PyObject*, std::string> tensors_seen_;
+  std::unordered_set<PyObject*> in_progress_;
+};
+
+void ApplyOrigin(nb::handle origin, Checkpoint* ck) {
+  if (origin.is_none()) return;
+  std::unordered_map<std::string, Device> by_section;
+  std::optional<Device> model_origin;
+  if (PyUnicode_Check(origin.ptr())) {
+    model_origin = ValueOrThrow(ParseDevice(nb::cast<std::string>(origin)));
+  } else if (PyDict_Check(origin.ptr())) {
+    for (auto [k, v] : nb::borrow<nb::dict>(origin)) {
+      std::string section = nb::cast<std::string>(k);
+      if (ck->FindSection(section) == nullptr) {
+        throw StatusError(Status::InvalidArgument("origin names section '" + section +
+                                                  "', which the state does not have"));
+      }
+      by_section[section] = ValueOrThrow(ParseDevice(nb::cast<std::string>(v)));
+    }
+  } else {
+    throw nb::type_error("origin must be None, a device string or a dict section -> device");
+  }
+  for (TensorEntry& e : ck->mutable_tensors()) {
+    if (!e.tensor.device().is_cpu()) continue;
+    if (auto it = by_section.find(e.section); it != by_section.end()) {
+      e.origin = it->second;
+    } else if (model_origin && e.role == Role::kModel) {
+      e.origin = *model_origin;
+    }
+  }
+}
+
+}  // namespace
+
+void BuildCheckpoint(nb::handle state, nb::handle origin, Checkpoint* ck,
+                     std::vector<nb::object>* keep_alive) {
+  TreeBuilder(ck, keep_alive).Root(state);
+  ApplyOrigin(origin, ck);
+}
+
+}  // namespace rckpt::python
