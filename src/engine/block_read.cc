@@ -1,0 +1,87 @@
+#include "engine/block_read.h"
+
+#include <memory>
+#include <string>
+
+namespace rckpt {
+namespace {
+
+// The stored pieces of one tensor: its shards, or the whole tensor as one.
+struct StoredBlock {
+  Block block;
+  size_t first_chunk = 0;
+  size_t num_chunks = 0;
+  std::string label;  // for messages: "w (shard 2)"
+};
+
+std::vector<StoredBlock> StoredBlocksOf(const TensorMeta& t) {
+  std::vector<StoredBlock> out;
+  if (!t.sharded()) {
+    out.push_back({WholeBlock(t.shape), 0, t.chunks.size(), t.name});
+    return out;
+  }
+  for (size_t i = 0; i < t.shards.size(); ++i) {
+    const ShardMeta& s = t.shards[i];
+    out.push_back({Block{s.offsets, s.sizes}, s.first_chunk, s.num_chunks,
+                   t.name + " (shard " + std::to_string(i) + ")"});
+  }
+  return out;
+}
+
+// What one wanted block needs from one stored block: the chunks holding the
+// intersection, decoded into `scratch`, whose first byte is byte `skip` of
+// the stored block's row-major layout.
+struct Piece {
+  const BlockRead* read = nullptr;
+  Block stored;
+  Block region;
+  uint64_t skip = 0;
+  TensorMeta chunks;  // the needed chunks, tensor_offset counted from `skip`
+  std::unique_ptr<std::byte[]> scratch;
+};
+
+}  // namespace
+
+Status ReadBlocks(const FileReader& reader, const std::vector<BlockRead>& reads,
+                  const PipelineOptions& options, PipelineStats* stats) {
+  std::vector<Piece> pieces;
+  for (const BlockRead& r : reads) {
+    const TensorMeta& t = *r.tensor;
+    const size_t elem = DTypeSize(t.dtype);
+    for (const StoredBlock& sb : StoredBlocksOf(t)) {
+      std::optional<Block> region = Intersect(r.block, sb.block);
+      if (!region) continue;
+      const ByteRange need = SpanOf(sb.block, *region, elem);
+      Piece p;
+      p.read = &r;
+      p.stored = sb.block;
+      p.region = *region;
+      p.chunks.name = sb.label;
+      p.chunks.dtype = t.dtype;
+      bool first = true;
+      for (size_t c = sb.first_chunk; c < sb.first_chunk + sb.num_chunks; ++c) {
+        const ChunkMeta& cm = t.chunks[c];
+        if (cm.tensor_offset + cm.raw_size <= need.first || cm.tensor_offset >= need.end) continue;
+        if (first) p.skip = cm.tensor_offset, first = false;
+        ChunkMeta rebased = cm;
+        rebased.tensor_offset -= p.skip;
+        p.chunks.chunks.push_back(rebased);
+        p.chunks.nbytes += cm.raw_size;
+      }
+      p.chunks.shape = {static_cast<int64_t>(p.chunks.nbytes / elem)};
+      p.scratch.reset(new std::byte[p.chunks.nbytes]);
+      pieces.push_back(std::move(p));
+    }
+  }
+  std::vector<TensorDest> dests;
+  dests.reserve(pieces.size());
+  for (Piece& p : pieces) dests.push_back(TensorDest{&p.chunks, Device::Cpu(), p.scratch.get()});
+  RCKPT_RETURN_IF_ERROR(RunLoadPipeline(reader, dests, options, stats));
+  for (const Piece& p : pieces) {
+    CopyRegion(p.region, p.stored, p.scratch.get(), p.skip, p.read->block, p.read->dst,
+               DTypeSize(p.read->tensor->dtype));
+  }
+  return Status::Ok();
+}
+
+}  // namespace rckpt
