@@ -64,11 +64,15 @@ struct TensorEntry {
 // One block of a sharded tensor (format 1.1): the elements
 // [offsets[d], offsets[d] + block.shape()[d]) of every dimension d of the
 // tensor's global shape, held row-major by `block` (host or device memory;
-// its device is recorded as the shard's origin), written by process `rank`.
+// its device is recorded as the shard's origin unless `origin` says
+// otherwise, as TensorEntry::origin), written by process `rank`.
 struct TensorShard {
   int32_t rank = 0;
   Shape offsets;
   Tensor block;
+  std::optional<Device> origin;
+
+  Device Origin() const { return origin ? *origin : block.device(); }
 };
 
 // A tensor stored as blocks, as the ranks of a multi-process job hold it

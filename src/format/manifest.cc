@@ -88,7 +88,7 @@ std::vector<uint8_t> BuildManifest(const ManifestInput& in) {
     for (const TensorShard& s : e.shards) {
       ShardMeta& sm = tm.shards.emplace_back();
       sm.rank = s.rank;
-      sm.origin = s.block.device();
+      sm.origin = s.Origin();
       sm.offsets = s.offsets;
       sm.sizes = s.block.shape();
       sm.nbytes = s.block.nbytes();

@@ -39,7 +39,7 @@ inline std::vector<TensorShard> ShardsOf(const Tensor& global, const std::vector
   std::vector<TensorShard> out;
   for (size_t i = 0; i < blocks.size(); ++i) {
     out.push_back(TensorShard{static_cast<int32_t>(i), blocks[i].offsets,
-                              SliceOf(global, blocks[i])});
+                              SliceOf(global, blocks[i]), std::nullopt});
   }
   return out;
 }
