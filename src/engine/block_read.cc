@@ -84,4 +84,13 @@ Status ReadBlocks(const FileReader& reader, const std::vector<BlockRead>& reads,
   return Status::Ok();
 }
 
+Status UploadToDevice(DeviceRuntime& runtime, Device device, void* dst, const std::byte* src,
+                      uint64_t n) {
+  RCKPT_ASSIGN_OR_RETURN(Stream stream, runtime.CreateStream(device));
+  Status s = runtime.CopyToDeviceAsync(device, stream, dst, src, n);
+  if (s.ok()) s = runtime.Synchronize(device, stream);
+  runtime.DestroyStream(device, stream);
+  return s;
+}
+
 }  // namespace rckpt

@@ -32,6 +32,10 @@ struct BlockRead {
 Status ReadBlocks(const FileReader& reader, const std::vector<BlockRead>& reads,
                   const PipelineOptions& options, PipelineStats* stats);
 
+// Copies `n` host bytes at `src` to `dst` on `device` and waits for the copy.
+Status UploadToDevice(DeviceRuntime& runtime, Device device, void* dst, const std::byte* src,
+                      uint64_t n);
+
 }  // namespace rckpt
 
 #endif  // RCKPT_SRC_ENGINE_BLOCK_READ_H_

@@ -152,13 +152,9 @@ Status AssembleSharded(const FileReader& reader, const std::vector<ShardedDest>&
   stats->bytes_restored += ps.bytes_restored;
   for (size_t i = 0; i < dests.size(); ++i) {
     if (staged[i] == nullptr) continue;
-    const Device d = dests[i].device;
-    RCKPT_ASSIGN_OR_RETURN(Stream stream, po.runtime->CreateStream(d));
-    Status s = po.runtime->CopyToDeviceAsync(d, stream, dests[i].data, staged[i].get(),
-                                             dests[i].tensor->nbytes);
-    if (s.ok()) s = po.runtime->Synchronize(d, stream);
-    po.runtime->DestroyStream(d, stream);
-    RCKPT_RETURN_IF_ERROR(s.WithContext("tensor '" + dests[i].tensor->name + "'"));
+    RCKPT_RETURN_IF_ERROR(UploadToDevice(*po.runtime, dests[i].device, dests[i].data,
+                                         staged[i].get(), dests[i].tensor->nbytes)
+                              .WithContext("tensor '" + dests[i].tensor->name + "'"));
   }
   return Status::Ok();
 }

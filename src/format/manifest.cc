@@ -265,8 +265,8 @@ Status ReadChunkRun(const std::string& where, const char* what, const ChunkVecto
 // The shards of sharded tensor `t` (format 1.1): each shard's block and
 // chunks, then the blocks' tiling of the global shape (shard_layout.h).
 Status ParseShards(const std::string& where, const fb::Tensor& t, const Manifest& m,
-                   const ChunkVector* chunks, const FileBounds& bounds, uint64_t* next_chunk,
-                   TensorMeta* tm) {
+                   const ChunkVector* chunks, const FileBounds& bounds, ShardCoverage coverage,
+                   uint64_t* next_chunk, TensorMeta* tm) {
   if (m.version_major == 1 && m.version_minor < kFormatMinorSharded) {
     return Status::Corruption(where + ": has shards, which need format 1." +
                               std::to_string(kFormatMinorSharded) + "; the file declares " +
@@ -306,12 +306,14 @@ Status ParseShards(const std::string& where, const fb::Tensor& t, const Manifest
                                        bounds, m.alignment, &tm->chunks));
     *next_chunk += s->num_chunks();
   }
+  if (coverage == ShardCoverage::kPart) return Status::Ok();
   return CheckShardTiling(where, tm->shape, tm->shards);
 }
 
 }  // namespace
 
-Result<Manifest> ParseManifest(std::span<const uint8_t> bytes, const FileBounds& bounds) {
+Result<Manifest> ParseManifest(std::span<const uint8_t> bytes, const FileBounds& bounds,
+                               ShardCoverage coverage) {
   if (bytes.size() > kMaxManifestBytes) {
     return Status::Corruption("manifest: " + std::to_string(bytes.size()) +
                               " bytes exceeds the limit of " + std::to_string(kMaxManifestBytes));
@@ -421,7 +423,7 @@ Result<Manifest> ParseManifest(std::span<const uint8_t> bytes, const FileBounds&
       tm.nbytes = *nbytes;
       RCKPT_ASSIGN_OR_RETURN(tm.origin, DecodeDevice(where, t->origin_type(), t->origin_index()));
       if (t->shards() != nullptr && t->shards()->size() > 0) {
-        RCKPT_RETURN_IF_ERROR(ParseShards(where, *t, out, chunks, bounds, &next_chunk, &tm));
+        RCKPT_RETURN_IF_ERROR(ParseShards(where, *t, out, chunks, bounds, coverage, &next_chunk, &tm));
         out.tensors.push_back(std::move(tm));
         continue;
       }

@@ -64,9 +64,15 @@ struct FileBounds {
 // refuse) and the reader.
 std::string NameProblem(std::string_view name);
 
+// What ParseManifest requires of sharded tensors: a file's shards tile each
+// tensor's shape; one rank's part of a collective save (distributed.h) holds
+// only that rank's shards, which are checked for everything but that.
+enum class ShardCoverage { kWhole, kPart };
+
 // Runs the FlatBuffers verifier, then the semantic validator, and converts.
 // Corruption names the record, the field, the expected and actual values.
-Result<Manifest> ParseManifest(std::span<const uint8_t> bytes, const FileBounds& bounds);
+Result<Manifest> ParseManifest(std::span<const uint8_t> bytes, const FileBounds& bounds,
+                               ShardCoverage coverage = ShardCoverage::kWhole);
 
 }  // namespace rckpt
 
