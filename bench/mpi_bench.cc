@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -60,11 +61,12 @@ LoadResult TimedLoad(const std::string& path, int64_t rows) {
   std::vector<double> times;
   for (int rep = 0; rep < 3; ++rep) {
     DropCache(path);
-    Result<RankLoad> r = Status::Ok();
+    std::optional<Result<RankLoad>> loaded;
     times.push_back(Collective([&] {
       const Block b = RowsOf(rows, rank, size);
-      r = LoadDistributed(MPI_COMM_WORLD, path, {BlockRequest{"w", b.offsets, b.sizes}});
+      loaded = LoadDistributed(MPI_COMM_WORLD, path, {BlockRequest{"w", b.offsets, b.sizes}});
     }));
+    Result<RankLoad>& r = *loaded;
     if (!r.ok()) {
       std::fprintf(stderr, "rank %d: %s\n", rank, r.status().ToString().c_str());
       MPI_Abort(MPI_COMM_WORLD, 1);

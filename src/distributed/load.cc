@@ -81,14 +81,8 @@ Result<RankLoad> LoadOnRank(int rank, int world_size, const std::string& path,
     out.bytes_needed += host[k].nbytes();
     reads.push_back(BlockRead{&t, blocks[k], static_cast<std::byte*>(host[k].data())});
   }
-  PipelineOptions po;
-  po.runtime = &runtime;
-  po.verify_checksums = o.verify_checksums;
-  po.threads = o.threads;
-  po.staging_bytes = o.staging_bytes;
-  po.progress = o.progress;
   PipelineStats stats;
-  RCKPT_RETURN_IF_ERROR(ReadBlocks(*reader, reads, po, &stats));
+  RCKPT_RETURN_IF_ERROR(ReadBlocks(*reader, reads, PipelineOptionsOf(o, runtime), &stats));
   out.bytes_read = stats.bytes_read;
   for (size_t k = 0; k < wants.size(); ++k) {
     const TensorMeta& t = m.tensors[indices[k]];

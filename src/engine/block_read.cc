@@ -84,6 +84,18 @@ Status ReadBlocks(const FileReader& reader, const std::vector<BlockRead>& reads,
   return Status::Ok();
 }
 
+PipelineOptions PipelineOptionsOf(const LoadOptions& o, DeviceRuntime& rt,
+                                  const std::byte* mapped_file) {
+  PipelineOptions p;
+  p.mapped_file = mapped_file;
+  p.runtime = &rt;
+  p.verify_checksums = o.verify_checksums;
+  p.threads = o.threads;
+  p.staging_bytes = o.staging_bytes;
+  p.progress = o.progress;
+  return p;
+}
+
 Status UploadToDevice(DeviceRuntime& runtime, Device device, void* dst, const std::byte* src,
                       uint64_t n) {
   RCKPT_ASSIGN_OR_RETURN(Stream stream, runtime.CreateStream(device));

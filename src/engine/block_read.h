@@ -32,6 +32,11 @@ struct BlockRead {
 Status ReadBlocks(const FileReader& reader, const std::vector<BlockRead>& reads,
                   const PipelineOptions& options, PipelineStats* stats);
 
+// The pipeline settings a load with `o` uses (`mapped_file`: the file mapped
+// for LoadOptions::map_file, or null).
+PipelineOptions PipelineOptionsOf(const LoadOptions& o, DeviceRuntime& rt,
+                                  const std::byte* mapped_file = nullptr);
+
 // Copies `n` host bytes at `src` to `dst` on `device` and waits for the copy.
 Status UploadToDevice(DeviceRuntime& runtime, Device device, void* dst, const std::byte* src,
                       uint64_t n);

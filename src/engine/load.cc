@@ -110,18 +110,6 @@ std::shared_ptr<std::byte> MapForLoad(const FileReader& reader,
   return m.ok() ? *m : nullptr;
 }
 
-PipelineOptions PipelineOptionsOf(const LoadOptions& o, DeviceRuntime& rt,
-                                  const std::byte* mapped_file) {
-  PipelineOptions p;
-  p.mapped_file = mapped_file;
-  p.runtime = &rt;
-  p.verify_checksums = o.verify_checksums;
-  p.threads = o.threads;
-  p.staging_bytes = o.staging_bytes;
-  p.progress = o.progress;
-  return p;
-}
-
 // A sharded tensor (format 1.1) to be assembled at `data` on `device`.
 struct ShardedDest {
   const TensorMeta* tensor = nullptr;

@@ -8,6 +8,9 @@
 //   rckpt-mpi-driver fsize DIR STEP        rank 2 may not grow files (EFBIG): all get IoError
 //   rckpt-mpi-driver overlap DIR           blocks that overlap: all get InvalidArgument
 //   rckpt-mpi-driver hostile DIR           a file whose shards overlap: all get Corruption
+//   rckpt-mpi-driver train DIR FROM TO [KILL]  the data-parallel toy run (below) from step
+//                                           FROM (0: fresh; else DIR/ck.rckpt) to TO, saving
+//                                           DIR/ck.rckpt after every step; SIGKILL after step KILL
 #include <mpi.h>
 #include <sys/resource.h>
 
@@ -230,6 +233,82 @@ int Hostile(const std::string& dir) {
   return 0;
 }
 
+// A data-parallel training run in miniature: a linear model `w` (replicated)
+// fitted to a fixed data set by SGD with momentum whose state is sharded
+// across the ranks as ZeRO-1 does (each rank owns a flat slice of the
+// momentum and updates that slice of w, then the slices are all-gathered).
+// The global batch is the same whatever the world size; each rank takes an
+// equal share of it, and its gradient is summed by MPI_Allreduce.
+constexpr int64_t kDim = 64, kBatch = 8;
+
+float Sample(int64_t i, int64_t d) {  // the data set: x_i[d], target in d = kDim
+  uint64_t h = static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(d);
+  h ^= h >> 29;
+  h *= 0xBF58476D1CE4E5B9ull;
+  h ^= h >> 32;
+  return static_cast<float>(h % 2001) / 1000.0f - 1.0f;
+}
+
+int Train(const std::string& dir, int from, int to, int kill_after) {
+  const std::string path = dir + "/ck.rckpt";
+  const Block mine = PartOf({kDim}, 0, g_rank, g_size);
+  std::vector<float> w(kDim, 0.0f), m(mine.sizes[0], 0.0f);
+  int64_t seen = 0;
+  if (from > 0) {
+    Result<RankLoad> r = LoadDistributed(
+        MPI_COMM_WORLD, path, {BlockRequest{"w", {}, {}}, BlockRequest{"m", mine.offsets, mine.sizes}});
+    if (!r.ok()) return Fail(r.status().ToString());
+    std::memcpy(w.data(), r->blocks[0].tensor.data(), kDim * 4);
+    std::memcpy(m.data(), r->blocks[1].tensor.data(), m.size() * 4);
+    seen = r->common_tree.Find("samples_seen")->as_int();
+  }
+  for (int step = from + 1; step <= to; ++step) {
+    std::vector<float> grad(kDim, 0.0f), sum(kDim, 0.0f);
+    const int64_t share = kBatch / g_size, first = seen + g_rank * share;
+    for (int64_t i = first; i < first + share; ++i) {
+      float err = -Sample(i, kDim);
+      for (int64_t d = 0; d < kDim; ++d) err += w[d] * Sample(i, d);
+      for (int64_t d = 0; d < kDim; ++d) grad[d] += err * Sample(i, d) / kBatch;
+    }
+    MPI_Allreduce(grad.data(), sum.data(), kDim, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    std::vector<float> slice(mine.sizes[0]);
+    for (int64_t j = 0; j < mine.sizes[0]; ++j) {
+      m[j] = 0.9f * m[j] + sum[mine.offsets[0] + j];
+      slice[j] = w[mine.offsets[0] + j] - 0.05f * m[j];
+    }
+    std::vector<int> counts(g_size), displs(g_size);
+    for (int r = 0; r < g_size; ++r) {
+      const Block b = PartOf({kDim}, 0, r, g_size);
+      counts[r] = static_cast<int>(b.sizes[0]);
+      displs[r] = static_cast<int>(b.offsets[0]);
+    }
+    MPI_Allgatherv(slice.data(), counts[g_rank], MPI_FLOAT, w.data(), counts.data(),
+                   displs.data(), MPI_FLOAT, MPI_COMM_WORLD);
+    seen += kBatch;
+    RankState st;
+    (void)st.local.AddTensor("model", "w", *Tensor::FromBytes(DType::kF32, {kDim},
+                                                              std::as_bytes(std::span(w))));
+    st.shards.push_back(ShardPart{"optimizer", "m", {kDim}, mine.offsets,
+                                  *Tensor::FromBytes(DType::kF32, mine.sizes,
+                                                     std::as_bytes(std::span(m))),
+                                  {}, {}});
+    st.common_tree["samples_seen"] = seen;
+    st.common_tree["step"] = step;
+    st.local.Tree()["next_sample"] = seen + g_rank * (kBatch / g_size);
+    Status s = SaveDistributed(MPI_COMM_WORLD, path, st);
+    if (!s.ok()) return Fail(s.ToString());
+    if (step == kill_after && g_rank == g_size - 1) std::raise(SIGKILL);
+  }
+  if (g_rank == 0) {
+    Checkpoint final_state;
+    (void)final_state.AddTensor("model", "w", *Tensor::FromBytes(DType::kF32, {kDim},
+                                                                 std::as_bytes(std::span(w))));
+    Status s = rckpt::Save(dir + "/final-w.rckpt", final_state);
+    if (!s.ok()) return Fail(s.ToString());
+  }
+  return 0;
+}
+
 int Run(int argc, char** argv) {
   if (argc < 3) return Fail("usage: rckpt-mpi-driver MODE DIR [ARGS]");
   const std::string mode = argv[1], dir = argv[2];
@@ -240,6 +319,7 @@ int Run(int argc, char** argv) {
   if (mode == "fsize") return FileSizeLimit(dir, arg(3));
   if (mode == "overlap") return Overlap(dir);
   if (mode == "hostile") return Hostile(dir);
+  if (mode == "train") return Train(dir, arg(3), arg(4), arg(5));
   return Fail("unknown mode " + mode);
 }
 
