@@ -29,16 +29,32 @@ std::vector<StoredBlock> StoredBlocksOf(const TensorMeta& t) {
 }
 
 // What one wanted block needs from one stored block: the chunks holding the
-// intersection, decoded into `scratch`, whose first byte is byte `skip` of
-// the stored block's row-major layout.
+// intersection, decoded into `scratch` (whose first byte is byte `skip` of
+// the stored block's row-major layout) and copied into place, or decoded
+// straight into place when the layouts allow (InPlaceTarget).
 struct Piece {
   const BlockRead* read = nullptr;
   Block stored;
   Block region;
   uint64_t skip = 0;
   TensorMeta chunks;  // the needed chunks, tensor_offset counted from `skip`
-  std::unique_ptr<std::byte[]> scratch;
+  std::unique_ptr<std::byte[]> scratch;  // null when decoded straight into place
+  std::byte* in_place = nullptr;
 };
+
+// Where the chunks of `p` can be decoded straight into the wanted block:
+// they hold exactly the region (no byte before or after it), and the region
+// is one contiguous run in both layouts (row or flat sharding read back with
+// the same or a coarser split). Null otherwise.
+std::byte* InPlaceTarget(const Piece& p, const ByteRange& need, size_t elem) {
+  const uint64_t bytes = ShapeNumel(p.region.sizes).value() * elem;
+  const ByteRange in_dst = SpanOf(p.read->block, p.region, elem);
+  if (need.end - need.first != bytes || in_dst.end - in_dst.first != bytes ||
+      p.skip != need.first || p.chunks.nbytes != bytes) {
+    return nullptr;
+  }
+  return p.read->dst + in_dst.first;
+}
 
 }  // namespace
 
@@ -69,15 +85,19 @@ Status ReadBlocks(const FileReader& reader, const std::vector<BlockRead>& reads,
         p.chunks.nbytes += cm.raw_size;
       }
       p.chunks.shape = {static_cast<int64_t>(p.chunks.nbytes / elem)};
-      p.scratch.reset(new std::byte[p.chunks.nbytes]);
+      p.in_place = InPlaceTarget(p, need, elem);
+      if (p.in_place == nullptr) p.scratch.reset(new std::byte[p.chunks.nbytes]);
       pieces.push_back(std::move(p));
     }
   }
   std::vector<TensorDest> dests;
   dests.reserve(pieces.size());
-  for (Piece& p : pieces) dests.push_back(TensorDest{&p.chunks, Device::Cpu(), p.scratch.get()});
+  for (Piece& p : pieces) {
+    dests.push_back(TensorDest{&p.chunks, Device::Cpu(), p.in_place ? p.in_place : p.scratch.get()});
+  }
   RCKPT_RETURN_IF_ERROR(RunLoadPipeline(reader, dests, options, stats));
   for (const Piece& p : pieces) {
+    if (p.in_place != nullptr) continue;
     CopyRegion(p.region, p.stored, p.scratch.get(), p.skip, p.read->block, p.read->dst,
                DTypeSize(p.read->tensor->dtype));
   }
