@@ -4,7 +4,8 @@
 set -euo pipefail
 pkgs=(cmake ninja-build g++ pkg-config libzstd-dev libflatbuffers-dev flatbuffers-compiler
       libgtest-dev libgmock-dev libxxhash-dev python3
-      clang libclang-rt-14-dev)  # clang + libFuzzer for the fuzz stage of scripts/test.sh
+      clang libclang-rt-14-dev  # clang + libFuzzer for the fuzz stage of scripts/test.sh
+      libopenmpi-dev openmpi-bin)  # rckpt::distributed and its mpi-labelled tests
 pkgs+=("$@")
 missing=()
 for p in "${pkgs[@]}"; do

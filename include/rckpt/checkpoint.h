@@ -8,6 +8,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -60,6 +61,32 @@ struct TensorEntry {
   Device Origin() const { return origin ? *origin : tensor.device(); }
 };
 
+// One block of a sharded tensor (format 1.1): the elements
+// [offsets[d], offsets[d] + block.shape()[d]) of every dimension d of the
+// tensor's global shape, held row-major by `block` (host or device memory;
+// its device is recorded as the shard's origin unless `origin` says
+// otherwise, as TensorEntry::origin), written by process `rank`.
+struct TensorShard {
+  int32_t rank = 0;
+  Shape offsets;
+  Tensor block;
+  std::optional<Device> origin;
+
+  Device Origin() const { return origin ? *origin : block.device(); }
+};
+
+// A tensor stored as blocks, as the ranks of a multi-process job hold it
+// (distributed.h writes these collectively). Loads of a whole file assemble
+// it into one tensor, so a loaded Checkpoint never holds one.
+struct ShardedTensorEntry {
+  std::string name;     // unique among all tensors of the checkpoint
+  std::string section;
+  Role role = Role::kData;
+  DType dtype = DType::kF32;
+  Shape shape;          // the global shape
+  std::vector<TensorShard> shards;
+};
+
 class Checkpoint {
  public:
   Checkpoint() = default;
@@ -79,6 +106,15 @@ class Checkpoint {
   Status AddTensor(std::string_view section, std::string_view name,
                    Tensor tensor, std::optional<Role> role = {});
 
+  // Adds a sharded tensor of global `shape` whose blocks are `shards`
+  // (their tensors are shared, not copied). InvalidArgument, naming the
+  // shard, for an empty or duplicate name, a block whose dtype is not
+  // `dtype`, and blocks that fall outside `shape`, overlap or leave a gap.
+  // A tensor with no element has no shards: add it with AddTensor.
+  Status AddShardedTensor(std::string_view section, std::string_view name, DType dtype,
+                          Shape shape, std::vector<TensorShard> shards,
+                          std::optional<Role> role = {});
+
   // Adds an RNG record (a copy of `bytes`). InvalidArgument for an empty or
   // duplicate name; Corruption if ValidateRngState rejects the bytes.
   Status AddRng(std::string_view name, RngKind kind,
@@ -92,6 +128,8 @@ class Checkpoint {
   const std::vector<SectionInfo>& sections() const { return sections_; }
   const std::vector<TensorEntry>& tensors() const { return tensors_; }
   std::vector<TensorEntry>& mutable_tensors() { return tensors_; }
+  // Saved after tensors(), in this order.
+  const std::vector<ShardedTensorEntry>& sharded_tensors() const { return sharded_; }
   const std::vector<RngRecord>& rng() const { return rng_; }
   // Mutable access (e.g. to rewrite origins); keep names
   // unique and states valid.
@@ -102,15 +140,20 @@ class Checkpoint {
   const RngRecord* FindRng(std::string_view name) const;
   const SectionInfo* FindSection(std::string_view name) const;
 
-  // Total raw bytes of all tensors.
+  // Total raw bytes of all tensors (sharded ones: their blocks').
   uint64_t TensorBytes() const;
 
  private:
   Status CheckNewName(std::string_view name) const;
 
   std::vector<SectionInfo> sections_;
+  Result<Role> SectionRoleFor(std::string_view section, std::string_view name,
+                              const Shape& shape, std::optional<Role> role);
+
   std::vector<TensorEntry> tensors_;
   std::map<std::string, size_t, std::less<>> tensor_index_;
+  std::vector<ShardedTensorEntry> sharded_;
+  std::set<std::string, std::less<>> sharded_names_;
   std::vector<RngRecord> rng_;
   Value tree_;
   std::map<std::string, std::string> metadata_;

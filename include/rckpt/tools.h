@@ -27,6 +27,17 @@ int ExitCodeFor(const Status& status);
 // whose users typed flags: the rckpt tool and rckpt-train-demo.
 std::string InFlagTerms(std::string_view message);
 
+// One block of a sharded tensor (format 1.1).
+struct InspectShard {
+  int32_t rank = 0;
+  Device device;            // origin device of the block
+  Shape offsets;
+  Shape sizes;
+  uint64_t nbytes = 0;      // raw
+  uint64_t stored_nbytes = 0;
+  uint64_t chunks = 0;
+};
+
 struct InspectTensor {
   std::string name;
   std::string section;
@@ -38,6 +49,7 @@ struct InspectTensor {
   uint64_t stored_nbytes = 0;
   std::string codec;        // "none", "zstd", "zstd+shuffle", "mixed"
   uint64_t chunks = 0;
+  std::vector<InspectShard> shards;  // empty unless sharded
 };
 
 struct InspectRng {

@@ -1,5 +1,7 @@
 #include "rckpt/checkpoint.h"
 
+#include "format/file_reader.h"
+#include "format/shard_layout.h"
 #include "util/utf8.h"
 
 namespace rckpt {
@@ -74,7 +76,8 @@ Status Checkpoint::AddSection(std::string_view name, Role role) {
 Status Checkpoint::CheckNewName(std::string_view name) const {
   if (name.empty()) return Status::InvalidArgument("tensor name is empty");
   RCKPT_RETURN_IF_ERROR(CheckUtf8("tensor", name));
-  if (tensor_index_.find(name) != tensor_index_.end()) {
+  if (tensor_index_.find(name) != tensor_index_.end() ||
+      sharded_names_.find(name) != sharded_names_.end()) {
     return Status::InvalidArgument("tensor '" + std::string(name) + "' is already present");
   }
   return Status::Ok();
@@ -99,14 +102,59 @@ Status Checkpoint::AddTensor(std::string_view section, std::string_view name,
   }
   auto bytes = ShapeBytes(tensor.shape(), tensor.dtype());
   if (!bytes.ok()) return bytes.status().WithContext("tensor '" + std::string(name) + "'");
+  RCKPT_ASSIGN_OR_RETURN(Role r, SectionRoleFor(section, name, tensor.shape(), role));
+  tensor_index_.emplace(std::string(name), tensors_.size());
+  tensors_.push_back(TensorEntry{std::string(name), std::string(section), r, std::move(tensor), {}});
+  return Status::Ok();
+}
+
+Result<Role> Checkpoint::SectionRoleFor(std::string_view section, std::string_view name,
+                                        const Shape& shape, std::optional<Role> role) {
   const SectionInfo* s = FindSection(section);
   if (s == nullptr) {
     RCKPT_RETURN_IF_ERROR(AddSection(section, DefaultRoleForSection(section)));
     s = &sections_.back();
   }
-  Role r = role ? *role : DefaultRoleForTensor(section, s->role, name, tensor.shape());
-  tensor_index_.emplace(std::string(name), tensors_.size());
-  tensors_.push_back(TensorEntry{std::string(name), std::string(section), r, std::move(tensor), {}});
+  return role ? *role : DefaultRoleForTensor(section, s->role, name, shape);
+}
+
+Status Checkpoint::AddShardedTensor(std::string_view section, std::string_view name,
+                                    DType dtype, Shape shape, std::vector<TensorShard> shards,
+                                    std::optional<Role> role) {
+  RCKPT_RETURN_IF_ERROR(CheckNewName(name));
+  const std::string where = "sharded tensor '" + std::string(name) + "'";
+  if (section.empty()) return Status::InvalidArgument(where + ": section name is empty");
+  auto bytes = ShapeBytes(shape, dtype);
+  if (!bytes.ok()) return bytes.status().WithContext(where);
+  if (shards.empty()) {
+    return Status::InvalidArgument(where + ": no shards (a tensor without elements is added "
+                                   "with AddTensor)");
+  }
+  std::vector<ShardMeta> blocks(shards.size());
+  for (size_t i = 0; i < shards.size(); ++i) {
+    const TensorShard& sh = shards[i];
+    const std::string at = where + ": shard " + std::to_string(i);
+    if (sh.block.dtype() != dtype) {
+      return Status::InvalidArgument(at + ": block dtype " + std::string(DTypeName(sh.block.dtype())) +
+                                     ", the tensor's is " + std::string(DTypeName(dtype)));
+    }
+    if (sh.block.nbytes() > 0 && sh.block.data() == nullptr) {
+      return Status::InvalidArgument(at + ": block has no data");
+    }
+    if (sh.rank < 0) {
+      return Status::InvalidArgument(at + ": rank " + std::to_string(sh.rank) + " is negative");
+    }
+    blocks[i].offsets = sh.offsets;
+    blocks[i].sizes = sh.block.shape();
+    Status st = CheckShardBlock(at, shape, blocks[i]);
+    if (!st.ok()) return Status::InvalidArgument(st.message());
+  }
+  Status st = CheckShardTiling(where, shape, blocks);
+  if (!st.ok()) return Status::InvalidArgument(st.message());
+  RCKPT_ASSIGN_OR_RETURN(Role r, SectionRoleFor(section, name, shape, role));
+  sharded_names_.emplace(name);
+  sharded_.push_back(ShardedTensorEntry{std::string(name), std::string(section), r, dtype,
+                                        std::move(shape), std::move(shards)});
   return Status::Ok();
 }
 
@@ -146,6 +194,9 @@ const SectionInfo* Checkpoint::FindSection(std::string_view name) const {
 uint64_t Checkpoint::TensorBytes() const {
   uint64_t total = 0;
   for (const auto& t : tensors_) total += t.tensor.nbytes();
+  for (const auto& t : sharded_) {
+    for (const auto& s : t.shards) total += s.block.nbytes();
+  }
   return total;
 }
 

@@ -6,6 +6,7 @@
 #include <set>
 #include <string>
 
+#include "engine/block_read.h"
 #include "engine/pipeline.h"
 #include "engine/placement.h"
 #include "format/file_reader.h"
@@ -88,7 +89,7 @@ class HostArena {
 // Whether a host tensor can alias the mapped file: every chunk stored raw,
 // unshuffled and contiguous, starting 64-byte aligned.
 bool CanAliasFile(const TensorMeta& t) {
-  if (t.nbytes == 0 || t.chunks.empty() || t.chunks[0].offset % 64 != 0) {
+  if (t.nbytes == 0 || t.sharded() || t.chunks.empty() || t.chunks[0].offset % 64 != 0) {
     return false;
   }
   for (const ChunkMeta& c : t.chunks) {
@@ -109,16 +110,41 @@ std::shared_ptr<std::byte> MapForLoad(const FileReader& reader,
   return m.ok() ? *m : nullptr;
 }
 
-PipelineOptions PipelineOptionsOf(const LoadOptions& o, DeviceRuntime& rt,
-                                  const std::byte* mapped_file) {
-  PipelineOptions p;
-  p.mapped_file = mapped_file;
-  p.runtime = &rt;
-  p.verify_checksums = o.verify_checksums;
-  p.threads = o.threads;
-  p.staging_bytes = o.staging_bytes;
-  p.progress = o.progress;
-  return p;
+// A sharded tensor (format 1.1) to be assembled at `data` on `device`.
+struct ShardedDest {
+  const TensorMeta* tensor = nullptr;
+  Device device;
+  void* data = nullptr;
+};
+
+// Sharded tensors are assembled from their shards in host memory, then
+// copied to their device: the chunks of a shard hold a block, not a range,
+// of the tensor, so they cannot stream into device memory as they are.
+Status AssembleSharded(const FileReader& reader, const std::vector<ShardedDest>& dests,
+                       const PipelineOptions& po, PipelineStats* stats) {
+  if (dests.empty()) return Status::Ok();
+  std::vector<BlockRead> reads;
+  std::vector<std::unique_ptr<std::byte[]>> staged(dests.size());
+  for (size_t i = 0; i < dests.size(); ++i) {
+    const TensorMeta& t = *dests[i].tensor;
+    std::byte* dst = static_cast<std::byte*>(dests[i].data);
+    if (!dests[i].device.is_cpu()) {
+      staged[i].reset(new std::byte[t.nbytes]);
+      dst = staged[i].get();
+    }
+    reads.push_back(BlockRead{&t, WholeBlock(t.shape), dst});
+  }
+  PipelineStats ps;
+  RCKPT_RETURN_IF_ERROR(ReadBlocks(reader, reads, po, &ps));
+  stats->bytes_read += ps.bytes_read;
+  stats->bytes_restored += ps.bytes_restored;
+  for (size_t i = 0; i < dests.size(); ++i) {
+    if (staged[i] == nullptr) continue;
+    RCKPT_RETURN_IF_ERROR(UploadToDevice(*po.runtime, dests[i].device, dests[i].data,
+                                         staged[i].get(), dests[i].tensor->nbytes)
+                              .WithContext("tensor '" + dests[i].tensor->name + "'"));
+  }
+  return Status::Ok();
 }
 
 void FillStats(const LoadOptions& o, const FileReader& reader,
@@ -155,6 +181,7 @@ Result<std::vector<Tensor>> Restore(const FileReader& reader,
                  CanAliasFile(m.tensors[plan.tensor_index[k]]);
   }
   RCKPT_ASSIGN_OR_RETURN(HostArena arena, HostArena::Create(m, plan, aliased));
+  std::vector<ShardedDest> sharded;
   for (size_t k = 0; k < n; ++k) {
     const TensorMeta& t = m.tensors[plan.tensor_index[k]];
     const Device target = plan.placements[k].target;
@@ -169,11 +196,16 @@ Result<std::vector<Tensor>> Restore(const FileReader& reader,
     RCKPT_ASSIGN_OR_RETURN(Tensor tensor, target.is_cpu() && arena.active()
                                               ? arena.Take(t)
                                               : AllocateTensor(runtime, t, target));
-    dests.push_back(TensorDest{&t, target, tensor.data()});
+    if (t.sharded()) {
+      sharded.push_back(ShardedDest{&t, target, tensor.data()});
+    } else {
+      dests.push_back(TensorDest{&t, target, tensor.data()});
+    }
     tensors.push_back(std::move(tensor));
   }
-  RCKPT_RETURN_IF_ERROR(RunLoadPipeline(
-      reader, dests, PipelineOptionsOf(options, runtime, mapping.get()), stats));
+  const PipelineOptions po = PipelineOptionsOf(options, runtime, mapping.get());
+  RCKPT_RETURN_IF_ERROR(RunLoadPipeline(reader, dests, po, stats));
+  RCKPT_RETURN_IF_ERROR(AssembleSharded(reader, sharded, po, stats));
   return tensors;
 }
 
@@ -248,6 +280,7 @@ Status LoadInto(const std::string& path, const std::vector<LoadTarget>& targets,
   std::vector<std::string> missing, unexpected, mismatched, duplicate;
   std::set<std::string_view> seen;
   std::vector<TensorDest> dests;
+  std::vector<ShardedDest> sharded;
   for (const LoadTarget& target : targets) {
     if (!seen.insert(target.name).second) {
       duplicate.push_back(target.name);
@@ -277,7 +310,11 @@ Status LoadInto(const std::string& path, const std::vector<LoadTarget>& targets,
       mismatched.push_back("'" + target.name + "':" + problems);
       continue;
     }
-    dests.push_back(TensorDest{&t, target.device, target.data});
+    if (t.sharded()) {
+      sharded.push_back(ShardedDest{&t, target.device, target.data});
+    } else {
+      dests.push_back(TensorDest{&t, target.device, target.data});
+    }
   }
   if (strict) {
     for (size_t i : selected) {
@@ -308,19 +345,24 @@ Status LoadInto(const std::string& path, const std::vector<LoadTarget>& targets,
     msg.pop_back();
     return Status::InvalidArgument(msg);
   }
+  auto check_device = [&](const TensorMeta& t, Device d) {
+    if (DeviceExists(d, f.device_count)) return Status::Ok();
+    return Status::DeviceUnavailable(
+        "load_into target '" + t.name + "' is on " + d.ToString() +
+        ", which does not exist: this machine has " +
+        DescribeCudaDevices(f.device_count));
+  };
   for (const TensorDest& d : dests) {
-    if (!DeviceExists(d.device, f.device_count)) {
-      return Status::DeviceUnavailable(
-          "load_into target '" + d.tensor->name + "' is on " +
-          d.device.ToString() + ", which does not exist: this machine has " +
-          DescribeCudaDevices(f.device_count));
-    }
+    RCKPT_RETURN_IF_ERROR(check_device(*d.tensor, d.device));
+  }
+  for (const ShardedDest& d : sharded) {
+    RCKPT_RETURN_IF_ERROR(check_device(*d.tensor, d.device));
   }
   PipelineStats ps;
   const std::shared_ptr<std::byte> mapping = MapForLoad(*f.reader, options);
-  RCKPT_RETURN_IF_ERROR(RunLoadPipeline(
-      *f.reader, dests, PipelineOptionsOf(options, *f.runtime, mapping.get()),
-      &ps));
+  const PipelineOptions po = PipelineOptionsOf(options, *f.runtime, mapping.get());
+  RCKPT_RETURN_IF_ERROR(RunLoadPipeline(*f.reader, dests, po, &ps));
+  RCKPT_RETURN_IF_ERROR(AssembleSharded(*f.reader, sharded, po, &ps));
   FillStats(options, *f.reader, ps, f.start, 0);
   return Status::Ok();
 }

@@ -29,6 +29,20 @@ struct ChunkMeta {
   uint32_t shuffle_elem = 0;  // 0: no shuffle filter; else element size
 };
 
+// One block of a sharded tensor (format 1.1): the elements
+// [offsets[d], offsets[d] + sizes[d]) of the global shape, stored row-major
+// in chunks [first_chunk, first_chunk + num_chunks) of its tensor's `chunks`,
+// whose tensor_offset counts from the start of the block.
+struct ShardMeta {
+  int32_t rank = 0;
+  Device origin;
+  Shape offsets;
+  Shape sizes;
+  uint64_t nbytes = 0;  // numel(sizes) * dtype size
+  size_t first_chunk = 0;
+  size_t num_chunks = 0;
+};
+
 struct TensorMeta {
   std::string name;
   std::string section;
@@ -37,7 +51,12 @@ struct TensorMeta {
   Shape shape;
   Device origin;
   uint64_t nbytes = 0;
-  std::vector<ChunkMeta> chunks;  // ordered by tensor_offset, covering nbytes
+  // Unsharded: ordered by tensor_offset, covering nbytes. Sharded: every
+  // shard's chunks, shard after shard.
+  std::vector<ChunkMeta> chunks;
+  std::vector<ShardMeta> shards;  // empty unless sharded
+
+  bool sharded() const { return !shards.empty(); }
 };
 
 struct Manifest {

@@ -12,7 +12,12 @@
 namespace rckpt {
 
 inline constexpr uint32_t kFormatMajor = 1;
-inline constexpr uint32_t kFormatMinor = 0;
+// The newest minor version this library reads, and the one it writes for a
+// file holding a sharded tensor; files without one are written as 1.0, so
+// 1.0 readers keep reading them.
+inline constexpr uint32_t kFormatMinor = 1;
+inline constexpr uint32_t kFormatMinorSharded = 1;
+inline constexpr uint32_t kFormatMinorUnsharded = 0;
 inline constexpr size_t kHeaderSize = 64;
 inline constexpr size_t kFooterSize = 64;
 // The first byte is non-ASCII and "\r\n" follows, as in PNG, so text-mode
@@ -24,7 +29,7 @@ inline constexpr uint32_t kMaxAlignment = 1u << 30;
 
 struct Header {
   uint16_t version_major = kFormatMajor;
-  uint16_t version_minor = kFormatMinor;
+  uint16_t version_minor = kFormatMinorUnsharded;
   uint32_t flags = 0;
   uint32_t alignment = 4096;
 };
@@ -36,7 +41,7 @@ struct Footer {
   uint64_t file_size = 0;
   uint64_t data_end = 0;
   uint16_t version_major = kFormatMajor;
-  uint16_t version_minor = kFormatMinor;
+  uint16_t version_minor = kFormatMinorUnsharded;
   uint32_t flags = 0;
 };
 

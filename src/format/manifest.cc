@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "format/layout.h"
+#include "format/shard_layout.h"
 #include "rckpt/checkpoint_generated.h"
 
 namespace rckpt {
@@ -29,53 +30,129 @@ uint8_t DeviceTypeByte(Device d) { return static_cast<uint8_t>(d.type); }
 
 }  // namespace
 
+Device LowestRankOrigin(const std::vector<ShardMeta>& shards) {
+  const ShardMeta* lowest = nullptr;
+  for (const ShardMeta& s : shards) {
+    if (lowest == nullptr || s.rank < lowest->rank) lowest = &s;
+  }
+  return lowest ? lowest->origin : Device::Cpu();
+}
+
+uint32_t FormatMinorFor(const std::vector<TensorMeta>& tensors) {
+  for (const TensorMeta& t : tensors) {
+    if (t.sharded()) return kFormatMinorSharded;
+  }
+  return 0;
+}
+
 std::vector<uint8_t> BuildManifest(const ManifestInput& in) {
+  Manifest m;
+  m.alignment = in.alignment;
+  m.data_begin = in.data_begin;
+  m.data_end = in.data_end;
+  m.writer = in.writer;
+  m.created_unix_ms = in.created_unix_ms;
+  m.metadata = in.ck.Metadata();
+  m.sections = in.ck.sections();
+  m.rng = in.ck.rng();
+  // first_chunk is per source: every tensor, then every shard (writer.h).
+  size_t source = 0;
+  auto take_chunks = [&](std::vector<ChunkMeta>* out) {
+    const uint64_t first = in.first_chunk[source];
+    const uint64_t end =
+        source + 1 < in.first_chunk.size() ? in.first_chunk[source + 1] : in.chunks.size();
+    ++source;
+    out->insert(out->end(), in.chunks.begin() + first, in.chunks.begin() + end);
+    return end - first;
+  };
+  for (const TensorEntry& e : in.ck.tensors()) {
+    TensorMeta& tm = m.tensors.emplace_back();
+    tm.name = e.name;
+    tm.section = e.section;
+    tm.role = e.role;
+    tm.dtype = e.tensor.dtype();
+    tm.shape = e.tensor.shape();
+    tm.origin = e.Origin();
+    tm.nbytes = e.tensor.nbytes();
+    take_chunks(&tm.chunks);
+  }
+  for (const ShardedTensorEntry& e : in.ck.sharded_tensors()) {
+    TensorMeta& tm = m.tensors.emplace_back();
+    tm.name = e.name;
+    tm.section = e.section;
+    tm.role = e.role;
+    tm.dtype = e.dtype;
+    tm.shape = e.shape;
+    Result<uint64_t> nbytes = ShapeBytes(e.shape, e.dtype);  // checked by AddShardedTensor
+    tm.nbytes = nbytes.ok() ? *nbytes : 0;
+    for (const TensorShard& s : e.shards) {
+      ShardMeta& sm = tm.shards.emplace_back();
+      sm.rank = s.rank;
+      sm.origin = s.Origin();
+      sm.offsets = s.offsets;
+      sm.sizes = s.block.shape();
+      sm.nbytes = s.block.nbytes();
+      sm.first_chunk = tm.chunks.size();
+      sm.num_chunks = take_chunks(&tm.chunks);
+    }
+    tm.origin = LowestRankOrigin(tm.shards);
+  }
+  return BuildManifestFromMeta(m, in.tree);
+}
+
+std::vector<uint8_t> BuildManifestFromMeta(const Manifest& m, const FlatTree& tree) {
   flatbuffers::FlatBufferBuilder b(1 << 16);
   std::vector<flatbuffers::Offset<fb::KeyValue>> meta;
-  for (const auto& [k, v] : in.ck.Metadata()) {
+  for (const auto& [k, v] : m.metadata) {
     meta.push_back(fb::CreateKeyValue(b, b.CreateString(k), b.CreateString(v)));
   }
   std::vector<flatbuffers::Offset<fb::Section>> sections;
   std::map<std::string, uint32_t, std::less<>> section_index;
-  for (const auto& s : in.ck.sections()) {
+  for (const auto& s : m.sections) {
     section_index[s.name] = static_cast<uint32_t>(sections.size());
     sections.push_back(fb::CreateSection(b, b.CreateString(s.name), static_cast<uint8_t>(s.role)));
   }
   std::vector<flatbuffers::Offset<fb::Tensor>> tensors;
-  const auto& entries = in.ck.tensors();
-  for (size_t t = 0; t < entries.size(); ++t) {
-    const TensorEntry& e = entries[t];
-    uint64_t first = in.first_chunk[t];
-    uint64_t end = t + 1 < entries.size() ? in.first_chunk[t + 1] : in.chunks.size();
-    tensors.push_back(fb::CreateTensor(
-        b, b.CreateString(e.name), section_index.at(e.section), static_cast<uint8_t>(e.role),
-        static_cast<uint8_t>(e.tensor.dtype()), b.CreateVector(e.tensor.shape()),
-        DeviceTypeByte(e.Origin()), e.Origin().index, e.tensor.nbytes(), first,
-        end - first));
-  }
   std::vector<fb::Chunk> chunks;
-  chunks.reserve(in.chunks.size());
-  for (const ChunkMeta& c : in.chunks) {
-    chunks.emplace_back(c.offset, c.stored_size, c.raw_size, c.checksum,
-                        static_cast<uint8_t>(c.codec), static_cast<uint8_t>(c.shuffle_elem));
+  for (const TensorMeta& t : m.tensors) {
+    const uint64_t first = chunks.size();
+    for (const ChunkMeta& c : t.chunks) {
+      chunks.emplace_back(c.offset, c.stored_size, c.raw_size, c.checksum,
+                          static_cast<uint8_t>(c.codec), static_cast<uint8_t>(c.shuffle_elem));
+    }
+    // A sharded tensor owns no chunks itself: its shards do (FORMAT.md 4a).
+    flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::Shard>>> shards;
+    if (t.sharded()) {
+      std::vector<flatbuffers::Offset<fb::Shard>> list;
+      for (const ShardMeta& s : t.shards) {
+        list.push_back(fb::CreateShard(b, s.rank, DeviceTypeByte(s.origin), s.origin.index,
+                                       b.CreateVector(s.offsets), b.CreateVector(s.sizes),
+                                       first + s.first_chunk, s.num_chunks));
+      }
+      shards = b.CreateVector(list);
+    }
+    tensors.push_back(fb::CreateTensor(
+        b, b.CreateString(t.name), section_index.at(t.section), static_cast<uint8_t>(t.role),
+        static_cast<uint8_t>(t.dtype), b.CreateVector(t.shape), DeviceTypeByte(t.origin),
+        t.origin.index, t.nbytes, first, t.sharded() ? 0 : t.chunks.size(), shards));
   }
   std::vector<flatbuffers::Offset<fb::Rng>> rng;
-  for (const RngRecord& r : in.ck.rng()) {
+  for (const RngRecord& r : m.rng) {
     rng.push_back(fb::CreateRng(
         b, b.CreateString(r.name), static_cast<uint8_t>(r.kind), DeviceTypeByte(r.origin),
         r.origin.index,
         b.CreateVector(reinterpret_cast<const uint8_t*>(r.bytes.data()), r.bytes.size())));
   }
   std::vector<fb::Node> nodes;
-  nodes.reserve(in.tree.nodes.size());
-  for (const FlatNode& n : in.tree.nodes) {
+  nodes.reserve(tree.nodes.size());
+  for (const FlatNode& n : tree.nodes) {
     nodes.emplace_back(n.first, n.str_off, n.str_len, n.count, n.kind);
   }
   auto root = fb::CreateManifest(
-      b, kFormatMajor, kFormatMinor, b.CreateString(in.writer), in.created_unix_ms, in.alignment,
-      in.data_begin, in.data_end, b.CreateVector(meta), b.CreateVector(sections),
+      b, kFormatMajor, FormatMinorFor(m.tensors), b.CreateString(m.writer), m.created_unix_ms,
+      m.alignment, m.data_begin, m.data_end, b.CreateVector(meta), b.CreateVector(sections),
       b.CreateVector(tensors), b.CreateVectorOfStructs(chunks), b.CreateVector(rng),
-      b.CreateVectorOfStructs(nodes), b.CreateVector(in.tree.bytes));
+      b.CreateVectorOfStructs(nodes), b.CreateVector(tree.bytes));
   b.Finish(root, fb::ManifestIdentifier());
   return std::vector<uint8_t>(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
 }
@@ -159,9 +236,84 @@ Status ValidateChunk(const std::string& where, const fb::Chunk& c, const FileBou
   return Status::Ok();
 }
 
+using ChunkVector = flatbuffers::Vector<const fb::Chunk*>;
+
+// Validates chunks [first, first + count) of the manifest as the chunks of
+// one run of `nbytes` raw bytes (a tensor, or one shard of one) and appends
+// them to `out` with tensor_offset counted from the run's start.
+Status ReadChunkRun(const std::string& where, const char* what, const ChunkVector* chunks,
+                    uint64_t first, uint64_t count, uint64_t nbytes, const FileBounds& bounds, uint32_t alignment,
+                    std::vector<ChunkMeta>* out) {
+  uint64_t covered = 0;
+  for (uint64_t c = 0; c < count; ++c) {
+    ChunkMeta& cm = out->emplace_back();
+    RCKPT_RETURN_IF_ERROR(ValidateChunk(where + ": chunk " + std::to_string(c),
+                                        *chunks->Get(first + c), bounds, alignment, &cm));
+    cm.tensor_offset = covered;
+    if (__builtin_add_overflow(covered, cm.raw_size, &covered) || covered > nbytes) {
+      return Status::Corruption(where + ": chunks decode to more than its " +
+                                std::to_string(nbytes) + " bytes");
+    }
+  }
+  if (covered != nbytes) {
+    return Status::Corruption(where + ": chunks hold " + std::to_string(covered) +
+                              " bytes, the " + what + " needs " + std::to_string(nbytes));
+  }
+  return Status::Ok();
+}
+
+// The shards of sharded tensor `t` (format 1.1): each shard's block and
+// chunks, then the blocks' tiling of the global shape (shard_layout.h).
+Status ParseShards(const std::string& where, const fb::Tensor& t, const Manifest& m,
+                   const ChunkVector* chunks, const FileBounds& bounds, ShardCoverage coverage,
+                   uint64_t* next_chunk, TensorMeta* tm) {
+  if (m.version_major == 1 && m.version_minor < kFormatMinorSharded) {
+    return Status::Corruption(where + ": has shards, which need format 1." +
+                              std::to_string(kFormatMinorSharded) + "; the file declares " +
+                              std::to_string(m.version_major) + "." +
+                              std::to_string(m.version_minor));
+  }
+  if (t.num_chunks() != 0 || t.first_chunk() != *next_chunk) {
+    return Status::Corruption(where + ": a sharded tensor's own chunks are [" +
+                              std::to_string(t.first_chunk()) + ", +" +
+                              std::to_string(t.num_chunks()) + "), expected [" +
+                              std::to_string(*next_chunk) + ", +0): its shards hold its chunks");
+  }
+  const uint64_t num_chunks = chunks ? chunks->size() : 0;
+  for (flatbuffers::uoffset_t i = 0; i < t.shards()->size(); ++i) {
+    const fb::Shard* s = t.shards()->Get(i);
+    const std::string at = where + ": shard " + std::to_string(i);
+    ShardMeta& sm = tm->shards.emplace_back();
+    sm.rank = s->rank();
+    if (sm.rank < 0) {
+      return Status::Corruption(at + ": rank " + std::to_string(sm.rank) + " is negative");
+    }
+    RCKPT_ASSIGN_OR_RETURN(sm.origin, DecodeDevice(at, s->origin_type(), s->origin_index()));
+    if (s->offsets()) sm.offsets.assign(s->offsets()->begin(), s->offsets()->end());
+    if (s->sizes()) sm.sizes.assign(s->sizes()->begin(), s->sizes()->end());
+    RCKPT_RETURN_IF_ERROR(CheckShardBlock(at, tm->shape, sm));
+    // In bounds of a shape whose byte size fits u64, so this cannot fail.
+    sm.nbytes = ShapeBytes(sm.sizes, tm->dtype).value();
+    if (s->first_chunk() != *next_chunk || s->num_chunks() > num_chunks - *next_chunk) {
+      return Status::Corruption(at + ": chunks [" + std::to_string(s->first_chunk()) + ", +" +
+                                std::to_string(s->num_chunks()) + ") expected to start at " +
+                                std::to_string(*next_chunk) + " within " +
+                                std::to_string(num_chunks) + " chunks");
+    }
+    sm.first_chunk = tm->chunks.size();
+    sm.num_chunks = s->num_chunks();
+    RCKPT_RETURN_IF_ERROR(ReadChunkRun(at, "shard", chunks, *next_chunk, s->num_chunks(), sm.nbytes,
+                                       bounds, m.alignment, &tm->chunks));
+    *next_chunk += s->num_chunks();
+  }
+  if (coverage == ShardCoverage::kPart) return Status::Ok();
+  return CheckShardTiling(where, tm->shape, tm->shards);
+}
+
 }  // namespace
 
-Result<Manifest> ParseManifest(std::span<const uint8_t> bytes, const FileBounds& bounds) {
+Result<Manifest> ParseManifest(std::span<const uint8_t> bytes, const FileBounds& bounds,
+                               ShardCoverage coverage) {
   if (bytes.size() > kMaxManifestBytes) {
     return Status::Corruption("manifest: " + std::to_string(bytes.size()) +
                               " bytes exceeds the limit of " + std::to_string(kMaxManifestBytes));
@@ -275,29 +427,19 @@ Result<Manifest> ParseManifest(std::span<const uint8_t> bytes, const FileBounds&
       }
       tm.nbytes = *nbytes;
       RCKPT_ASSIGN_OR_RETURN(tm.origin, DecodeDevice(where, t->origin_type(), t->origin_index()));
+      if (t->shards() != nullptr && t->shards()->size() > 0) {
+        RCKPT_RETURN_IF_ERROR(ParseShards(where, *t, out, chunks, bounds, coverage, &next_chunk, &tm));
+        out.tensors.push_back(std::move(tm));
+        continue;
+      }
       if (t->first_chunk() != next_chunk || t->num_chunks() > num_chunks - next_chunk) {
         return Status::Corruption(where + ": chunks [" + std::to_string(t->first_chunk()) + ", +" +
                                   std::to_string(t->num_chunks()) + ") expected to start at " +
                                   std::to_string(next_chunk) + " within " +
                                   std::to_string(num_chunks) + " chunks");
       }
-      uint64_t covered = 0;
-      tm.chunks.resize(t->num_chunks());
-      for (uint64_t c = 0; c < t->num_chunks(); ++c) {
-        ChunkMeta& cm = tm.chunks[c];
-        RCKPT_RETURN_IF_ERROR(ValidateChunk(where + ": chunk " + std::to_string(c),
-                                            *chunks->Get(next_chunk + c), bounds, out.alignment,
-                                            &cm));
-        cm.tensor_offset = covered;
-        if (__builtin_add_overflow(covered, cm.raw_size, &covered) || covered > tm.nbytes) {
-          return Status::Corruption(where + ": chunks decode to more than its " +
-                                    std::to_string(tm.nbytes) + " bytes");
-        }
-      }
-      if (covered != tm.nbytes) {
-        return Status::Corruption(where + ": chunks hold " + std::to_string(covered) +
-                                  " bytes, the tensor needs " + std::to_string(tm.nbytes));
-      }
+      RCKPT_RETURN_IF_ERROR(ReadChunkRun(where, "tensor", chunks, next_chunk, t->num_chunks(), tm.nbytes,
+                                         bounds, out.alignment, &tm.chunks));
       next_chunk += t->num_chunks();
       out.tensors.push_back(std::move(tm));
     }

@@ -18,7 +18,8 @@ namespace rckpt {
 struct ManifestInput {
   const Checkpoint& ck;
   const std::vector<ChunkMeta>& chunks;       // in file order
-  const std::vector<uint64_t>& first_chunk;   // per tensor
+  // Per tensor, then per shard of every sharded tensor (SaveSourcesOf).
+  const std::vector<uint64_t>& first_chunk;
   const FlatTree& tree;
   uint32_t alignment;
   uint64_t data_begin;
@@ -28,6 +29,20 @@ struct ManifestInput {
 };
 
 std::vector<uint8_t> BuildManifest(const ManifestInput& in);
+
+// The same from the reader's in-memory form: `m`'s tensors (with chunks and,
+// for sharded tensors, shards), sections, RNG records and metadata; its
+// version fields are ignored: the file declares 1.1 when a tensor is sharded,
+// else 1.0 (FORMAT.md, revision history). A collective save's rank 0 builds
+// its manifest this way from the metadata gathered from every rank.
+std::vector<uint8_t> BuildManifestFromMeta(const Manifest& m, const FlatTree& tree);
+
+// A sharded tensor's origin as a whole: the device of its lowest rank's
+// shard (where a single-process load puts it as stored).
+Device LowestRankOrigin(const std::vector<ShardMeta>& shards);
+
+// The format version a file holding `m`'s tensors declares.
+uint32_t FormatMinorFor(const std::vector<TensorMeta>& tensors);
 
 // Limits enforced while reading (documented in FORMAT.md).
 inline constexpr uint64_t kMaxManifestBytes = (1ull << 31) - 2;  // below FlatBuffers limit
@@ -49,9 +64,15 @@ struct FileBounds {
 // refuse) and the reader.
 std::string NameProblem(std::string_view name);
 
+// What ParseManifest requires of sharded tensors: a file's shards tile each
+// tensor's shape; one rank's part of a collective save (distributed.h) holds
+// only that rank's shards, which are checked for everything but that.
+enum class ShardCoverage { kWhole, kPart };
+
 // Runs the FlatBuffers verifier, then the semantic validator, and converts.
 // Corruption names the record, the field, the expected and actual values.
-Result<Manifest> ParseManifest(std::span<const uint8_t> bytes, const FileBounds& bounds);
+Result<Manifest> ParseManifest(std::span<const uint8_t> bytes, const FileBounds& bounds,
+                               ShardCoverage coverage = ShardCoverage::kWhole);
 
 }  // namespace rckpt
 

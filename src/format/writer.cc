@@ -14,6 +14,7 @@
 #include "format/layout.h"
 #include "format/manifest.h"
 #include "format/tree_codec.h"
+#include "format/writer.h"
 #include "io/atomic_path.h"
 #include "rckpt/file.h"
 #include "rckpt/io.h"
@@ -29,7 +30,9 @@ namespace {
 // the file sees few large writes; large appends go straight through.
 class BufferedWriter {
  public:
-  explicit BufferedWriter(WritableFile& file) : file_(file) { buf_.reserve(kBufSize); }
+  BufferedWriter(WritableFile& file, uint64_t offset) : file_(file), offset_(offset) {
+    buf_.reserve(kBufSize);
+  }
 
   Status Append(std::span<const std::byte> data) {
     offset_ += data.size();
@@ -67,11 +70,11 @@ class BufferedWriter {
   static constexpr size_t kDirectBytes = 64 << 10;
   WritableFile& file_;
   std::vector<std::byte> buf_;
-  uint64_t offset_ = 0;
+  uint64_t offset_;
 };
 
 struct ChunkJob {
-  size_t tensor = 0;
+  size_t source = 0;
   uint64_t tensor_offset = 0;
   uint64_t raw_size = 0;
 };
@@ -117,9 +120,14 @@ Status CheckNamesForSave(const Checkpoint& ck) {
   };
   for (const SectionInfo& s : ck.sections()) RCKPT_RETURN_IF_ERROR(check("section", s.name));
   for (const TensorEntry& t : ck.tensors()) RCKPT_RETURN_IF_ERROR(check("tensor", t.name));
+  for (const ShardedTensorEntry& t : ck.sharded_tensors()) {
+    RCKPT_RETURN_IF_ERROR(check("tensor", t.name));
+  }
   for (const RngRecord& r : ck.rng()) RCKPT_RETURN_IF_ERROR(check("RNG record", r.name));
   return Status::Ok();
 }
+
+}  // namespace
 
 Status ValidateSaveOptions(const SaveOptions& o) {
   if (!IsPowerOfTwo(o.alignment) || o.alignment < kMinAlignment || o.alignment > kMaxAlignment) {
@@ -145,6 +153,8 @@ Status ValidateSaveOptions(const SaveOptions& o) {
   return Status::Ok();
 }
 
+namespace {
+
 // Element size used by the shuffle filter for a dtype (complex numbers
 // shuffle as their real components), 0 when shuffling cannot help.
 uint32_t ShuffleElem(DType dtype) {
@@ -158,58 +168,39 @@ uint32_t ShuffleElem(DType dtype) {
   }
 }
 
-class Saver {
+class RegionEncoder {
  public:
-  Saver(const Checkpoint& ck, const SaveOptions& o) : ck_(ck), o_(o) {}
+  RegionEncoder(std::span<const SaveSource> sources, const SaveOptions& o)
+      : sources_(sources), o_(o) {}
 
-  Status Run(WritableFile& file) {
-    RCKPT_ASSIGN_OR_RETURN(FlatTree tree, EncodeTree(ck_.Tree()));
-    BufferedWriter out(file);
-    Header header;
-    header.alignment = o_.alignment;
-    auto hb = EncodeHeader(header);
-    RCKPT_RETURN_IF_ERROR(out.Append(hb));
+  Status Run(WritableFile& file, uint64_t start_offset, EncodedRegion* region) {
+    BufferedWriter out(file, start_offset);
     RCKPT_RETURN_IF_ERROR(PlanChunks());
     RCKPT_RETURN_IF_ERROR(WriteChunks(out));
-    uint64_t data_end = out.offset();
-    uint64_t manifest_offset = AlignUp(data_end, 8);
-    RCKPT_RETURN_IF_ERROR(out.PadTo(manifest_offset));
-
-    ManifestInput in{ck_, chunks_, tensor_first_chunk_, tree, o_.alignment,
-                     kHeaderSize, data_end,
-                     o_.writer.empty() ? std::string("rckpt ") + RCKPT_VERSION_STRING : o_.writer,
-                     std::chrono::duration_cast<std::chrono::milliseconds>(
-                         std::chrono::system_clock::now().time_since_epoch())
-                         .count()};
-    std::vector<uint8_t> manifest = BuildManifest(in);
-    RCKPT_RETURN_IF_ERROR(out.Append(std::as_bytes(std::span<const uint8_t>(manifest))));
-    Footer footer;
-    footer.manifest_offset = manifest_offset;
-    footer.manifest_size = manifest.size();
-    footer.manifest_checksum = Checksum(std::as_bytes(std::span<const uint8_t>(manifest)));
-    footer.data_end = data_end;
-    footer.file_size = out.offset() + kFooterSize;
-    auto fb = EncodeFooter(footer);
-    RCKPT_RETURN_IF_ERROR(out.Append(fb));
     RCKPT_RETURN_IF_ERROR(out.Flush());
+    region->chunks = std::move(chunks_);
+    region->first_chunk = std::move(first_chunk_);
+    region->end = out.offset();
     return Status::Ok();
   }
 
  private:
   Status PlanChunks() {
-    const auto& tensors = ck_.tensors();
-    tensor_first_chunk_.resize(tensors.size());
-    for (size_t t = 0; t < tensors.size(); ++t) {
-      const Tensor& tensor = tensors[t].tensor;
+    first_chunk_.resize(sources_.size());
+    for (size_t t = 0; t < sources_.size(); ++t) {
+      const Tensor& tensor = *sources_[t].tensor;
       auto bytes = ShapeBytes(tensor.shape(), tensor.dtype());
-      if (!bytes.ok()) return bytes.status().WithContext("tensor '" + tensors[t].name + "'");
+      if (!bytes.ok()) {
+        return bytes.status().WithContext("tensor '" + std::string(sources_[t].name) + "'");
+      }
       if (*bytes > 0 && tensor.data() == nullptr) {
-        return Status::InvalidArgument("tensor '" + tensors[t].name + "' has no data");
+        return Status::InvalidArgument("tensor '" + std::string(sources_[t].name) +
+                                       "' has no data");
       }
       if (!tensor.device().is_cpu()) has_device_tensor_ = true;
       uint64_t elem = DTypeSize(tensor.dtype());
       uint64_t step = std::max<uint64_t>(elem, o_.chunk_bytes / elem * elem);
-      tensor_first_chunk_[t] = jobs_.size();
+      first_chunk_[t] = jobs_.size();
       for (uint64_t off = 0; off < *bytes; off += step) {
         jobs_.push_back(ChunkJob{t, off, std::min(step, *bytes - off)});
         total_bytes_ += std::min(step, *bytes - off);
@@ -256,8 +247,8 @@ class Saver {
     Status status;
     for (size_t j = batch.first_job; j < batch.end_job && status.ok(); ++j) {
       const ChunkJob& job = jobs_[j];
-      const TensorEntry& entry = ck_.tensors()[job.tensor];
-      const Tensor& t = entry.tensor;
+      const SaveSource& source = sources_[job.source];
+      const Tensor& t = *source.tensor;
       std::span<const std::byte> raw;
       if (t.device().is_cpu()) {
         raw = {static_cast<const std::byte*>(t.data()) + job.tensor_offset, job.raw_size};
@@ -288,7 +279,7 @@ class Saver {
         frame_pos += frame.size();
         auto n = ZstdCompress(input, frame, o_.level);
         if (!n.ok()) {
-          status = n.status().WithContext("tensor '" + entry.name + "'");
+          status = n.status().WithContext("tensor '" + std::string(source.name) + "'");
           break;
         }
         // Incompressible chunks are kept raw: decoding them is then a plain read.
@@ -403,12 +394,12 @@ class Saver {
     return status;
   }
 
-  const Checkpoint& ck_;
+  std::span<const SaveSource> sources_;
   const SaveOptions& o_;
   std::vector<ChunkJob> jobs_;
   std::vector<Batch> batches_;
   std::vector<ChunkMeta> chunks_;
-  std::vector<uint64_t> tensor_first_chunk_;
+  std::vector<uint64_t> first_chunk_;
   uint64_t total_bytes_ = 0;
   uint64_t max_chunk_ = 0;
   uint64_t max_batch_bound_ = 0;  // the most bytes a batch's zstd frames can take
@@ -418,7 +409,65 @@ class Saver {
   FreeList<ScratchBuffer> shuffle_buffers_;
 };
 
+// A single-process save: header, every tensor's (and shard's) chunks,
+// manifest, footer.
+Status WriteCheckpoint(const Checkpoint& ck, const SaveOptions& o, WritableFile& file) {
+  RCKPT_ASSIGN_OR_RETURN(FlatTree tree, EncodeTree(ck.Tree()));
+  Header header;
+  header.alignment = o.alignment;
+  if (!ck.sharded_tensors().empty()) header.version_minor = kFormatMinorSharded;
+  RCKPT_RETURN_IF_ERROR(file.Append(EncodeHeader(header)));
+  std::vector<SaveSource> sources = SaveSourcesOf(ck);
+  EncodedRegion region;
+  RCKPT_RETURN_IF_ERROR(EncodeRegion(sources, o, file, kHeaderSize, &region));
+  ManifestInput in{ck, region.chunks, region.first_chunk, tree, o.alignment, kHeaderSize,
+                   region.end,
+                   o.writer.empty() ? std::string("rckpt ") + RCKPT_VERSION_STRING : o.writer,
+                   std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count()};
+  return AppendManifestAndFooter(file, region.end, BuildManifest(in), header.version_minor);
+}
+
 }  // namespace
+
+std::vector<SaveSource> SaveSourcesOf(const Checkpoint& ck) {
+  std::vector<SaveSource> sources;
+  for (const TensorEntry& e : ck.tensors()) sources.push_back({&e.tensor, e.name});
+  for (const ShardedTensorEntry& e : ck.sharded_tensors()) {
+    for (const TensorShard& s : e.shards) sources.push_back({&s.block, e.name});
+  }
+  return sources;
+}
+
+Status EncodeRegion(std::span<const SaveSource> sources, const SaveOptions& options,
+                    WritableFile& file, uint64_t start_offset, EncodedRegion* region) {
+  RegionEncoder encoder(sources, options);
+  return encoder.Run(file, start_offset, region);
+}
+
+Status AppendManifestAndFooter(WritableFile& file, uint64_t data_end,
+                               const std::vector<uint8_t>& manifest, uint16_t version_minor) {
+  const uint64_t manifest_offset = AlignUp(data_end, 8);
+  static const std::byte kZeros[8] = {};
+  RCKPT_RETURN_IF_ERROR(file.Append({kZeros, manifest_offset - data_end}));
+  const auto bytes = std::as_bytes(std::span<const uint8_t>(manifest));
+  RCKPT_RETURN_IF_ERROR(file.Append(bytes));
+  RCKPT_RETURN_IF_ERROR(file.Append(EncodeFooter(FooterFor(data_end, manifest, version_minor))));
+  return Status::Ok();
+}
+
+Footer FooterFor(uint64_t data_end, const std::vector<uint8_t>& manifest,
+                 uint16_t version_minor) {
+  Footer footer;
+  footer.manifest_offset = AlignUp(data_end, 8);
+  footer.manifest_size = manifest.size();
+  footer.manifest_checksum = Checksum(std::as_bytes(std::span<const uint8_t>(manifest)));
+  footer.data_end = data_end;
+  footer.file_size = footer.manifest_offset + manifest.size() + kFooterSize;
+  footer.version_minor = version_minor;
+  return footer;
+}
 
 Status Save(const std::string& path, const Checkpoint& ck, const SaveOptions& options) {
   RCKPT_RETURN_IF_ERROR(ValidateSaveOptions(options));
@@ -429,8 +478,7 @@ Status Save(const std::string& path, const Checkpoint& ck, const SaveOptions& op
   const std::string tmp = TempPathFor(path);
   auto file = fs.OpenForWrite(tmp);
   if (!file.ok()) return file.status().WithContext("save to '" + path + "'");
-  Saver saver(ck, options);
-  Status s = saver.Run(**file);
+  Status s = WriteCheckpoint(ck, options, **file);
   if (s.ok()) s = (*file)->Sync();
   Status c = (*file)->Close();
   if (s.ok()) s = c;

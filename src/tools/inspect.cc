@@ -123,6 +123,54 @@ std::string TreeToJson(const Value& tree) {
   return w.str();
 }
 
+namespace {
+
+std::vector<InspectShard> InspectShards(const TensorMeta& t) {
+  std::vector<InspectShard> out;
+  for (const ShardMeta& s : t.shards) {
+    InspectShard is{s.rank, s.origin, s.offsets, s.sizes, s.nbytes, 0, s.num_chunks};
+    for (size_t c = s.first_chunk; c < s.first_chunk + s.num_chunks; ++c) {
+      is.stored_nbytes += t.chunks[c].stored_size;
+    }
+    out.push_back(std::move(is));
+  }
+  return out;
+}
+
+// "    shard 1  rank 1  cuda:1  offsets [0, 4]  sizes [8, 4]  128 bytes, 64 stored"
+void RenderShardsText(const InspectTensor& t, std::string& out) {
+  for (size_t i = 0; i < t.shards.size(); ++i) {
+    const InspectShard& s = t.shards[i];
+    out += "      shard " + std::to_string(i) + "  rank " + std::to_string(s.rank) + "  " +
+           s.device.ToString() + "  offsets " + ShapeToString(s.offsets) + "  sizes " +
+           ShapeToString(s.sizes) + "  " + std::to_string(s.nbytes) + " bytes, " +
+           std::to_string(s.stored_nbytes) + " stored\n";
+  }
+}
+
+void RenderShardsJson(const InspectTensor& t, JsonWriter& w) {
+  if (t.shards.empty()) return;
+  w.Key("shards").BeginArray();
+  for (const InspectShard& s : t.shards) {
+    w.BeginObject();
+    w.Key("rank").Int(s.rank);
+    w.Key("device").String(s.device.ToString());
+    w.Key("offsets").BeginArray();
+    for (int64_t d : s.offsets) w.Int(d);
+    w.EndArray();
+    w.Key("sizes").BeginArray();
+    for (int64_t d : s.sizes) w.Int(d);
+    w.EndArray();
+    w.Key("nbytes").Uint(s.nbytes);
+    w.Key("stored_nbytes").Uint(s.stored_nbytes);
+    w.Key("chunks").Uint(s.chunks);
+    w.EndObject();
+  }
+  w.EndArray();
+}
+
+}  // namespace
+
 Result<InspectReport> InspectRckpt(const std::string& path, FileSystem* fs) {
   RCKPT_ASSIGN_OR_RETURN(auto reader, FileReader::Open(fs ? *fs : PosixFileSystem(), path));
   const Manifest& m = reader->manifest();
@@ -139,6 +187,7 @@ Result<InspectReport> InspectRckpt(const std::string& path, FileSystem* fs) {
     InspectTensor it{t.name, t.section, t.role, t.dtype, t.shape, t.origin, t.nbytes, 0,
                      CodecSummary(t.chunks), t.chunks.size()};
     for (const auto& c : t.chunks) it.stored_nbytes += c.stored_size;
+    it.shards = InspectShards(t);
     r.tensors.push_back(std::move(it));
   }
   for (const auto& g : m.rng) r.rng.push_back({g.name, g.kind, g.origin, g.bytes.size()});
@@ -215,6 +264,7 @@ std::string RenderInspectText(const InspectReport& r) {
                   static_cast<unsigned long long>(t.stored_nbytes), t.codec.c_str(),
                   role.c_str());
     line(buf);
+    RenderShardsText(t, out);
   }
   line("\nrng");
   if (r.rng.empty()) line("  (none)");
@@ -262,6 +312,7 @@ std::string RenderInspectJson(const InspectReport& r) {
     w.Key("stored_nbytes").Uint(t.stored_nbytes);
     w.Key("codec").String(t.codec);
     w.Key("chunks").Uint(t.chunks);
+    RenderShardsJson(t, w);
     w.EndObject();
   }
   w.EndArray();

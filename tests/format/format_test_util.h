@@ -54,7 +54,8 @@ inline Result<Checkpoint> LoadAllToHost(FileSystem& fs, const std::string& path,
 // `file` with its manifest replaced by `manifest` and a footer to match
 // (`m` is the original file's manifest: where it starts, where data ends).
 inline std::vector<std::byte> WithManifest(const std::vector<std::byte>& file, const Manifest& m,
-                                           std::span<const uint8_t> manifest) {
+                                           std::span<const uint8_t> manifest,
+                                           uint16_t version_minor = kFormatMinorUnsharded) {
   std::vector<std::byte> out(file.begin(), file.begin() + m.manifest_offset);
   const auto* p = reinterpret_cast<const std::byte*>(manifest.data());
   out.insert(out.end(), p, p + manifest.size());
@@ -64,6 +65,7 @@ inline std::vector<std::byte> WithManifest(const std::vector<std::byte>& file, c
   f.manifest_checksum = Checksum(std::as_bytes(manifest));
   f.data_end = m.data_end;
   f.file_size = out.size() + kFooterSize;
+  f.version_minor = version_minor;
   const auto fb = EncodeFooter(f);
   out.insert(out.end(), fb.begin(), fb.end());
   return out;

@@ -6,11 +6,13 @@
 #define RCKPT_TESTS_GOLDEN_GOLDEN_CHECKPOINTS_H_
 
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "rckpt/checkpoint.h"
+#include "format/shard_layout.h"
 #include "rckpt/options.h"
 #include "rng/engine_states.h"
 
@@ -20,6 +22,11 @@ struct GoldenCase {
   std::string file;
   Checkpoint checkpoint;
   SaveOptions options;
+  // What a load returns when it differs from `checkpoint` (sharded tensors
+  // come back whole).
+  std::optional<Checkpoint> loads_as;
+
+  const Checkpoint& Expected() const { return loads_as ? *loads_as : checkpoint; }
 };
 
 inline Tensor Deterministic(DType dtype, Shape shape, uint32_t seed) {
@@ -67,6 +74,64 @@ inline std::mt19937_64 GoldenMt19937_64() {
   std::mt19937_64 engine(20261203);
   engine.discard(77);
   return engine;
+}
+
+// Format 1.1: a 4-rank job's state as a collective save lays it out:
+// row-, column- and flat-sharded tensors with per-shard origins (rank r on
+// cuda:r), a replicated tensor, per-rank RNG records, the common tree and the
+// per-rank trees.
+inline GoldenCase ShardedCase() {
+  GoldenCase c{"v1.1-sharded.rckpt", {}, {}, Checkpoint()};
+  Checkpoint& ck = c.checkpoint;
+  Checkpoint& whole = *c.loads_as;
+  auto add = [&](const char* section, const std::string& name, Tensor global,
+                 std::vector<Block> blocks) {
+    std::vector<TensorShard> shards;
+    for (size_t r = 0; r < blocks.size(); ++r) {
+      Tensor block = *Tensor::Empty(global.dtype(), blocks[r].sizes);
+      CopyRegion(blocks[r], WholeBlock(global.shape()),
+                 static_cast<const std::byte*>(global.data()), 0, blocks[r],
+                 static_cast<std::byte*>(block.data()), DTypeSize(global.dtype()));
+      shards.push_back(TensorShard{static_cast<int32_t>(r), blocks[r].offsets, block,
+                                   Device::Cuda(static_cast<int>(r))});
+    }
+    (void)ck.AddShardedTensor(section, name, global.dtype(), global.shape(), shards);
+    (void)whole.AddTensor(section, name, global);
+    whole.mutable_tensors().back().origin = Device::Cuda(0);
+  };
+  auto rows = [](int64_t n, int64_t cols) {
+    std::vector<Block> b;
+    for (int64_t r = 0; r < 4; ++r) b.push_back(Block{{r * n / 4, 0}, {n / 4, cols}});
+    return b;
+  };
+  (void)ck.AddTensor("model", "embed.weight", Smooth({8, 4}, 20));
+  (void)whole.AddTensor("model", "embed.weight", Smooth({8, 4}, 20));
+  add("model", "fc1.weight", Smooth({16, 12}, 21), rows(16, 12));
+  std::vector<Block> cols;
+  for (int64_t r = 0; r < 4; ++r) cols.push_back(Block{{0, r * 3}, {12, 3}});
+  add("model", "fc2.weight", Smooth({12, 12}, 22), cols);
+  std::vector<Block> flat = {Block{{0}, {50}}, Block{{50}, {50}}, Block{{100}, {50}},
+                             Block{{150}, {43}}};
+  add("optimizer", "flat.exp_avg", Smooth({193}, 23), flat);
+  for (int r = 0; r < 4; ++r) {
+    const std::string name = "rank" + std::to_string(r) + "/torch_rng_state";
+    (void)ck.AddRng(name, RngKind::kTorchCpu, TorchCpuState(30 + r));
+    (void)whole.AddRng(name, RngKind::kTorchCpu, TorchCpuState(30 + r));
+  }
+  for (Checkpoint* k : {&ck, &whole}) {
+    Value& t = k->Tree();
+    t["common"]["epoch"] = 3;
+    t["common"]["scheduler"]["last_lr"] = 5e-4;
+    t["ranks"] = Value::List({});
+    for (int r = 0; r < 4; ++r) {
+      Value cursor;
+      cursor["data_cursor"] = 100 * r + 7;
+      t["ranks"].Append(cursor);
+    }
+  }
+  c.options.codec = Codec::kZstd;
+  c.options.chunk_bytes = 256;
+  return c;
 }
 
 inline std::vector<GoldenCase> GoldenCases() {
@@ -152,6 +217,7 @@ inline std::vector<GoldenCase> GoldenCases() {
     c.options.codec = Codec::kNone;
     cases.push_back(std::move(c));
   }
+  cases.push_back(ShardedCase());
   return cases;
 }
 

@@ -23,7 +23,7 @@ TEST(GoldenTest, EveryGoldenFileLoadsWithItsContent) {
     ASSERT_TRUE(fs::exists(path)) << "missing golden file";
     ASSERT_OK(VerifyRckpt(path));
     ASSERT_OK_AND_ASSIGN(Checkpoint back, testing::LoadAllToHost(PosixFileSystem(), path));
-    testing::ExpectSameContent(c.checkpoint, back);
+    testing::ExpectSameContent(c.Expected(), back);
   }
 }
 
