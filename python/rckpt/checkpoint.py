@@ -132,7 +132,7 @@ def _walk_tensors(obj):
 
 
 def load(path, *, map_location=None, model_device=None, sections=None, skip_sections=None,
-         verify=True, map_file=False, threads=0, progress=None, emulate_devices=0):
+         verify=True, map_file=True, threads=0, progress=None, emulate_devices=0):
     """Loads a checkpoint; returns a :class:`Checkpoint`.
 
     Placement follows rckpt's rules (docs/PYTHON.md): nothing given puts
@@ -146,7 +146,13 @@ def load(path, *, map_location=None, model_device=None, sections=None, skip_sect
     CUDA devices (for trying placements without GPUs).
 
     Host tensors are handed over without a copy: each torch tensor owns the
-    buffer the engine decoded into.
+    buffer the engine decoded into or, with ``map_file=True`` (the default),
+    raw tensors point into a private copy-on-write mapping of the file.
+    Writing to them copies the touched pages; the file never changes. Do not
+    truncate or rewrite the file in place (``cp``, ``torch.save`` over the
+    same path) while such tensors live; rckpt's own saves replace files by
+    rename and are safe. ``map_file=False`` gives a copying load that owns
+    all its memory.
     """
     keep = None
     if sections is not None:

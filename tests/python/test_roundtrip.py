@@ -133,12 +133,12 @@ def test_unsupported_value_is_type_error_naming_path_and_nothing_is_written(tmp)
 
 
 def test_loaded_host_tensors_are_the_engines_buffers_without_copy(tmp):
-    # With map_file=True the engine hands back raw chunks in place: the
-    # tensors' data pointers lie inside this process's mapping of the file.
+    # By default (map_file=True) the engine hands back raw chunks in place:
+    # the tensors' data pointers lie inside this process's mapping of the file.
     state = {"model": {f"w{i}": torch.randn(256, 1024) for i in range(4)}}  # 4 MiB
     path = tmp / "z.rckpt"
     rckpt.save(path, state)
-    ck = rckpt.load(path, map_file=True)
+    ck = rckpt.load(path)
     maps = []
     with open("/proc/self/maps") as f:
         for line in f:
@@ -149,9 +149,13 @@ def test_loaded_host_tensors_are_the_engines_buffers_without_copy(tmp):
     for name, t in ck.tensors.items():
         assert any(lo <= t.data_ptr() < hi for lo, hi in maps), name
         assert torch.equal(t, state["model"][name.split(".", 1)[1]])
-    # Without map_file the tensors of one load share the engine's arena:
-    # consecutive tensors sit 64-byte aligned one after another.
-    ck = rckpt.load(path)
+    # Writing to a mapped tensor changes this process's copy, not the file.
+    first = next(iter(ck.tensors.values()))
+    first.zero_()
+    assert torch.equal(rckpt.load(path).tensors["model.w0"], state["model"]["w0"])
+    # A copying load (map_file=False): the tensors of one load share the
+    # engine's arena, consecutive tensors 64-byte aligned one after another.
+    ck = rckpt.load(path, map_file=False)
     ptrs = [t.data_ptr() for t in ck.tensors.values()]
     sizes = [t.numel() * t.element_size() for t in ck.tensors.values()]
     assert all(ptrs[i + 1] - ptrs[i] == (sizes[i] + 63) // 64 * 64 for i in range(len(ptrs) - 1))
