@@ -3,7 +3,20 @@ include(CMakePackageConfigHelpers)
 install(TARGETS rckpt EXPORT rckptTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/rckpt DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+if(TARGET rckpt_distributed)
+  # rckpt::distributed for consumers, exported beside rckpt::rckpt.
+  set_target_properties(rckpt_distributed PROPERTIES EXPORT_NAME distributed)
+  install(TARGETS rckpt_distributed EXPORT rckptTargets
+    ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+    LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  set(RCKPT_EXPORTS_DISTRIBUTED ON)
+else()
+  set(RCKPT_EXPORTS_DISTRIBUTED OFF)
+  # Without MPI the header would name a library that is not installed.
+  set(rckpt_header_exclude PATTERN distributed.h EXCLUDE)
+endif()
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/rckpt DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+  ${rckpt_header_exclude})
 if(TARGET rckpt_cli)
   install(TARGETS rckpt_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()
