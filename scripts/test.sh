@@ -9,7 +9,8 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 t0=$(date +%s)
-bash scripts/install-deps.sh python3-torch python3-venv python3-pip
+# python3-mpi4py: the communicators of rckpt.distributed and its tests (python.test_distributed).
+bash scripts/install-deps.sh python3-torch python3-venv python3-pip python3-mpi4py
 stage() { echo; echo "=== $* ($(( $(date +%s) - t0 )) s elapsed)"; }
 
 stage "python for the interoperability checks"

@@ -27,7 +27,12 @@ class Checkpoint(Mapping):
     def __init__(self, raw, keep_sections):
         state = raw["state"]
         if isinstance(state, dict) and keep_sections is not None:
-            state = {k: v for k, v in state.items() if keep_sections(k)}
+            if "rckpt.world_size" in raw["metadata"] and isinstance(state.get("common"), dict):
+                # A collective save (rckpt.distributed): {"common": sections, "ranks": [...]}.
+                state = {**state, "common": {k: v for k, v in state["common"].items()
+                                             if keep_sections(k)}}
+            else:
+                state = {k: v for k, v in state.items() if keep_sections(k)}
         self.state = state
         self.tensors = raw["tensors"]
         self.placement = raw["placement"]
@@ -103,10 +108,7 @@ def save(path, state, *, rng=None, codec="none", level=1, chunk_bytes=4 << 20, t
     Raises TypeError naming the key path of a value that cannot be stored
     (before anything is written) and rckpt.Error subclasses for the rest.
     """
-    if isinstance(rng, RngState) or rng is None:
-        records = rng.records() if rng else []
-    else:
-        records = RngState(rng).records()
+    records = _rng_records(rng)
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a str or os.PathLike, not {type(path)}")
     import torch
@@ -117,13 +119,23 @@ def save(path, state, *, rng=None, codec="none", level=1, chunk_bytes=4 << 20, t
                _progress(progress, "save"), emulate_devices)
 
 
-def _walk_tensors(obj):
+def _rng_records(rng):
+    """save's rng argument (None, an RngState or a mapping name -> record) as records."""
+    if isinstance(rng, RngState) or rng is None:
+        return rng.records() if rng else []
+    return RngState(rng).records()
+
+
+def _walk_tensors(obj, shard_type=None):
+    """The tensors of a state tree (with shard_type: the blocks of its shards too)."""
     import torch
     stack, out = [obj], []
     while stack:
         o = stack.pop()
         if isinstance(o, torch.Tensor):
             out.append(o)
+        elif shard_type is not None and isinstance(o, shard_type):
+            out.append(o.block)
         elif isinstance(o, dict):
             stack.extend(o.values())
         elif isinstance(o, (list, tuple)):

@@ -123,7 +123,7 @@ class PyBuilder {
 
 }  // namespace
 
-TorchTensors TensorsToTorch(const Checkpoint& ck, std::shared_ptr<void> keep,
+TorchTensors TensorsToTorch(const std::vector<TensorEntry>& entries, std::shared_ptr<void> keep,
                             bool device_is_host) {
   TorchTensors out;
   // One str per name and per device, shared by the three dicts: this loop
@@ -134,7 +134,7 @@ TorchTensors TensorsToTorch(const Checkpoint& ck, std::shared_ptr<void> keep,
     if (it == device_names.end()) it = device_names.emplace(d, nb::str(d.ToString().c_str())).first;
     return it->second.ptr();
   };
-  for (const TensorEntry& e : ck.tensors()) {
+  for (const TensorEntry& e : entries) {
     nb::str name(e.name.data(), e.name.size());
     nb::object t = TensorToTorch(e.tensor, keep, device_is_host);
     if (PyDict_SetItem(out.tensors.ptr(), name.ptr(), t.ptr()) != 0 ||
@@ -147,7 +147,11 @@ TorchTensors TensorsToTorch(const Checkpoint& ck, std::shared_ptr<void> keep,
 }
 
 nb::object TreeToPython(const Checkpoint& ck, nb::dict tensors) {
-  return PyBuilder(ck, std::move(tensors)).Convert(ck.Tree());
+  return TreeToPython(ck.Tree(), ck, std::move(tensors));
+}
+
+nb::object TreeToPython(const Value& tree, const Checkpoint& ck, nb::dict tensors) {
+  return PyBuilder(ck, std::move(tensors)).Convert(tree);
 }
 
 nb::object PythonRngTuple(std::span<const std::byte> bytes) {

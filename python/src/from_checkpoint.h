@@ -5,6 +5,7 @@
 #include <nanobind/nanobind.h>
 
 #include <memory>
+#include <vector>
 
 #include "rckpt/checkpoint.h"
 
@@ -12,7 +13,8 @@ namespace rckpt::python {
 
 namespace nb = nanobind;
 
-// Every tensor of `ck` as a torch.Tensor, handed over without a copy, with
+// Every tensor of `entries` (a checkpoint's, or the blocks of a
+// distributed load) as a torch.Tensor, handed over without a copy, with
 // where it was restored to and its recorded origin (name -> "cuda:1"), all
 // keyed by tensor name in file order. `keep` is held by each tensor (the
 // runtime that owns device memory); `device_is_host`: device tensors live in
@@ -22,7 +24,7 @@ struct TorchTensors {
   nb::dict placement;
   nb::dict origin;
 };
-TorchTensors TensorsToTorch(const Checkpoint& ck, std::shared_ptr<void> keep,
+TorchTensors TensorsToTorch(const std::vector<TensorEntry>& entries, std::shared_ptr<void> keep,
                             bool device_is_host);
 
 // The state tree as Python objects; tensor references resolve through
@@ -30,6 +32,10 @@ TorchTensors TensorsToTorch(const Checkpoint& ck, std::shared_ptr<void> keep,
 // form their generator's API takes (torch states as uint8 tensors, Python's
 // random as random.getstate()'s tuple, others as bytes).
 nb::object TreeToPython(const Checkpoint& ck, nb::dict tensors);
+
+// Any tree (a distributed load's common or rank trees) as TreeToPython
+// converts ck.Tree(); RNG references resolve through `ck`'s records.
+nb::object TreeToPython(const Value& tree, const Checkpoint& ck, nb::dict tensors);
 
 // An RNG record's bytes as random.getstate() returns them, and back;
 // ValueError for bytes or a tuple of another shape.

@@ -12,13 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "call_args.h"
 #include "errors.h"
 #include "from_checkpoint.h"
+#include "rckpt/human_bytes.h"
 #include "rckpt/io.h"
 #include "rckpt/runtime.h"
 #include "to_checkpoint.h"
 #include "torch_api.h"
-#include "rckpt/human_bytes.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -26,91 +27,18 @@ using namespace nb::literals;
 namespace rckpt::python {
 namespace {
 
-// Bridges the engine's progress callback (called on the calling thread while
-// the GIL is released) to Python: Ctrl-C, an exception in the user's
-// callback, or the callback returning False cancel the operation; the
-// Python exception is raised once the engine has cleaned up.
-class Progress {
- public:
-  explicit Progress(nb::object callback) : callback_(std::move(callback)) {}
-
-  ProgressCallback Callback() {
-    return [this](uint64_t done, uint64_t total) {
-      nb::gil_scoped_acquire gil;
-      if (PyErr_CheckSignals() != 0) {
-        error_.emplace();
-        return false;
-      }
-      if (callback_.is_none()) return true;
-      try {
-        nb::object r = callback_(done, total);
-        return !(r.is(Py_False));
-      } catch (nb::python_error& e) {
-        error_.emplace(std::move(e));
-        return false;
-      }
-    };
-  }
-
-  // With the GIL held: raises the pending Python exception, if any.
-  void RaiseIfPending() {
-    if (error_) {
-      nb::python_error e = std::move(*error_);
-      error_.reset();
-      throw e;
-    }
-  }
-
- private:
-  nb::object callback_;
-  std::optional<nb::python_error> error_;
-};
-
-// The runtime of one call: N emulated devices, or the default one.
-std::shared_ptr<DeviceRuntime> RuntimeFor(int emulate_devices) {
-  if (emulate_devices < 0) {
-    throw StatusError(Status::InvalidArgument("emulate_devices must be >= 0, got " +
-                                              std::to_string(emulate_devices)));
-  }
-  if (emulate_devices == 0) return nullptr;
-  return std::shared_ptr<DeviceRuntime>(NewEmulatedRuntime(emulate_devices));
-}
-
-Codec ParseCodec(const std::string& name) {
-  if (name == "none") return Codec::kNone;
-  if (name == "zstd") return Codec::kZstd;
-  throw StatusError(Status::InvalidArgument("codec must be 'none' or 'zstd', got '" + name + "'"));
-}
-
 void Save(const std::string& path, nb::handle state, nb::list rng, const std::string& codec,
           int level, uint64_t chunk_bytes, int threads, nb::dict metadata, nb::handle origin,
           nb::object progress, int emulate_devices) {
   Checkpoint ck;
   std::vector<nb::object> keep_alive;
   BuildCheckpoint(state, origin, &ck, &keep_alive);
-  for (nb::handle r : rng) {
-    nb::tuple t = nb::cast<nb::tuple>(r);
-    RngKind kind;
-    std::string kind_name = nb::cast<std::string>(t[1]);
-    if (!ParseRngKind(kind_name, &kind)) {
-      throw StatusError(Status::InvalidArgument("unknown RNG kind '" + kind_name + "'"));
-    }
-    Device dev = ValueOrThrow(ParseDevice(nb::cast<std::string>(t[2])));
-    nb::bytes b = nb::cast<nb::bytes>(t[3]);
-    ThrowIfError(ck.AddRng(nb::cast<std::string>(t[0]), kind,
-                           {reinterpret_cast<const std::byte*>(b.c_str()), b.size()}, dev));
-  }
+  AddRngRecords(rng, &ck);
   for (auto [k, v] : metadata) ck.Metadata()[nb::cast<std::string>(k)] = nb::cast<std::string>(v);
 
   std::shared_ptr<DeviceRuntime> runtime = RuntimeFor(emulate_devices);
   Progress p(std::move(progress));
-  SaveOptions o;
-  o.codec = ParseCodec(codec);
-  o.level = level;
-  o.chunk_bytes = chunk_bytes;
-  o.threads = threads;
-  o.runtime = runtime.get();
-  o.progress = p.Callback();
+  const SaveOptions o = SaveOptionsOf(codec, level, chunk_bytes, threads, runtime.get(), &p);
   Status s;
   {
     nb::gil_scoped_release release;
@@ -118,55 +46,6 @@ void Save(const std::string& path, nb::handle state, nb::list rng, const std::st
   }
   p.RaiseIfPending();
   ThrowIfError(s);
-}
-
-// Fills the placement options from the Python arguments (already normalised
-// to strings, dicts and callables by the Python layer).
-void SetPlacement(nb::handle map_location, std::optional<std::string> model_device,
-                  LoadOptions* o, std::optional<nb::python_error>* callback_error) {
-  if (model_device) o->model_device = ValueOrThrow(DeviceSpec::Parse(*model_device));
-  if (map_location.is_none()) return;
-  if (PyUnicode_Check(map_location.ptr())) {
-    o->map_location = ValueOrThrow(MapLocation::Parse(nb::cast<std::string>(map_location)));
-  } else if (PyDict_Check(map_location.ptr())) {
-    std::map<Device, Device> tags;
-    for (auto [k, v] : nb::borrow<nb::dict>(map_location)) {
-      tags[ValueOrThrow(ParseDevice(nb::cast<std::string>(k)))] =
-          ValueOrThrow(ParseDevice(nb::cast<std::string>(v)));
-    }
-    o->map_location = MapLocation::Map(std::move(tags));
-  } else {
-    nb::object fn = nb::borrow(map_location);
-    o->map_location = MapLocation::Fn([fn, callback_error](const TensorInfo& info)
-                                          -> std::optional<Device> {
-      nb::gil_scoped_acquire gil;
-      if (*callback_error) return std::nullopt;
-      try {
-        nb::dict d;
-        d["name"] = info.name;
-        d["section"] = info.section;
-        d["role"] = std::string(RoleName(info.role));
-        d["dtype"] = std::string(DTypeName(info.dtype));
-        d["shape"] = nb::tuple(nb::cast(info.shape));
-        d["origin"] = info.origin.ToString();
-        nb::object r = fn(d);
-        if (r.is_none()) return std::nullopt;
-        Result<Device> dev = ParseDevice(Str(r));
-        if (!dev.ok()) {
-          throw nb::value_error(("map_location returned " + nb::cast<std::string>(nb::repr(r)) +
-                                 " for '" + info.name + "': " + dev.status().message())
-                                    .c_str());
-        }
-        return *dev;
-      } catch (nb::python_error& e) {
-        callback_error->emplace(std::move(e));
-      } catch (const nb::builtin_exception& e) {
-        PyErr_SetString(PyExc_ValueError, e.what());
-        callback_error->emplace();
-      }
-      return std::nullopt;
-    });
-  }
 }
 
 nb::dict Load(const std::string& path, nb::handle map_location,
@@ -192,25 +71,17 @@ nb::dict Load(const std::string& path, nb::handle map_location,
     nb::gil_scoped_release release;
     loaded.emplace(rckpt::Load(path, o));
   }
-  if (callback_error) {
-    nb::python_error e = std::move(*callback_error);
-    throw e;
-  }
+  RaiseCallbackError(&callback_error);
   p.RaiseIfPending();
   Checkpoint ck = ValueOrThrow(std::move(*loaded));
 
   nb::dict out;
-  TorchTensors t = TensorsToTorch(ck, runtime, runtime != nullptr);
+  TorchTensors t = TensorsToTorch(ck.tensors(), runtime, runtime != nullptr);
   out["tensors"] = t.tensors;
   out["state"] = TreeToPython(ck, t.tensors);
   out["placement"] = t.placement;
   out["origin"] = t.origin;
-  nb::list rng;
-  for (const RngRecord& r : ck.rng()) {
-    rng.append(nb::make_tuple(r.name, std::string(RngKindName(r.kind)), r.origin.ToString(),
-                              nb::bytes(r.bytes.data(), r.bytes.size())));
-  }
-  out["rng"] = rng;
+  out["rng"] = RngTuples(ck.rng());
   nb::dict sections_out, metadata;
   for (const SectionInfo& s : ck.sections()) sections_out[s.name.c_str()] = std::string(RoleName(s.role));
   for (const auto& [k, v] : ck.Metadata()) metadata[k.c_str()] = v;

@@ -1,5 +1,8 @@
 #include "to_checkpoint.h"
 
+#include <nanobind/stl/vector.h>
+
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -35,8 +38,9 @@ Value BigInt(nb::handle o) {
 
 class TreeBuilder {
  public:
-  TreeBuilder(Checkpoint* ck, std::vector<nb::object>* keep_alive)
-      : api_(Torch()), ck_(ck), keep_alive_(keep_alive) {}
+  // `ck` nullptr: a tree without tensors. `shards` nullptr: no shards.
+  TreeBuilder(Checkpoint* ck, std::vector<nb::object>* keep_alive, ShardLeaves* shards)
+      : api_(Torch()), ck_(ck), keep_alive_(keep_alive), shards_(shards) {}
 
   void Root(nb::handle state) {
     if (!PyDict_Check(state.ptr())) {
@@ -59,11 +63,25 @@ class TreeBuilder {
     ck_->Tree() = Value::Map(std::move(entries));
   }
 
+  Value Plain(nb::handle tree, const std::string& what) {
+    std::vector<std::string> path{what};
+    return Convert(tree, path, 1);
+  }
+
  private:
   Value Convert(nb::handle o, std::vector<std::string>& path, int depth) {
     PyObject* p = o.ptr();
     if (PyObject_TypeCheck(p, reinterpret_cast<PyTypeObject*>(api_.tensor_type.ptr()))) {
+      if (ck_ == nullptr) {
+        throw nb::type_error((convert::JoinPath(path) +
+                              ": a rank's own state cannot hold tensors (give them in the state, "
+                              "as shards)").c_str());
+      }
       return AddTensor(o, path);
+    }
+    if (shards_ != nullptr &&
+        PyObject_TypeCheck(p, reinterpret_cast<PyTypeObject*>(shards_->type.ptr()))) {
+      return AddShard(o, path);
     }
     if (PyFloat_CheckExact(p)) return Value(PyFloat_AS_DOUBLE(p));
     if (PyBool_Check(p)) return Value(p == Py_True);
@@ -192,21 +210,51 @@ class TreeBuilder {
     }
     std::vector<std::string> unused_warnings;
     std::string name = convert::UniqueName(*ck_, convert::JoinPath(path), &unused_warnings);
+    if (shard_names_.count(name) != 0) TwoKeysForShard(name);
     TensorView view = TorchTensorView(t, name, keep_alive_);
     ThrowIfError(ck_->AddTensor(section_, name, view));
     tensors_seen_.emplace(t.ptr(), name);
     return Value::TensorRef(std::move(name));
   }
 
+  Value AddShard(nb::handle s, const std::vector<std::string>& path) {
+    if (auto it = tensors_seen_.find(s.ptr()); it != tensors_seen_.end()) {
+      return Value::TensorRef(it->second);
+    }
+    std::string name = convert::JoinPath(path);
+    if (ck_->FindTensor(name) != nullptr || ck_->FindRng(name) != nullptr ||
+        !shard_names_.insert(name).second) {
+      TwoKeysForShard(name);
+    }
+    ShardLeaf& leaf = shards_->leaves.emplace_back();
+    leaf.section = section_;
+    leaf.name = name;
+    leaf.shape = nb::cast<Shape>(s.attr("shape"));
+    leaf.offsets = nb::cast<Shape>(s.attr("offsets"));
+    leaf.block = TorchTensorView(s.attr("block"), name, keep_alive_);
+    tensors_seen_.emplace(s.ptr(), name);
+    return Value::TensorRef(std::move(name));
+  }
+
+  // Whole tensors that two keys name get distinct names; a shard cannot:
+  // its name is the one every rank gives that tensor.
+  [[noreturn]] static void TwoKeysForShard(const std::string& name) {
+    throw nb::value_error(("two keys map to the tensor name '" + name +
+                           "', one of them a shard: a sharded tensor needs a name of its own")
+                              .c_str());
+  }
+
   const TorchApi& api_;
   Checkpoint* ck_;
   std::vector<nb::object>* keep_alive_;
+  ShardLeaves* shards_;
   std::string section_;
+  std::set<std::string> shard_names_;
   std::unordered_map<PyObject*, std::string> tensors_seen_;
   std::unordered_set<PyObject*> in_progress_;
 };
 
-void ApplyOrigin(nb::handle origin, Checkpoint* ck) {
+void ApplyOrigin(nb::handle origin, Checkpoint* ck, ShardLeaves* shards) {
   if (origin.is_none()) return;
   std::unordered_map<std::string, Device> by_section;
   std::optional<Device> model_origin;
@@ -224,22 +272,34 @@ void ApplyOrigin(nb::handle origin, Checkpoint* ck) {
   } else {
     throw nb::type_error("origin must be None, a device string or a dict section -> device");
   }
+  auto origin_of = [&](const std::string& section, Role role) -> std::optional<Device> {
+    if (auto it = by_section.find(section); it != by_section.end()) return it->second;
+    if (model_origin && role == Role::kModel) return model_origin;
+    return std::nullopt;
+  };
   for (TensorEntry& e : ck->mutable_tensors()) {
     if (!e.tensor.device().is_cpu()) continue;
-    if (auto it = by_section.find(e.section); it != by_section.end()) {
-      e.origin = it->second;
-    } else if (model_origin && e.role == Role::kModel) {
-      e.origin = *model_origin;
-    }
+    if (std::optional<Device> d = origin_of(e.section, e.role)) e.origin = *d;
+  }
+  if (shards == nullptr) return;
+  for (ShardLeaf& leaf : shards->leaves) {
+    if (!leaf.block.device.is_cpu()) continue;
+    const Role role = DefaultRoleForTensor(leaf.section, ck->FindSection(leaf.section)->role,
+                                           leaf.name, leaf.shape);
+    leaf.origin = origin_of(leaf.section, role);
   }
 }
 
 }  // namespace
 
 void BuildCheckpoint(nb::handle state, nb::handle origin, Checkpoint* ck,
-                     std::vector<nb::object>* keep_alive) {
-  TreeBuilder(ck, keep_alive).Root(state);
-  ApplyOrigin(origin, ck);
+                     std::vector<nb::object>* keep_alive, ShardLeaves* shards) {
+  TreeBuilder(ck, keep_alive, shards).Root(state);
+  ApplyOrigin(origin, ck, shards);
+}
+
+Value PlainTree(nb::handle tree, const std::string& what) {
+  return TreeBuilder(nullptr, nullptr, nullptr).Plain(tree, what);
 }
 
 }  // namespace rckpt::python

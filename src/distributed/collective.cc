@@ -17,6 +17,14 @@ int SizeOf(MPI_Comm comm) {
   return size;
 }
 
+// Whether `message` starts "rank <r>: ".
+bool NamesRank(const std::string& message) {
+  if (message.rfind("rank ", 0) != 0) return false;
+  size_t i = 5;
+  while (i < message.size() && message[i] >= '0' && message[i] <= '9') ++i;
+  return i > 5 && message.compare(i, 2, ": ") == 0;
+}
+
 }  // namespace
 
 Status Agree(MPI_Comm comm, const Status& local) {
@@ -29,6 +37,9 @@ Status Agree(MPI_Comm comm, const Status& local) {
   int code = static_cast<int>(local.code());
   MPI_Bcast(&code, 1, MPI_INT, first, comm);
   const std::string message = BroadcastString(comm, first, local.message());
+  // An error that names its rank already (agreed on in an earlier step, or
+  // rank 0's verdict on another rank's part) keeps that rank.
+  if (NamesRank(message)) return Status(static_cast<StatusCode>(code), message);
   return Status(static_cast<StatusCode>(code), "rank " + std::to_string(first) + ": " + message);
 }
 

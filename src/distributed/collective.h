@@ -15,7 +15,8 @@ namespace rckpt {
 
 // Every rank passes its own outcome and gets the same answer back: OK when
 // every rank succeeded, else the lowest failing rank's error, its message
-// prefixed "rank <r>: ". Collective.
+// prefixed "rank <r>: " unless it starts with such a prefix already.
+// Collective.
 Status Agree(MPI_Comm comm, const Status& local);
 
 // IoError "<what>: <MPI's message>" unless rc is MPI_SUCCESS.

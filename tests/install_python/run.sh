@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # `pip install .` from the repository root into a fresh venv (it sees the
-# system's torch and numpy), then `import rckpt` and a small save/load from
-# outside the source tree. Arguments: the source dir, the interpreter to make
-# the venv from. The build requirements (scikit-build-core, nanobind) come
-# from PyPI or pip's cache.
+# system's torch, numpy and mpi4py), then `import rckpt` and a small
+# save/load from outside the source tree. Arguments: the source dir, the
+# interpreter to make the venv from, and where the build found MPI, mpiexec:
+# then the installed rckpt.distributed saves and loads on 2 ranks. The build
+# requirements (scikit-build-core, nanobind) come from PyPI or pip's cache.
 set -euo pipefail
-src="$1"; python="$2"
+src="$1"; python="$2"; mpiexec="${3:-}"
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 "$python" -m venv --system-site-packages "$tmp/venv"
 if ! "$tmp/venv/bin/pip" install -q --disable-pip-version-check "$src" >"$tmp/pip.log" 2>&1; then
@@ -27,3 +28,21 @@ assert torch.equal(ck["model"]["w"], state["model"]["w"]) and ck["controller"] =
 rckpt.restore_rng(ck.rng)
 print("pip install . works:", rckpt.__file__, "torch", torch.__version__)
 PY
+if [ -n "$mpiexec" ]; then
+  cat >"$tmp/dist.py" <<'PY'
+from mpi4py import MPI
+import torch
+import rckpt.distributed as rd
+assert "site-packages" in rd.__file__, rd.__file__
+comm = MPI.COMM_WORLD
+w = torch.arange(12.0).reshape(4, 3)
+rd.save(comm, "dist.rckpt", {"model": {"w": rd.Shard.split(w, comm.rank, comm.size)}})
+back = rd.load(comm, "dist.rckpt", {"model.w": None})
+assert torch.equal(back.blocks["model.w"], w) and back.saved_world_size == comm.size
+if comm.rank == 0:
+    print("rckpt.distributed works on", comm.size, "ranks:", rd.__file__)
+PY
+  flags=(--oversubscribe -np 2 --mca btl self,vader)
+  [ "$(id -u)" -eq 0 ] && flags+=(--allow-run-as-root)
+  "$mpiexec" "${flags[@]}" "$tmp/venv/bin/python" "$tmp/dist.py"
+fi

@@ -1,6 +1,7 @@
 """Shared helpers of the Python package's tests."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -22,6 +23,17 @@ def pytest_configure(config):
 def pytest_report_header(config):
     return (f"rckpt {rckpt.__version__} ({rckpt._core.__file__}); torch {torch.__version__} "
             f"({torch.__file__}); python {sys.version.split()[0]}")
+
+
+def doc_example(doc, name, directory):
+    """Writes the example of docs/<doc> marked ``<!-- example: <name> -->`` to directory/name."""
+    with open(os.path.join(SOURCE, "docs", doc)) as f:
+        text = f.read()
+    m = re.search(r"<!-- example: " + re.escape(name) + r" -->\n```python\n(.*?)```", text, re.S)
+    assert m, f"docs/{doc} lost its example {name}"
+    path = directory / name
+    path.write_text(m.group(1))
+    return path
 
 
 def run_cli(*args):

@@ -2,25 +2,18 @@
 with SIGKILL and resumed, it ends bit-identical to the uninterrupted run."""
 
 import os
-import re
 import signal
 import subprocess
 import sys
 
 import pytest
 
-from conftest import SOURCE, run_cli
+from conftest import doc_example, run_cli
 
 
 @pytest.fixture(scope="module")
 def script(tmp_path_factory):
-    with open(os.path.join(SOURCE, "docs", "PYTHON.md")) as f:
-        doc = f.read()
-    m = re.search(r"<!-- example: train.py -->\n```python\n(.*?)```", doc, re.S)
-    assert m, "docs/PYTHON.md lost its training-loop example"
-    path = tmp_path_factory.mktemp("example") / "train.py"
-    path.write_text(m.group(1))
-    return path
+    return doc_example("PYTHON.md", "train.py", tmp_path_factory.mktemp("example"))
 
 
 def run(script, run_dir, *args):

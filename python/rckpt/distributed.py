@@ -1,0 +1,314 @@
+"""Sharded checkpoints of multi-process jobs over MPI, from Python.
+
+Every rank of an mpi4py communicator calls :func:`save` with its part of the
+state; the ranks write one ``.rckpt`` file in parallel, each its own blocks.
+A job of any size then calls :func:`load`, every rank asking for the blocks
+it wants::
+
+    from mpi4py import MPI
+    import rckpt.distributed as rd
+
+    comm = MPI.COMM_WORLD
+    rd.save(comm, "run/last.rckpt",
+            {"model": {"fc1.weight": rd.Shard(my_rows, (row0, 0), (4096, 1024)),
+                       "embed.weight": embedding},            # replicated
+             "controller": {"epoch": 7}},                      # rank 0's is kept
+            rank_state={"cursor": cursor}, rng=rckpt.capture_rng())
+    back = rd.load(comm, "run/last.rckpt",
+                   {"model.fc1.weight": rd.part((4096, 1024), comm.rank, comm.size),
+                    "model.embed.weight": None})               # None: the whole tensor
+
+The calls are collective: every rank calls them, with the same path, and
+every rank raises the same exception when any rank fails. The C++ library
+(rckpt/distributed.h) does the work; docs/DISTRIBUTED.md, "From Python".
+"""
+
+import importlib
+import importlib.util
+import os
+import re
+from collections import namedtuple
+from collections.abc import Mapping
+
+from .checkpoint import (_cuda_sync, _device_str, _normalise_map_location, _progress,
+                         _rng_records, _walk_tensors)
+from .errors import Error
+from .rng import RngRecord, RngState
+
+if importlib.util.find_spec(f"{__package__}._distributed") is None:
+    raise ImportError(
+        "rckpt.distributed is not available: this rckpt was built without MPI (the extension "
+        "rckpt._distributed is missing). Install an MPI (Debian: libopenmpi-dev openmpi-bin) "
+        "and rebuild; docs/DISTRIBUTED.md")
+try:
+    from mpi4py import MPI as _MPI
+except ImportError as e:
+    raise ImportError("rckpt.distributed needs mpi4py, built for the MPI rckpt was built with "
+                      f"(Debian: python3-mpi4py): {e}") from e
+from . import _distributed  # noqa: E402  (after mpi4py has loaded and initialised MPI)
+
+if _distributed.mpi_library_version() != _MPI.Get_library_version():
+    raise ImportError(
+        "rckpt.distributed: mpi4py uses another MPI than rckpt was built with; their "
+        "communicators are not interchangeable.\n  mpi4py: "
+        f"{_MPI.Get_library_version().strip()}\n  rckpt:  "
+        f"{_distributed.mpi_library_version().strip()}")
+_distributed.init_torch()
+
+Block = namedtuple("Block", ["offsets", "sizes"])
+Block.__doc__ = "Elements [offsets[d], offsets[d] + sizes[d]) of each dimension d of a tensor."
+
+
+def part(shape, rank, world, dim=0):
+    """Part ``rank`` of ``world`` equal parts of dimension ``dim`` of ``shape``, as a Block.
+
+    When the dimension does not divide, the first parts are one larger (as
+    torch.tensor_split splits). Row sharding is ``dim=0``, column sharding
+    ``dim=1``; a flat shard is a part of a 1-D shape.
+    """
+    shape = tuple(int(s) for s in shape)
+    if not 0 <= dim < len(shape):
+        raise ValueError(f"dim {dim} is not a dimension of shape {shape}")
+    if not 0 <= rank < world:
+        raise ValueError(f"rank {rank} is not in [0, {world})")
+    base, extra = divmod(shape[dim], world)
+    offsets = [0] * len(shape)
+    sizes = list(shape)
+    offsets[dim] = rank * base + min(rank, extra)
+    sizes[dim] = base + (1 if rank < extra else 0)
+    return Block(tuple(offsets), tuple(sizes))
+
+
+class Shard:
+    """This rank's block of a tensor whose blocks are spread over the ranks.
+
+    ``block`` is a torch tensor (CPU or CUDA) holding elements
+    [offsets[d], offsets[d] + block.shape[d]) of a tensor of shape ``shape``.
+    In the state given to :func:`save` a Shard stands where the whole tensor
+    would: every rank puts its Shard at the same key path, which names the
+    whole tensor, with the same shape and dtype; the blocks of all ranks
+    together tile the shape (the save checks it).
+    """
+
+    __slots__ = ("block", "offsets", "shape")
+
+    def __init__(self, block, offsets, shape):
+        import torch
+        if not isinstance(block, torch.Tensor):
+            raise TypeError(f"a Shard's block must be a torch.Tensor, not {type(block)}")
+        self.block = block
+        self.offsets = tuple(int(o) for o in offsets)
+        self.shape = tuple(int(s) for s in shape)
+        if len(self.offsets) != block.dim() or len(self.shape) != block.dim():
+            raise ValueError(f"a Shard of a {block.dim()}-d block needs {block.dim()} offsets "
+                             f"and a {block.dim()}-d shape, got offsets {self.offsets} and "
+                             f"shape {self.shape}")
+
+    @classmethod
+    def split(cls, tensor, rank, world, dim=0):
+        """Part ``rank`` of ``world`` of a whole ``tensor`` along ``dim`` (a view, no copy)."""
+        b = part(tensor.shape, rank, world, dim)
+        return cls(tensor.narrow(dim, b.offsets[dim], b.sizes[dim]), b.offsets, tensor.shape)
+
+    def __repr__(self):
+        return (f"Shard({self.block.dtype} block {tuple(self.block.shape)} at {self.offsets} "
+                f"of {self.shape})")
+
+
+_NAMES_RANK = re.compile(r"\brank \d+: ")
+
+
+def _agree(comm, fn):
+    """Runs fn() on every rank of ``comm``; returns its result when it succeeded everywhere.
+
+    Otherwise every rank raises the same exception: its own where every
+    rank raised the same (errors of the library's collective calls), else
+    the lowest failing rank's class and message, prefixed "rank <r>: "
+    unless it names a rank already, chained from the rank's own exception
+    where it had one. Collective: each rank learns the others' outcome
+    before any goes on, so no rank is left waiting in MPI for one that
+    failed.
+    """
+    try:
+        result, err = fn(), None
+    except BaseException as e:  # Ctrl-C too: the other ranks must not wait forever
+        result, err = None, e
+    mine = None if err is None else (type(err).__module__, type(err).__qualname__, str(err))
+    outcomes = comm.allgather(mine)
+    failed = [(r, o) for r, o in enumerate(outcomes) if o is not None]
+    if not failed:
+        return result
+    if all(o == mine for o in outcomes):
+        raise err  # the same error everywhere (the library's collective calls agree on one)
+    rank, (module, qualname, message) = failed[0]
+    if not _NAMES_RANK.search(message):
+        message = f"rank {rank}: {message}"
+    raise _exception(module, qualname, message) from err
+
+
+def _exception(module, qualname, message):
+    """An exception of the class named, with ``message``; rckpt.Error where it cannot be made."""
+    try:
+        cls = importlib.import_module(module)
+        for attr in qualname.split("."):
+            cls = getattr(cls, attr)
+        if isinstance(cls, type) and issubclass(cls, BaseException):
+            return cls(message)
+    except Exception:  # noqa: BLE001  (a class that cannot be rebuilt: fall through)
+        pass
+    return Error(f"{qualname}: {message}")
+
+
+def save(comm, path, state, *, rank_state=None, common=None, rng=None, codec="none", level=1,
+         chunk_bytes=4 << 20, threads=0, metadata=None, origin=None, progress=None,
+         emulate_devices=0):
+    """Saves the state of every rank of ``comm`` into one file at ``path``, atomically.
+
+    Collective: every rank calls it with the same path. What each rank gives:
+
+    - ``state``: a dict of sections, as rckpt.save takes. A :class:`Shard`
+      is this rank's block of the tensor its key path names; a plain tensor
+      is whole: a replicated one is written once, by the lowest rank that
+      has a tensor at that key path. Rank 0's state, its tensors as
+      references to the whole tensors, is the file's common state;
+      non-tensor values of the other ranks' states are not saved.
+    - ``common``: more sections of the common state (read on rank 0 only;
+      a section in both is ValueError).
+    - ``rank_state``: this rank's own tree (data-loader cursor), without
+      tensors; saved as ``ranks[r]``.
+    - ``rng``: this rank's RNG records (rckpt.capture_rng()), saved as
+      ``rank<r>/<name>``.
+    - ``metadata``: rank 0's is the file's (plus ``rckpt.world_size``).
+
+    ``codec``, ``level``, ``chunk_bytes``, ``threads``, ``origin`` and
+    ``emulate_devices`` are rckpt.save's; ``progress`` sees this rank's
+    bytes. The file at ``path`` is replaced only when every rank succeeded;
+    otherwise every rank raises the same exception (TypeError naming the key
+    path of a value that cannot be stored; InvalidArgumentError for blocks
+    that overlap, leave a gap or disagree on shape, dtype or section;
+    IoError ...), and a previous file at ``path`` is intact.
+    """
+    rank = comm.Get_rank()
+
+    def prepare():
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"path must be a str or os.PathLike, not {type(path)}")
+        if not isinstance(state, dict):
+            raise TypeError(f"the state to save must be a dict of sections, not {type(state)}")
+        full = state
+        if common is not None and rank == 0:
+            if not isinstance(common, dict):
+                raise TypeError(f"common must be a dict of sections, not {type(common)}")
+            both = [k for k in common if k in state]
+            if both:
+                raise ValueError(f"sections {both} are both in the state and in common")
+            full = {**state, **common}
+        import torch
+        if torch.cuda.is_available():
+            _cuda_sync(_walk_tensors(full, Shard))
+        return _distributed.prepare_save(
+            comm, os.fspath(path), full, Shard, rank_state, _rng_records(rng), codec, level,
+            chunk_bytes, threads, {str(k): str(v) for k, v in (metadata or {}).items()}, origin,
+            _progress(progress, f"save (rank {rank})"), emulate_devices)
+
+    plan = _agree(comm, prepare)
+    _agree(comm, lambda: _distributed.save(plan))
+
+
+class RankLoad(Mapping):
+    """What :func:`load` returns on each rank.
+
+    ``back["optimizer"]`` is a section of the common state (rank 0's state
+    at the save, plus ``common``), each tensor replaced by this rank's block
+    of it, or None where this rank did not ask for that tensor. Besides:
+
+    - ``blocks``: tensor name -> this rank's block (torch tensors, in the
+      order asked), ``placement`` (name -> device the block went to) and
+      ``origin`` (name -> device the tensor was saved from);
+    - ``rank_states``: every saved rank's ``rank_state``, by saved rank;
+      ``rank_state``: this rank's, when the job has the saved world size
+      (else None);
+    - ``rng``: this rank's RNG records (an RngState for rckpt.restore_rng)
+      when the job has the saved world size, else empty; ``saved_rng``:
+      saved rank -> RngState, always;
+    - ``saved_world_size``, ``bytes_read`` (tensor bytes this rank read)
+      and ``bytes_needed`` (raw bytes of its blocks).
+    """
+
+    def __init__(self, raw, rank, world_size):
+        self.common = raw["common"] if raw["common"] is not None else {}
+        self.blocks = raw["blocks"]
+        self.placement = raw["placement"]
+        self.origin = raw["origin"]
+        self.rank_states = raw["rank_states"]
+        self.saved_world_size = raw["saved_world_size"]
+        same_world = self.saved_world_size == world_size and rank < len(self.rank_states)
+        self.rank_state = self.rank_states[rank] if same_world else None
+        self.rng = _rng_state(raw["rng"])
+        self.saved_rng = {r: _rng_state(records) for r, records in raw["saved_rng"].items()}
+        self.bytes_read = raw["bytes_read"]
+        self.bytes_needed = raw["bytes_needed"]
+
+    def __getitem__(self, key):
+        return self.common[key]
+
+    def __iter__(self):
+        return iter(self.common)
+
+    def __len__(self):
+        return len(self.common)
+
+    def __repr__(self):
+        return (f"<rckpt.distributed.RankLoad sections={list(self.common)} "
+                f"blocks={list(self.blocks)} saved_world_size={self.saved_world_size}>")
+
+
+def _rng_state(records):
+    return RngState((name, RngRecord(kind, origin, data)) for name, kind, origin, data in records)
+
+
+def load(comm, path, wants, *, map_location=None, model_device=None, verify=True, threads=0,
+         progress=None, emulate_devices=0):
+    """Reads the blocks this rank wants from ``path``; returns a :class:`RankLoad`.
+
+    Collective: every rank calls it with the same path, a job of any size.
+    ``wants`` maps tensor names (as rckpt.load names them in
+    ``Checkpoint.tensors``: the key path, ``"model.fc1.weight"``) to the
+    block this rank wants, ``(offsets, sizes)`` or a :class:`Block` (see
+    :func:`part`), or None for the whole tensor. Only the chunks holding
+    those elements are read. Blocks are placed by rckpt.load's rules
+    (``map_location`` / ``model_device``, each rank its own device); RNG
+    records stay on the host. Any file rckpt reads works (an unsharded
+    tensor is one block).
+
+    Every rank raises the same exception when any rank fails:
+    NotFoundError (no such file or tensor), InvalidArgumentError (a block
+    outside its tensor), CorruptionError, UnsupportedError, ...
+    """
+    rank, world_size = comm.Get_rank(), comm.Get_size()
+
+    def prepare():
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"path must be a str or os.PathLike, not {type(path)}")
+        if not isinstance(wants, Mapping):
+            raise TypeError(f"wants must be a dict name -> block or None, not {type(wants)}")
+        items = []
+        for name, want in wants.items():
+            if want is None:
+                items.append((str(name), None, None))
+                continue
+            if not (isinstance(want, (tuple, list)) and len(want) == 2 and
+                    all(isinstance(v, (tuple, list)) for v in want)):
+                raise TypeError(f"wants[{name!r}]: a block is (offsets, sizes) or None, "
+                                f"not {want!r}")
+            items.append((str(name), [int(o) for o in want[0]], [int(s) for s in want[1]]))
+        return _distributed.prepare_load(
+            comm, os.fspath(path), items, _normalise_map_location(map_location),
+            _device_str(model_device), verify, threads, _progress(progress, f"load (rank {rank})"),
+            emulate_devices)
+
+    plan = _agree(comm, prepare)
+    return _agree(comm, lambda: RankLoad(_distributed.load(plan), rank, world_size))
+
+
+__all__ = ["Block", "RankLoad", "Shard", "load", "part", "save"]

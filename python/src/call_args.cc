@@ -1,0 +1,145 @@
+#include "call_args.h"
+
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <map>
+
+#include "errors.h"
+#include "torch_api.h"
+
+namespace rckpt::python {
+
+ProgressCallback Progress::Callback() {
+  return [this](uint64_t done, uint64_t total) {
+    nb::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() != 0) {
+      error_.emplace();
+      return false;
+    }
+    if (callback_.is_none()) return true;
+    try {
+      nb::object r = callback_(done, total);
+      return !(r.is(Py_False));
+    } catch (nb::python_error& e) {
+      error_.emplace(std::move(e));
+      return false;
+    }
+  };
+}
+
+void Progress::RaiseIfPending() {
+  if (error_) {
+    nb::python_error e = std::move(*error_);
+    error_.reset();
+    throw e;
+  }
+}
+
+std::shared_ptr<DeviceRuntime> RuntimeFor(int emulate_devices) {
+  if (emulate_devices < 0) {
+    throw StatusError(Status::InvalidArgument("emulate_devices must be >= 0, got " +
+                                              std::to_string(emulate_devices)));
+  }
+  if (emulate_devices == 0) return nullptr;
+  return std::shared_ptr<DeviceRuntime>(NewEmulatedRuntime(emulate_devices));
+}
+
+Codec ParseCodec(const std::string& name) {
+  if (name == "none") return Codec::kNone;
+  if (name == "zstd") return Codec::kZstd;
+  throw StatusError(Status::InvalidArgument("codec must be 'none' or 'zstd', got '" + name + "'"));
+}
+
+SaveOptions SaveOptionsOf(const std::string& codec, int level, uint64_t chunk_bytes, int threads,
+                          DeviceRuntime* runtime, Progress* progress) {
+  SaveOptions o;
+  o.codec = ParseCodec(codec);
+  o.level = level;
+  o.chunk_bytes = chunk_bytes;
+  o.threads = threads;
+  o.runtime = runtime;
+  o.progress = progress->Callback();
+  return o;
+}
+
+void AddRngRecords(nb::handle records, Checkpoint* ck) {
+  for (nb::handle r : records) {
+    nb::tuple t = nb::cast<nb::tuple>(r);
+    RngKind kind;
+    std::string kind_name = nb::cast<std::string>(t[1]);
+    if (!ParseRngKind(kind_name, &kind)) {
+      throw StatusError(Status::InvalidArgument("unknown RNG kind '" + kind_name + "'"));
+    }
+    Device dev = ValueOrThrow(ParseDevice(nb::cast<std::string>(t[2])));
+    nb::bytes b = nb::cast<nb::bytes>(t[3]);
+    ThrowIfError(ck->AddRng(nb::cast<std::string>(t[0]), kind,
+                            {reinterpret_cast<const std::byte*>(b.c_str()), b.size()}, dev));
+  }
+}
+
+nb::list RngTuples(const std::vector<RngRecord>& records) {
+  nb::list out;
+  for (const RngRecord& r : records) {
+    out.append(nb::make_tuple(r.name, std::string(RngKindName(r.kind)), r.origin.ToString(),
+                              nb::bytes(r.bytes.data(), r.bytes.size())));
+  }
+  return out;
+}
+
+void SetPlacement(nb::handle map_location, std::optional<std::string> model_device, LoadOptions* o,
+                  std::optional<nb::python_error>* callback_error) {
+  if (model_device) o->model_device = ValueOrThrow(DeviceSpec::Parse(*model_device));
+  if (map_location.is_none()) return;
+  if (PyUnicode_Check(map_location.ptr())) {
+    o->map_location = ValueOrThrow(MapLocation::Parse(nb::cast<std::string>(map_location)));
+  } else if (PyDict_Check(map_location.ptr())) {
+    std::map<Device, Device> tags;
+    for (auto [k, v] : nb::borrow<nb::dict>(map_location)) {
+      tags[ValueOrThrow(ParseDevice(nb::cast<std::string>(k)))] =
+          ValueOrThrow(ParseDevice(nb::cast<std::string>(v)));
+    }
+    o->map_location = MapLocation::Map(std::move(tags));
+  } else {
+    nb::object fn = nb::borrow(map_location);
+    o->map_location =
+        MapLocation::Fn([fn, callback_error](const TensorInfo& info) -> std::optional<Device> {
+          nb::gil_scoped_acquire gil;
+          if (*callback_error) return std::nullopt;
+          try {
+            nb::dict d;
+            d["name"] = info.name;
+            d["section"] = info.section;
+            d["role"] = std::string(RoleName(info.role));
+            d["dtype"] = std::string(DTypeName(info.dtype));
+            d["shape"] = nb::tuple(nb::cast(info.shape));
+            d["origin"] = info.origin.ToString();
+            nb::object r = fn(d);
+            if (r.is_none()) return std::nullopt;
+            Result<Device> dev = ParseDevice(Str(r));
+            if (!dev.ok()) {
+              throw nb::value_error(("map_location returned " + nb::cast<std::string>(nb::repr(r)) +
+                                     " for '" + info.name + "': " + dev.status().message())
+                                        .c_str());
+            }
+            return *dev;
+          } catch (nb::python_error& e) {
+            callback_error->emplace(std::move(e));
+          } catch (const nb::builtin_exception& e) {
+            PyErr_SetString(PyExc_ValueError, e.what());
+            callback_error->emplace();
+          }
+          return std::nullopt;
+        });
+  }
+}
+
+void RaiseCallbackError(std::optional<nb::python_error>* callback_error) {
+  if (*callback_error) {
+    nb::python_error e = std::move(**callback_error);
+    callback_error->reset();
+    throw e;
+  }
+}
+
+}  // namespace rckpt::python

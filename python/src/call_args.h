@@ -1,0 +1,76 @@
+// What the save and load calls of both extension modules (rckpt._core,
+// rckpt._distributed) make of their arguments: the runtime, the codec, the
+// placement options, RNG records, and the bridge from the engine's progress
+// callback to Python.
+//
+// Thread-safety: call with the GIL held, except where a comment says
+// otherwise.
+#ifndef RCKPT_PYTHON_SRC_CALL_ARGS_H_
+#define RCKPT_PYTHON_SRC_CALL_ARGS_H_
+
+#include <nanobind/nanobind.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rckpt/checkpoint.h"
+#include "rckpt/options.h"
+#include "rckpt/runtime.h"
+
+namespace rckpt::python {
+
+namespace nb = nanobind;
+
+// Bridges the engine's progress callback (called on the calling thread while
+// the GIL is released) to Python: Ctrl-C, an exception in the user's
+// callback, or the callback returning False cancel the operation; the
+// Python exception is raised once the engine has cleaned up.
+class Progress {
+ public:
+  explicit Progress(nb::object callback) : callback_(std::move(callback)) {}
+
+  // Valid while this object lives; takes the GIL itself.
+  ProgressCallback Callback();
+
+  // With the GIL held: raises the pending Python exception, if any.
+  void RaiseIfPending();
+
+ private:
+  nb::object callback_;
+  std::optional<nb::python_error> error_;
+};
+
+// The runtime of one call: N emulated devices, or the default one (nullptr).
+// InvalidArgument for a negative N.
+std::shared_ptr<DeviceRuntime> RuntimeFor(int emulate_devices);
+
+// "none" or "zstd"; InvalidArgument otherwise.
+Codec ParseCodec(const std::string& name);
+
+// The options of a save call; `progress` must outlive the save.
+SaveOptions SaveOptionsOf(const std::string& codec, int level, uint64_t chunk_bytes, int threads,
+                          DeviceRuntime* runtime, Progress* progress);
+
+// Adds the records of RngState.records() (tuples name, kind, origin, bytes)
+// to `ck`. InvalidArgument for an unknown kind or device.
+void AddRngRecords(nb::handle records, Checkpoint* ck);
+
+// The inverse: RNG records as tuples (name, kind, origin, bytes).
+nb::list RngTuples(const std::vector<RngRecord>& records);
+
+// Fills the placement options from the Python arguments (already normalised
+// to strings, dicts and callables by the Python layer). A map_location
+// callable runs with the GIL taken; its first exception is kept in
+// `*callback_error` (which must outlive the load) and the tensor is placed
+// as stored.
+void SetPlacement(nb::handle map_location, std::optional<std::string> model_device, LoadOptions* o,
+                  std::optional<nb::python_error>* callback_error);
+
+// With the GIL held: raises the map_location callable's exception, if any.
+void RaiseCallbackError(std::optional<nb::python_error>* callback_error);
+
+}  // namespace rckpt::python
+
+#endif  // RCKPT_PYTHON_SRC_CALL_ARGS_H_

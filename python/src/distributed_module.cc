@@ -1,0 +1,206 @@
+// rckpt._distributed: collective saves and loads over an mpi4py
+// communicator (rckpt/distributed.h), the bindings rckpt.distributed is
+// written over. Built only where MPI is found.
+//
+// Each call comes in two steps: converting this rank's arguments (prepare_*)
+// and the collective call itself. The Python layer agrees across the ranks
+// on the first step's outcome before any rank enters the second, so that a
+// rank whose arguments fail to convert does not leave the others waiting
+// inside MPI. The GIL is released during the collective calls.
+#include <mpi.h>
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "call_args.h"
+#include "errors.h"
+#include "from_checkpoint.h"
+#include "rckpt/distributed.h"
+#include "to_checkpoint.h"
+#include "torch_api.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace rckpt::python {
+namespace {
+
+// The MPI_Comm of an mpi4py communicator, through its Fortran handle (the
+// one conversion MPI defines between bindings; no mpi4py headers needed).
+MPI_Comm CommOf(nb::handle comm) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized) {
+    throw StatusError(Status::InvalidArgument(
+        "MPI is not initialized, or already finalized (import mpi4py.MPI first)"));
+  }
+  if (!nb::hasattr(comm, "py2f")) {
+    throw nb::type_error(("comm must be an mpi4py communicator, not " +
+                          Str(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(comm.ptr())))))
+                             .c_str());
+  }
+  const MPI_Comm c = MPI_Comm_f2c(nb::cast<MPI_Fint>(comm.attr("py2f")()));
+  if (c == MPI_COMM_NULL) {
+    throw StatusError(Status::InvalidArgument("the communicator is MPI.COMM_NULL"));
+  }
+  return c;
+}
+
+// One rank's part of a collective save, converted and waiting for the
+// collective call. Its tensors borrow the memory of `state`'s tensors.
+struct SavePlan {
+  MPI_Comm comm = MPI_COMM_NULL;
+  std::string path;
+  nb::object state;  // the tree whose tensors the blocks borrow
+  std::vector<nb::object> keep_alive;
+  RankState rank_state;
+  std::shared_ptr<DeviceRuntime> runtime;
+  std::unique_ptr<Progress> progress;
+  SaveOptions options;
+};
+
+std::unique_ptr<SavePlan> PrepareSave(nb::handle comm, std::string path, nb::object state,
+                                      nb::handle shard_type, nb::handle rank_state, nb::list rng,
+                                      const std::string& codec, int level, uint64_t chunk_bytes,
+                                      int threads, nb::dict metadata, nb::handle origin,
+                                      nb::object progress, int emulate_devices) {
+  auto plan = std::make_unique<SavePlan>();
+  plan->comm = CommOf(comm);
+  plan->path = std::move(path);
+  plan->state = state;
+  RankState& rs = plan->rank_state;
+  ShardLeaves shards{shard_type, {}};
+  BuildCheckpoint(state, origin, &rs.local, &plan->keep_alive, &shards);
+  // The state's structure and values (tensors as references) are what
+  // rank 0 contributes as the common tree; the rank's own tree is
+  // rank_state.
+  rs.common_tree = std::move(rs.local.Tree());
+  rs.local.Tree() = rank_state.is_none() ? Value() : PlainTree(rank_state, "rank_state");
+  for (ShardLeaf& leaf : shards.leaves) {
+    rs.shards.push_back(ShardPart{std::move(leaf.section), std::move(leaf.name),
+                                  std::move(leaf.shape), std::move(leaf.offsets),
+                                  Tensor::Borrow(leaf.block), std::nullopt, leaf.origin});
+  }
+  AddRngRecords(rng, &rs.local);
+  for (auto [k, v] : metadata) {
+    rs.local.Metadata()[nb::cast<std::string>(k)] = nb::cast<std::string>(v);
+  }
+  plan->runtime = RuntimeFor(emulate_devices);
+  plan->progress = std::make_unique<Progress>(std::move(progress));
+  plan->options =
+      SaveOptionsOf(codec, level, chunk_bytes, threads, plan->runtime.get(), plan->progress.get());
+  return plan;
+}
+
+void Save(SavePlan& plan) {
+  Status s;
+  {
+    nb::gil_scoped_release release;
+    s = SaveDistributed(plan.comm, plan.path, plan.rank_state, plan.options);
+  }
+  plan.progress->RaiseIfPending();
+  ThrowIfError(s);
+}
+
+// One rank's requests and load options, waiting for the collective call.
+struct LoadPlan {
+  MPI_Comm comm = MPI_COMM_NULL;
+  std::string path;
+  std::vector<BlockRequest> wants;
+  std::shared_ptr<DeviceRuntime> runtime;
+  std::unique_ptr<Progress> progress;
+  std::optional<nb::python_error> callback_error;  // of a map_location callable
+  LoadOptions options;
+};
+
+std::unique_ptr<LoadPlan> PrepareLoad(nb::handle comm, std::string path, nb::list wants,
+                                      nb::handle map_location,
+                                      std::optional<std::string> model_device, bool verify,
+                                      int threads, nb::object progress, int emulate_devices) {
+  auto plan = std::make_unique<LoadPlan>();
+  plan->comm = CommOf(comm);
+  plan->path = std::move(path);
+  for (nb::handle w : wants) {
+    nb::tuple t = nb::cast<nb::tuple>(w);
+    BlockRequest& r = plan->wants.emplace_back();
+    r.name = nb::cast<std::string>(t[0]);
+    if (!t[1].is_none()) {
+      r.offsets = nb::cast<Shape>(t[1]);
+      r.sizes = nb::cast<Shape>(t[2]);
+    }
+  }
+  plan->runtime = RuntimeFor(emulate_devices);
+  plan->progress = std::make_unique<Progress>(std::move(progress));
+  LoadOptions& o = plan->options;
+  SetPlacement(map_location, std::move(model_device), &o, &plan->callback_error);
+  o.verify_checksums = verify;
+  o.threads = threads;
+  o.runtime = plan->runtime.get();
+  o.progress = plan->progress->Callback();
+  return plan;
+}
+
+nb::dict Load(LoadPlan& plan) {
+  std::optional<Result<RankLoad>> loaded;
+  {
+    nb::gil_scoped_release release;
+    loaded.emplace(LoadDistributed(plan.comm, plan.path, plan.wants, plan.options));
+  }
+  RaiseCallbackError(&plan.callback_error);
+  plan.progress->RaiseIfPending();
+  RankLoad r = ValueOrThrow(std::move(*loaded));
+
+  nb::dict out;
+  TorchTensors t = TensorsToTorch(r.blocks, plan.runtime, plan.runtime != nullptr);
+  out["blocks"] = t.tensors;
+  out["placement"] = t.placement;
+  out["origin"] = t.origin;
+  const Checkpoint no_rng;  // RNG records are returned by rank, not in trees
+  out["common"] = TreeToPython(r.common_tree, no_rng, t.tensors);
+  nb::list rank_states;
+  for (const Value& tree : r.rank_trees) rank_states.append(TreeToPython(tree, no_rng, nb::dict()));
+  out["rank_states"] = rank_states;
+  out["saved_world_size"] = r.saved_world_size;
+  out["rng"] = RngTuples(r.rng);
+  nb::dict saved_rng;
+  for (const auto& [rank, records] : r.saved_rng) saved_rng[nb::int_(rank)] = RngTuples(records);
+  out["saved_rng"] = saved_rng;
+  out["bytes_read"] = r.bytes_read;
+  out["bytes_needed"] = r.bytes_needed;
+  return out;
+}
+
+std::string MpiLibraryVersion() {
+  char version[MPI_MAX_LIBRARY_VERSION_STRING];
+  int n = 0;
+  MPI_Get_library_version(version, &n);
+  return std::string(version, static_cast<size_t>(n));
+}
+
+}  // namespace
+}  // namespace rckpt::python
+
+NB_MODULE(_distributed, m) {
+  using namespace rckpt::python;
+  RegisterErrorTranslator();
+  nb::class_<SavePlan>(m, "SavePlan");
+  nb::class_<LoadPlan>(m, "LoadPlan");
+  m.def("prepare_save", &PrepareSave, "comm"_a, "path"_a, "state"_a, "shard_type"_a,
+        "rank_state"_a.none(), "rng"_a, "codec"_a, "level"_a, "chunk_bytes"_a, "threads"_a,
+        "metadata"_a, "origin"_a.none(), "progress"_a.none(), "emulate_devices"_a);
+  m.def("save", &Save, "plan"_a);
+  m.def("prepare_load", &PrepareLoad, "comm"_a, "path"_a, "wants"_a, "map_location"_a.none(),
+        "model_device"_a.none(), "verify"_a, "threads"_a, "progress"_a.none(), "emulate_devices"_a);
+  m.def("load", &Load, "plan"_a);
+  m.def("mpi_library_version", &MpiLibraryVersion);
+  // Looks torch up once, at `import rckpt.distributed`, while one thread runs.
+  m.def("init_torch", [] { Torch(); });
+}
