@@ -63,14 +63,31 @@ SaveOptions SaveOptionsOf(const std::string& codec, int level, uint64_t chunk_by
   return o;
 }
 
+LoadOptions LoadOptionsOf(bool verify, int threads, DeviceRuntime* runtime, Progress* progress) {
+  LoadOptions o;
+  o.verify_checksums = verify;
+  o.threads = threads;
+  o.runtime = runtime;
+  o.progress = progress->Callback();
+  return o;
+}
+
+RngKind RngKindOf(const std::string& name) {
+  RngKind kind;
+  if (!ParseRngKind(name, &kind)) {
+    throw StatusError(Status::InvalidArgument("unknown RNG kind '" + name + "'"));
+  }
+  return kind;
+}
+
+void AddMetadata(nb::dict metadata, Checkpoint* ck) {
+  for (auto [k, v] : metadata) ck->Metadata()[nb::cast<std::string>(k)] = nb::cast<std::string>(v);
+}
+
 void AddRngRecords(nb::handle records, Checkpoint* ck) {
   for (nb::handle r : records) {
     nb::tuple t = nb::cast<nb::tuple>(r);
-    RngKind kind;
-    std::string kind_name = nb::cast<std::string>(t[1]);
-    if (!ParseRngKind(kind_name, &kind)) {
-      throw StatusError(Status::InvalidArgument("unknown RNG kind '" + kind_name + "'"));
-    }
+    const RngKind kind = RngKindOf(nb::cast<std::string>(t[1]));
     Device dev = ValueOrThrow(ParseDevice(nb::cast<std::string>(t[2])));
     nb::bytes b = nb::cast<nb::bytes>(t[3]);
     ThrowIfError(ck->AddRng(nb::cast<std::string>(t[0]), kind,

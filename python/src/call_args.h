@@ -53,6 +53,16 @@ Codec ParseCodec(const std::string& name);
 SaveOptions SaveOptionsOf(const std::string& codec, int level, uint64_t chunk_bytes, int threads,
                           DeviceRuntime* runtime, Progress* progress);
 
+// The options every load call shares (placement, sections and map_file are
+// set by the caller); `progress` must outlive the load.
+LoadOptions LoadOptionsOf(bool verify, int threads, DeviceRuntime* runtime, Progress* progress);
+
+// The RngKind named `name` ("torch_cpu", ...); InvalidArgument otherwise.
+RngKind RngKindOf(const std::string& name);
+
+// Copies a dict of str -> str into the checkpoint's metadata.
+void AddMetadata(nb::dict metadata, Checkpoint* ck);
+
 // Adds the records of RngState.records() (tuples name, kind, origin, bytes)
 // to `ck`. InvalidArgument for an unknown kind or device.
 void AddRngRecords(nb::handle records, Checkpoint* ck);

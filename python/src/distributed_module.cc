@@ -90,9 +90,7 @@ std::unique_ptr<SavePlan> PrepareSave(nb::handle comm, std::string path, nb::obj
                                   Tensor::Borrow(leaf.block), std::nullopt, leaf.origin});
   }
   AddRngRecords(rng, &rs.local);
-  for (auto [k, v] : metadata) {
-    rs.local.Metadata()[nb::cast<std::string>(k)] = nb::cast<std::string>(v);
-  }
+  AddMetadata(metadata, &rs.local);
   plan->runtime = RuntimeFor(emulate_devices);
   plan->progress = std::make_unique<Progress>(std::move(progress));
   plan->options =
@@ -139,12 +137,8 @@ std::unique_ptr<LoadPlan> PrepareLoad(nb::handle comm, std::string path, nb::lis
   }
   plan->runtime = RuntimeFor(emulate_devices);
   plan->progress = std::make_unique<Progress>(std::move(progress));
-  LoadOptions& o = plan->options;
-  SetPlacement(map_location, std::move(model_device), &o, &plan->callback_error);
-  o.verify_checksums = verify;
-  o.threads = threads;
-  o.runtime = plan->runtime.get();
-  o.progress = plan->progress->Callback();
+  plan->options = LoadOptionsOf(verify, threads, plan->runtime.get(), plan->progress.get());
+  SetPlacement(map_location, std::move(model_device), &plan->options, &plan->callback_error);
   return plan;
 }
 

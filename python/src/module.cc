@@ -34,7 +34,7 @@ void Save(const std::string& path, nb::handle state, nb::list rng, const std::st
   std::vector<nb::object> keep_alive;
   BuildCheckpoint(state, origin, &ck, &keep_alive);
   AddRngRecords(rng, &ck);
-  for (auto [k, v] : metadata) ck.Metadata()[nb::cast<std::string>(k)] = nb::cast<std::string>(v);
+  AddMetadata(metadata, &ck);
 
   std::shared_ptr<DeviceRuntime> runtime = RuntimeFor(emulate_devices);
   Progress p(std::move(progress));
@@ -53,19 +53,15 @@ nb::dict Load(const std::string& path, nb::handle map_location,
               std::vector<std::string> skip_sections, bool verify, bool map_file, int threads,
               nb::object progress, int emulate_devices) {
   std::shared_ptr<DeviceRuntime> runtime = RuntimeFor(emulate_devices);
+  Progress p(std::move(progress));
+  LoadOptions o = LoadOptionsOf(verify, threads, runtime.get(), &p);
   std::optional<nb::python_error> callback_error;
-  LoadOptions o;
   SetPlacement(map_location, model_device, &o, &callback_error);
   o.sections = std::move(sections);
   o.skip_sections = std::move(skip_sections);
-  o.verify_checksums = verify;
   o.map_file = map_file;
-  o.threads = threads;
-  o.runtime = runtime.get();
   LoadStats stats;
   o.stats = &stats;
-  Progress p(std::move(progress));
-  o.progress = p.Callback();
   std::optional<Result<Checkpoint>> loaded;
   {
     nb::gil_scoped_release release;
@@ -117,13 +113,9 @@ void LoadInto(const std::string& path, nb::list targets, std::vector<std::string
     ts.push_back(LoadTarget{name, const_cast<void*>(v.data), v.dtype, v.shape, v.device});
   }
   std::shared_ptr<DeviceRuntime> runtime = RuntimeFor(emulate_devices);
-  LoadOptions o;
-  o.sections = std::move(sections);
-  o.verify_checksums = verify;
-  o.threads = threads;
-  o.runtime = runtime.get();
   Progress p(std::move(progress));
-  o.progress = p.Callback();
+  LoadOptions o = LoadOptionsOf(verify, threads, runtime.get(), &p);
+  o.sections = std::move(sections);
   Status s;
   {
     nb::gil_scoped_release release;
@@ -161,12 +153,8 @@ NB_MODULE(_core, m) {
     return PythonRngTuple({reinterpret_cast<const std::byte*>(b.c_str()), b.size()});
   }, "data"_a);
   m.def("validate_rng", [](const std::string& kind_name, nb::bytes b) {
-    rckpt::RngKind kind;
-    if (!rckpt::ParseRngKind(kind_name, &kind)) {
-      throw StatusError(rckpt::Status::InvalidArgument("unknown RNG kind '" + kind_name + "'"));
-    }
     ThrowIfError(rckpt::ValidateRngState(
-        kind, {reinterpret_cast<const std::byte*>(b.c_str()), b.size()}));
+        RngKindOf(kind_name), {reinterpret_cast<const std::byte*>(b.c_str()), b.size()}));
   }, "kind"_a, "data"_a);
   m.attr("version") = RCKPT_VERSION_STRING;
 }
