@@ -2,24 +2,28 @@
 // loads (docs/DISTRIBUTED.md, docs/PERFORMANCE.md), against this machine's
 // single-process write+fsync and pread limits measured in the same run.
 //
-//   mpirun -np N rckpt-mpi-bench DIR MIB
+//   mpirun -np N rckpt-mpi-bench DIR MIB [--save-only] [--zstd]
 //
 // Each of the N ranks holds 1/N of the rows of one f32 tensor of MIB MiB
-// (incompressible bytes, codec none). The run saves DIR/ck-N.rckpt, loads it
-// back with the same sharding, and loads DIR/ck-4.rckpt (left by a 4-rank
-// run, when present) split into N row blocks: a resharded load for N != 4.
-// Rank 0 prints one line per row; medians of 3.
+// (incompressible bytes, codec none unless --zstd). The run saves
+// DIR/ck-N.rckpt, loads it back with the same sharding, and loads
+// DIR/ck-4.rckpt (left by a 4-rank run, when present) split into N row
+// blocks: a resharded load for N != 4. Rank 0 prints one line per row;
+// medians of 3. Every run also reports each rank's peak resident memory
+// during the saves above what it held before them (its shard): what a save
+// costs in memory. --save-only stops after the saves.
 #include <mpi.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <filesystem>
 #include <optional>
 #include <random>
 #include <string>
 
 #include "bench_limits.h"
-#include "format/shard_layout.h"
+#include "core/shard_geometry.h"
 #include "rckpt/distributed.h"
 
 namespace rckpt::bench {
@@ -28,6 +32,23 @@ namespace {
 constexpr int64_t kCols = 4096;  // f32: 16 KiB rows
 
 int rank = 0, size = 1;
+
+// This process's peak resident set (VmHWM) in bytes; ResetPeakRss makes it
+// start again from the current resident set (Linux 4.0+).
+uint64_t PeakRss() {
+  std::ifstream status("/proc/self/status");
+  std::string key;
+  while (status >> key) {
+    if (key == "VmHWM:") {
+      uint64_t kib = 0;
+      status >> kib;
+      return kib << 10;
+    }
+    status.ignore(1 << 20, '\n');
+  }
+  return 0;
+}
+void ResetPeakRss() { std::ofstream("/proc/self/clear_refs") << "5"; }
 
 Block RowsOf(int64_t rows, int part, int parts) {
   const int64_t base = rows / parts, extra = rows % parts;
@@ -84,7 +105,7 @@ LoadResult TimedLoad(const std::string& path, int64_t rows) {
   return out;
 }
 
-int Run(const std::string& dir, uint64_t mib) {
+int Run(const std::string& dir, uint64_t mib, bool save_only, bool zstd) {
   const int64_t rows = static_cast<int64_t>((mib << 20) / (kCols * 4));
   const double gib = double(rows) * kCols * 4 / double(1ull << 30);
   const Block mine = RowsOf(rows, rank, size);
@@ -106,13 +127,33 @@ int Run(const std::string& dir, uint64_t mib) {
     std::filesystem::remove(dir + "/limit.bin");
   }
   std::vector<double> saves;
+  SaveOptions options;
+  if (zstd) options.codec = Codec::kZstd;
+  ResetPeakRss();
+  const uint64_t rss_before = PeakRss();
   for (int rep = 0; rep < 3; ++rep) {
     saves.push_back(Collective([&] {
-      Status s = SaveDistributed(MPI_COMM_WORLD, path, state);
-      if (!s.ok()) MPI_Abort(MPI_COMM_WORLD, 1);
+      Status s = SaveDistributed(MPI_COMM_WORLD, path, state, options);
+      if (!s.ok()) {
+        std::fprintf(stderr, "rank %d: %s\n", rank, s.ToString().c_str());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+      }
     }));
   }
   std::sort(saves.begin(), saves.end());
+  const uint64_t save_extra = PeakRss() - std::min(PeakRss(), rss_before);
+  std::vector<uint64_t> extras(size);
+  MPI_Gather(&save_extra, 1, MPI_UINT64_T, extras.data(), 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  if (rank == 0) {
+    std::printf("ranks %d  data %.2f GiB  shard %.0f MiB per rank  codec %s\n", size, gib,
+                double(block.nbytes()) / double(1 << 20), zstd ? "zstd" : "none");
+    std::printf("  save      %6.2f GiB/s  (single-process write+fsync limit %.2f GiB/s: %.2fx)\n",
+                gib / saves[1], gib / limit, limit / saves[1]);
+    std::printf("  save peak RSS above the shard, per rank (MiB):");
+    for (uint64_t e : extras) std::printf(" %.0f", double(e) / double(1 << 20));
+    std::printf("\n");
+  }
+  if (save_only) return 0;
   // The read limit: the file's bytes by pread on all cores of one process.
   double pread_limit = 0;
   if (rank == 0) {
@@ -125,9 +166,6 @@ int Run(const std::string& dir, uint64_t mib) {
   const bool have_four = std::filesystem::exists(four);
   if (have_four) reshard = TimedLoad(four, rows);
   if (rank == 0) {
-    std::printf("ranks %d  data %.2f GiB\n", size, gib);
-    std::printf("  save      %6.2f GiB/s  (single-process write+fsync limit %.2f GiB/s: %.2fx)\n",
-                gib / saves[1], gib / limit, limit / saves[1]);
     std::printf("  load same sharding  %6.2f GiB/s  (pread limit %.2f GiB/s)  read/needed %.3f\n",
                 gib / same.seconds, gib / pread_limit, double(same.read) / double(same.needed));
     if (have_four) {
@@ -149,12 +187,25 @@ int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rckpt::bench::rank);
   MPI_Comm_size(MPI_COMM_WORLD, &rckpt::bench::size);
-  if (argc != 3) {
-    if (rckpt::bench::rank == 0) std::fprintf(stderr, "usage: rckpt-mpi-bench DIR MIB\n");
+  bool save_only = false, zstd = false, bad = argc < 3;
+  for (int i = 3; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "--save-only") {
+      save_only = true;
+    } else if (flag == "--zstd") {
+      zstd = true;
+    } else {
+      bad = true;
+    }
+  }
+  if (bad) {
+    if (rckpt::bench::rank == 0) {
+      std::fprintf(stderr, "usage: rckpt-mpi-bench DIR MIB [--save-only] [--zstd]\n");
+    }
     MPI_Finalize();
     return 2;
   }
-  const int rc = rckpt::bench::Run(argv[1], std::stoull(argv[2]));
+  const int rc = rckpt::bench::Run(argv[1], std::stoull(argv[2]), save_only, zstd);
   MPI_Finalize();
   return rc;
 }

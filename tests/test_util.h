@@ -9,6 +9,7 @@
 #include <string>
 #include <unistd.h>
 
+#include "io/mem_file.h"
 #include "rckpt/status.h"
 
 #define EXPECT_OK(expr)                                  \

@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "rckpt/human_bytes.h"
-#include "rckpt/tools.h"
+#include "render.h"
 
 namespace rckpt::cli {
 namespace {

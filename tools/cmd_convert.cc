@@ -6,7 +6,7 @@
 #include "checkpoint_io.h"
 #include "cli.h"
 #include "rckpt/human_bytes.h"
-#include "rckpt/tools.h"
+#include "render.h"
 
 namespace rckpt::cli {
 namespace {

@@ -4,7 +4,7 @@
 #include "checkpoint_io.h"
 #include "cli.h"
 #include "rckpt/diff.h"
-#include "rckpt/tools.h"
+#include "render.h"
 
 namespace rckpt::cli {
 namespace {

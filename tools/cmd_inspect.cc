@@ -2,7 +2,7 @@
 
 #include "cli.h"
 #include "rckpt/convert.h"
-#include "rckpt/tools.h"
+#include "render.h"
 
 namespace rckpt::cli {
 namespace {

@@ -2,7 +2,7 @@
 
 #include "placement_flags.h"
 #include "rckpt/io.h"
-#include "rckpt/tools.h"
+#include "render.h"
 
 namespace rckpt::cli {
 

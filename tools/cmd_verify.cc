@@ -3,7 +3,7 @@
 
 #include "cli.h"
 #include "rckpt/human_bytes.h"
-#include "rckpt/tools.h"
+#include "render.h"
 
 namespace rckpt::cli {
 namespace {

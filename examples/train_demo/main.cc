@@ -14,7 +14,7 @@
 #include "rckpt/human_bytes.h"
 #include "rckpt/io.h"
 #include "rckpt/runtime.h"
-#include "rckpt/tools.h"
+#include "render.h"
 #include "state_io.h"
 #include "trainer.h"
 
@@ -40,8 +40,8 @@ int Fail(const std::string& what, const Status& status) {
   // The user typed flags: name them, not the library's option fields.
   std::fprintf(stderr, "rckpt-train-demo: %s: %s: %s\n", what.c_str(),
                std::string(rckpt::StatusCodeName(status.code())).c_str(),
-               rckpt::InFlagTerms(status.message()).c_str());
-  return rckpt::ExitCodeFor(status);  // the rckpt CLI's codes (docs/CLI.md)
+               rckpt::cli::InFlagTerms(status.message()).c_str());
+  return rckpt::cli::ExitCodeFor(status);  // the rckpt CLI's codes (docs/CLI.md)
 }
 
 // Saves `state` to `path`. When `crash_midway`, aborts the process from the
@@ -188,7 +188,7 @@ int main(int argc, char** argv) {
   if (!opt.ok()) {
     std::fprintf(stderr, "rckpt-train-demo: %s (see --help)\n",
                  opt.status().ToString().c_str());
-    return rckpt::ExitCodeFor(opt.status());
+    return rckpt::cli::ExitCodeFor(opt.status());
   }
   if (opt->help) {
     std::fputs(train_demo::UsageText().c_str(), stdout);

@@ -46,6 +46,18 @@ struct SectionInfo {
   Role role = Role::kData;
 };
 
+// A stored tensor's header: what the file records of it besides its bytes.
+// A map_location callback is told this for each model- or data-role tensor;
+// the file reader's and inspect's records extend it.
+struct TensorInfo {
+  std::string name;
+  std::string section;
+  Role role = Role::kData;
+  DType dtype = DType::kF32;
+  Shape shape;
+  Device origin;  // the device it was saved from
+};
+
 struct TensorEntry {
   std::string name;     // unique in the checkpoint
   std::string section;

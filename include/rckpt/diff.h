@@ -44,14 +44,6 @@ struct DiffReport {
 Result<DiffReport> DiffCheckpoints(const Checkpoint& a, const Checkpoint& b,
                                    const DiffOptions& options = {});
 
-// Text: one line per difference and a summary. JSON (schema_version 1):
-// {"schema_version":1,"identical":bool,"count":N,"differences":[{"kind",
-// "name","detail"}]}.
-std::string RenderDiffText(const DiffReport& report, const std::string& a,
-                           const std::string& b);
-std::string RenderDiffJson(const DiffReport& report, const std::string& a,
-                           const std::string& b);
-
 }  // namespace rckpt
 
 #endif  // RCKPT_DIFF_H_

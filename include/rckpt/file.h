@@ -1,6 +1,8 @@
 // File access: every byte rckpt reads or writes goes through these small
-// interfaces, with a POSIX implementation and an in-memory one (for tests and
-// fuzzers, with fault injection).
+// interfaces. PosixFileSystem() is the default; a program may pass its own
+// FileSystem (SaveOptions::fs, LoadOptions::fs) to place checkpoints
+// elsewhere. (The library's tests use an in-memory one with fault
+// injection.)
 #ifndef RCKPT_FILE_H_
 #define RCKPT_FILE_H_
 
@@ -70,45 +72,6 @@ class FileSystem {
 
 // The process-wide POSIX file system.
 FileSystem& PosixFileSystem();
-
-// An in-memory file system, for tests and fuzzers.
-class MemFileSystem : public FileSystem {
- public:
-  MemFileSystem();
-  ~MemFileSystem() override;
-
-  // Puts bytes at a path directly.
-  void SetFile(const std::string& path, std::vector<std::byte> bytes);
-  // nullptr when absent. The pointer stays valid until the path is replaced
-  // or removed; reading through it while a writer appends is a data race.
-  const std::vector<std::byte>* GetFile(const std::string& path) const;
-
-  // Fault injection. `fail_write_after_bytes`: an Append that would take a
-  // file's total past this many bytes writes what fits, then fails with
-  // IoError ("No space left on device").
-  // `fail_sync`: Sync fails with IoError. `fail_rename`: Rename fails with
-  // IoError.
-  struct Faults {
-    uint64_t fail_write_after_bytes = UINT64_MAX;
-    bool fail_sync = false;
-    bool fail_rename = false;
-  };
-  void SetFaults(const Faults& faults);
-
-  Result<std::unique_ptr<RandomAccessFile>> OpenForRead(
-      const std::string& path) override;
-  Result<std::unique_ptr<WritableFile>> OpenForWrite(
-      const std::string& path) override;
-  Status Rename(const std::string& from, const std::string& to) override;
-  Status Remove(const std::string& path) override;
-  Status SyncParentDir(const std::string& path) override;
-  Result<std::vector<std::string>> ListDir(const std::string& dir) override;
-  bool Exists(const std::string& path) override;
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-};
 
 }  // namespace rckpt
 

@@ -56,8 +56,11 @@ struct LoadTarget {
 Status LoadInto(const std::string& path, const std::vector<LoadTarget>& targets,
                 const LoadOptions& options = {}, bool strict = true);
 
-// Reads only the named tensors onto `device` (nullopt: by the options'
-// policy) without reading the rest of the file. NotFound for an unknown name.
+// Reads only the named tensors, each placed where Load with `options` would
+// place it (options.map_location / model_device; sections do not apply),
+// without reading the rest of the file; returned in the order asked for.
+// NotFound naming every unknown name; InvalidArgument for a name asked for
+// twice; otherwise the errors of Load.
 Result<std::vector<TensorEntry>> ReadTensors(
     const std::string& path, const std::vector<std::string>& names,
     const LoadOptions& options = {});

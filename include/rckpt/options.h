@@ -50,16 +50,6 @@ struct SaveOptions {
   std::string writer;
 };
 
-// What a map_location callback is told about each model- or data-role tensor.
-struct TensorInfo {
-  std::string name;
-  std::string section;
-  Role role = Role::kData;
-  DType dtype = DType::kF32;
-  Shape shape;
-  Device origin;
-};
-
 // torch.load's map_location, made explicit: nothing, one device, an exact tag
 // map (origin -> target), or a callback (nullopt = as stored).
 class MapLocation {
@@ -99,7 +89,9 @@ struct LoadOptions {
   MapLocation map_location;
   std::optional<DeviceSpec> model_device;
   // Only these sections (empty: all) / never these sections. Tensors of
-  // sections not loaded are not read at all.
+  // sections not loaded are not read at all, and the state tree keeps only
+  // the loaded sections' entries (its top-level map, or a collective file's
+  // "common" map; keys that are not strings stay).
   std::vector<std::string> sections;
   std::vector<std::string> skip_sections;
   bool verify_checksums = true;

@@ -82,11 +82,12 @@ class DeviceRuntime {
 // The process-wide host runtime (0 CUDA devices).
 DeviceRuntime& HostRuntime();
 
-// A runtime emulating `device_count` CUDA devices in host memory. Each copy
-// runs on a worker thread; `fail_after_copies` > 0 makes the n-th copy fail
-// with DeviceError (for failure-path tests).
-std::unique_ptr<DeviceRuntime> NewEmulatedRuntime(int device_count,
-                                                  int fail_after_copies = 0);
+// A runtime emulating `device_count` CUDA devices (0 when negative) in host
+// memory: separate allocations per device, asynchronous copies on worker
+// threads, streams and events with the CUDA runtime's ordering. For trying
+// placements and device paths on machines without a GPU (the CLI's and the
+// Python package's --emulate-devices / emulate_devices).
+std::unique_ptr<DeviceRuntime> NewEmulatedRuntime(int device_count);
 
 // The CUDA runtime. Unsupported when rckpt was built without CUDA. On a
 // machine without driver or GPU it succeeds and reports 0 devices.

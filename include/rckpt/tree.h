@@ -105,6 +105,7 @@ class Value {
   Value& operator[](std::string_view key);
   // Returns nullptr when this is not a map or the key is absent.
   const Value* Find(std::string_view key) const;
+  Value* Find(std::string_view key);
   const Value* FindKey(const Value& key) const;
 
   // Appends to a list/tuple/set (a null value becomes a list).

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "convert/bytes.h"
+#include "core/rng_layout.h"
 #include "convert/import_common.h"
 #include "errors.h"
 #include "torch_api.h"
@@ -158,10 +159,10 @@ nb::object PythonRngTuple(std::span<const std::byte> bytes) {
   std::vector<uint32_t> words;
   bool has_gauss = false;
   double gauss = 0;
-  if (!convert::DecodePythonRng(bytes, &words, &has_gauss, &gauss)) {
+  if (!DecodePythonRng(bytes, &words, &has_gauss, &gauss)) {
     throw StatusError(Status::Corruption(
         "python RNG record: " + std::to_string(bytes.size()) + " bytes are not the " +
-        std::to_string(convert::kPythonRngBytes) + "-byte random.getstate() layout"));
+        std::to_string(kPythonRngBytes) + "-byte random.getstate() layout"));
   }
   PyObject* w = PyTuple_New(625);
   nb::object wt = nb::steal(w);
@@ -181,7 +182,7 @@ nb::bytes PythonRngBytes(nb::handle state) {
   words.reserve(625);
   for (nb::handle x : w) words.push_back(nb::cast<uint32_t>(x));
   const bool has_gauss = !s[2].is_none();
-  std::string b = convert::EncodePythonRng(words, has_gauss, has_gauss ? nb::cast<double>(s[2]) : 0);
+  std::string b = EncodePythonRng(words, has_gauss, has_gauss ? nb::cast<double>(s[2]) : 0);
   return Bytes(b);
 }
 

@@ -1,9 +1,7 @@
+# zstd, the byte-shuffle filter and XXH3-64 checksums.
 target_sources(rckpt PRIVATE
   ${RCKPT_SRC}/codec/codec.cc
-  # rng.cc belongs to src/core; it is listed here so that src/core/sources.cmake
-  # keeps a single owner. Move it there when convenient.
-  ${RCKPT_SRC}/core/rng.cc
-  ${RCKPT_SRC}/core/mt_state.cc)
+  ${RCKPT_SRC}/codec/codec_name.cc)
 
 # XXH3 built for AVX2 in its own file, selected at run time (codec.cc), so the
 # library still runs on any x86-64 CPU.

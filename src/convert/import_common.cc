@@ -1,5 +1,7 @@
 #include "convert/import_common.h"
 
+#include "core/rng_layout.h"
+
 #include <algorithm>
 #include <map>
 #include <cstring>
@@ -107,8 +109,8 @@ std::optional<RngGuess> DetectRng(const std::vector<std::string>& path, uint64_t
   for (size_t i = 0; i + 1 < last && !known; ++i) known = kRngParents.count(path[i]) > 0;
   if (!user && !known) return std::nullopt;
   bool cuda_key = key.find("cuda") != std::string::npos;
-  if (nbytes == 5056) return RngGuess{RngKind::kTorchCpu, Device::Cpu()};
-  if (nbytes == 16) return RngGuess{RngKind::kTorchCuda, Device::Cuda(index < 0 ? 0 : index)};
+  if (nbytes == kTorchCpuStateBytes) return RngGuess{RngKind::kTorchCpu, Device::Cpu()};
+  if (nbytes == kTorchCudaStateBytes) return RngGuess{RngKind::kTorchCuda, Device::Cuda(index < 0 ? 0 : index)};
   if (user) {
     return RngGuess{RngKind::kOpaque, cuda_key ? Device::Cuda(index < 0 ? 0 : index)
                                                : Device::Cpu()};
@@ -120,30 +122,6 @@ std::optional<RngGuess> DetectRng(const std::vector<std::string>& path, uint64_t
                       std::to_string(nbytes) + " bytes match no known generator layout" +
                       hint + "; kept as a tensor (use --rng-key to import it as opaque RNG)");
   return std::nullopt;
-}
-
-std::string EncodePythonRng(const std::vector<uint32_t>& words, bool has_gauss, double gauss) {
-  std::string out;
-  AppendLE(&out, 3, 4);
-  for (uint32_t w : words) AppendLE(&out, w, 4);
-  AppendLE(&out, has_gauss ? 1 : 0, 4);
-  uint64_t bits;
-  std::memcpy(&bits, &gauss, 8);
-  AppendLE(&out, bits, 8);
-  return out;
-}
-
-bool DecodePythonRng(std::span<const std::byte> b, std::vector<uint32_t>* words,
-                     bool* has_gauss, double* gauss) {
-  if (b.size() != kPythonRngBytes || Load32(b.data()) != 3) return false;
-  words->resize(625);
-  for (size_t i = 0; i < 625; ++i) (*words)[i] = Load32(b.data() + 4 + 4 * i);
-  uint32_t flag = Load32(b.data() + 2504);
-  if (flag > 1) return false;
-  *has_gauss = flag == 1;
-  uint64_t bits = Load64(b.data() + 2508);
-  std::memcpy(gauss, &bits, 8);
-  return true;
 }
 
 std::string UniqueName(const Checkpoint& ck, const std::string& name,

@@ -47,15 +47,6 @@ std::optional<RngGuess> DetectRng(const std::vector<std::string>& path, uint64_t
                                   const ImportOptions& options,
                                   std::vector<std::string>* warnings);
 
-// Python's random.getstate() as an RNG record of kind kPython: the tuple
-// (3, (624 MT words + index), None | gauss) as 2516 bytes: u32 version,
-// 625 x u32, u32 has_gauss, f64 gauss (all little-endian).
-inline constexpr size_t kPythonRngBytes = 2516;
-std::string EncodePythonRng(const std::vector<uint32_t>& words625, bool has_gauss,
-                            double gauss);
-bool DecodePythonRng(std::span<const std::byte> bytes, std::vector<uint32_t>* words625,
-                     bool* has_gauss, double* gauss);
-
 // A name not yet used by a tensor or RNG record of `ck`: `name`, or
 // `name~2`, `name~3`, ... (with a warning).
 std::string UniqueName(const Checkpoint& ck, const std::string& name,

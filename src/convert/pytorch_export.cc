@@ -2,7 +2,8 @@
 #include <map>
 #include <set>
 
-#include "convert/atomic_write.h"
+#include "io/atomic_write.h"
+#include "core/rng_layout.h"
 #include "convert/bytes.h"
 #include "convert/import_common.h"
 #include "convert/pickle_reader.h"
@@ -354,8 +355,7 @@ Status ExportPyTorch(const Checkpoint& ck, const std::string& path,
   convert::Exporter ex(ck, options);
   RCKPT_RETURN_IF_ERROR(ex.Build());
   FileSystem& fs = options.fs ? *options.fs : PosixFileSystem();
-  return convert::WriteFileAtomically(fs, path,
-                                      [&](WritableFile* f) { return ex.WriteZip(f); });
+  return WriteFileAtomically(fs, path, [&](WritableFile& f) { return ex.WriteZip(&f); });
 }
 
 }  // namespace rckpt

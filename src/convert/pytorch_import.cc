@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/rng_layout.h"
 #include "convert/bytes.h"
 #include "convert/import_common.h"
 #include "convert/pickle_reader.h"

@@ -3,7 +3,7 @@
 #include <cstring>
 #include <set>
 
-#include "convert/atomic_write.h"
+#include "io/atomic_write.h"
 #include "convert/bytes.h"
 #include "convert/import_common.h"
 #include "convert/json.h"
@@ -483,12 +483,12 @@ Status ExportSafetensors(const Checkpoint& ck, const std::string& path,
                                    " bytes exceeds the 100000000-byte limit");
   }
   FileSystem& fs = options.fs ? *options.fs : PosixFileSystem();
-  return convert::WriteFileAtomically(fs, path, [&](WritableFile* f) -> Status {
+  return WriteFileAtomically(fs, path, [&](WritableFile& f) -> Status {
     std::string n;
     convert::AppendLE(&n, header.size(), 8);
-    RCKPT_RETURN_IF_ERROR(f->Append(convert::AsBytes(n)));
-    RCKPT_RETURN_IF_ERROR(f->Append(convert::AsBytes(header)));
-    for (const convert::Out& o : outs) RCKPT_RETURN_IF_ERROR(f->Append(o.bytes));
+    RCKPT_RETURN_IF_ERROR(f.Append(convert::AsBytes(n)));
+    RCKPT_RETURN_IF_ERROR(f.Append(convert::AsBytes(header)));
+    for (const convert::Out& o : outs) RCKPT_RETURN_IF_ERROR(f.Append(o.bytes));
     return Status::Ok();
   });
 }

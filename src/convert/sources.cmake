@@ -7,7 +7,6 @@ target_sources(rckpt PRIVATE
 )
 target_sources(rckpt PRIVATE
   ${RCKPT_SRC}/convert/pickle_writer.cc
-  ${RCKPT_SRC}/convert/atomic_write.cc
   ${RCKPT_SRC}/convert/pytorch_export.cc
 )
 target_sources(rckpt PRIVATE

@@ -1,7 +1,6 @@
 #include "rckpt/checkpoint.h"
 
-#include "format/file_reader.h"
-#include "format/shard_layout.h"
+#include "core/shard_geometry.h"
 #include "util/utf8.h"
 
 namespace rckpt {
@@ -130,7 +129,7 @@ Status Checkpoint::AddShardedTensor(std::string_view section, std::string_view n
     return Status::InvalidArgument(where + ": no shards (a tensor without elements is added "
                                    "with AddTensor)");
   }
-  std::vector<ShardMeta> blocks(shards.size());
+  std::vector<Block> blocks(shards.size());
   for (size_t i = 0; i < shards.size(); ++i) {
     const TensorShard& sh = shards[i];
     const std::string at = where + ": shard " + std::to_string(i);
@@ -149,7 +148,9 @@ Status Checkpoint::AddShardedTensor(std::string_view section, std::string_view n
     Status st = CheckShardBlock(at, shape, blocks[i]);
     if (!st.ok()) return Status::InvalidArgument(st.message());
   }
-  Status st = CheckShardTiling(where, shape, blocks);
+  std::vector<const Block*> block_ptrs;
+  for (const Block& b : blocks) block_ptrs.push_back(&b);
+  Status st = CheckShardTiling(where, shape, block_ptrs);
   if (!st.ok()) return Status::InvalidArgument(st.message());
   RCKPT_ASSIGN_OR_RETURN(Role r, SectionRoleFor(section, name, shape, role));
   sharded_names_.emplace(name);

@@ -1,5 +1,7 @@
 #include "core/mt_state.h"
 
+#include "core/rng_layout.h"
+
 #include <array>
 #include <cstdint>
 #include <locale>
@@ -21,9 +23,9 @@ namespace {
 // backwards, hands it to seed(Sseq&), which the standard defines to install
 // exactly those words as the engine's state, and discards p outputs.
 
-constexpr size_t kMagicBytes = 4;
-constexpr size_t kIndexOffset = 4;
-constexpr size_t kWordsOffset = 8;
+constexpr size_t kMagicBytes = kMtMagicBytes;
+constexpr size_t kIndexOffset = kMtIndexOffset;
+constexpr size_t kWordsOffset = kMtWordsOffset;
 
 template <typename Engine>
 struct Mt {
@@ -33,6 +35,7 @@ struct Mt {
   static constexpr size_t kM = Engine::shift_size;
   static constexpr size_t kWordBytes = kW / 8;
   static constexpr size_t kSize = kWordsOffset + kN * kWordBytes;
+  static_assert(kSize == kMtStateBytes);
   static constexpr Word kWordMask = ~Word{0} >> (8 * sizeof(Word) - kW);
   static constexpr Word kLowerMask = (Word{1} << Engine::mask_bits) - 1;
   static constexpr Word kUpperMask = kWordMask & ~kLowerMask;

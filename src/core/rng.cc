@@ -1,9 +1,11 @@
 #include "rckpt/rng.h"
 
 #include <array>
+#include <cstring>
 #include <string>
 
 #include "core/mt_state.h"
+#include "core/rng_layout.h"
 
 namespace rckpt {
 namespace {
@@ -12,14 +14,6 @@ constexpr std::array<std::string_view, kNumRngKinds> kKindNames = {
     "opaque",     "torch_cpu", "torch_cuda", "mt19937",
     "mt19937_64", "numpy",     "python"};
 
-// torch.get_rng_state(): a memcpy of CPUGeneratorImplState (LP64,
-// little-endian). The fields checked are those torch's set_state checks.
-constexpr size_t kTorchCpuStateSize = 5056;
-constexpr size_t kTorchCpuLeftOffset = 8;     // i32, 1..624
-constexpr size_t kTorchCpuSeededOffset = 12;  // i32, must be 1
-constexpr size_t kTorchCpuNextOffset = 16;    // u64, <= 624
-constexpr int64_t kMersenneStateN = 624;
-constexpr size_t kTorchCudaStateSize = 16;  // u64 seed, i64 offset
 
 uint64_t LoadLe(std::span<const std::byte> bytes, size_t offset, size_t n) {
   uint64_t v = 0;
@@ -40,8 +34,8 @@ Status SizeMismatch(RngKind kind, size_t expected, size_t actual) {
 }
 
 Status ValidateTorchCpu(std::span<const std::byte> bytes) {
-  if (bytes.size() != kTorchCpuStateSize) {
-    return SizeMismatch(RngKind::kTorchCpu, kTorchCpuStateSize, bytes.size());
+  if (bytes.size() != kTorchCpuStateBytes) {
+    return SizeMismatch(RngKind::kTorchCpu, kTorchCpuStateBytes, bytes.size());
   }
   const int32_t seeded = LoadI32(bytes, kTorchCpuSeededOffset);
   if (seeded != 1) {
@@ -51,14 +45,14 @@ Status ValidateTorchCpu(std::span<const std::byte> bytes) {
         std::to_string(seeded));
   }
   const int32_t left = LoadI32(bytes, kTorchCpuLeftOffset);
-  if (left < 1 || left > kMersenneStateN) {
+  if (left < 1 || left > kMersenneStateWords) {
     return Status::Corruption(
         "torch_cpu RNG state: field 'left' (i32 at offset 8): expected 1..624, "
         "got " +
         std::to_string(left));
   }
   const uint64_t next = LoadLe(bytes, kTorchCpuNextOffset, 8);
-  if (next > static_cast<uint64_t>(kMersenneStateN)) {
+  if (next > static_cast<uint64_t>(kMersenneStateWords)) {
     return Status::Corruption(
         "torch_cpu RNG state: field 'next' (u64 at offset 16): expected at "
         "most 624, got " +
@@ -91,8 +85,8 @@ Status ValidateRngState(RngKind kind, std::span<const std::byte> bytes) {
     case RngKind::kTorchCpu:
       return ValidateTorchCpu(bytes);
     case RngKind::kTorchCuda:
-      if (bytes.size() != kTorchCudaStateSize) {
-        return SizeMismatch(kind, kTorchCudaStateSize, bytes.size());
+      if (bytes.size() != kTorchCudaStateBytes) {
+        return SizeMismatch(kind, kTorchCudaStateBytes, bytes.size());
       }
       return Status::Ok();
     case RngKind::kMt19937:
@@ -106,6 +100,33 @@ Status ValidateRngState(RngKind kind, std::span<const std::byte> bytes) {
   return Status::Corruption("RNG kind: expected 0.." +
                             std::to_string(kNumRngKinds - 1) + ", got " +
                             std::to_string(static_cast<int>(kind)));
+}
+
+std::string EncodePythonRng(const std::vector<uint32_t>& words, bool has_gauss, double gauss) {
+  std::string out;
+  auto append = [&out](uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  };
+  append(3, 4);
+  for (uint32_t w : words) append(w, 4);
+  append(has_gauss ? 1 : 0, 4);
+  uint64_t bits;
+  std::memcpy(&bits, &gauss, 8);
+  append(bits, 8);
+  return out;
+}
+
+bool DecodePythonRng(std::span<const std::byte> b, std::vector<uint32_t>* words,
+                     bool* has_gauss, double* gauss) {
+  if (b.size() != kPythonRngBytes || LoadLe(b, 0, 4) != 3) return false;
+  words->resize(625);
+  for (size_t i = 0; i < 625; ++i) (*words)[i] = static_cast<uint32_t>(LoadLe(b, 4 + 4 * i, 4));
+  const uint64_t flag = LoadLe(b, 2504, 4);
+  if (flag > 1) return false;
+  *has_gauss = flag == 1;
+  const uint64_t bits = LoadLe(b, 2508, 8);
+  std::memcpy(gauss, &bits, 8);
+  return true;
 }
 
 }  // namespace rckpt

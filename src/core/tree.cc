@@ -1,5 +1,7 @@
 #include "rckpt/tree.h"
 
+#include <utility>
+
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -113,6 +115,10 @@ const Value* Value::Find(std::string_view key) const {
     if (k.kind_ == ValueKind::kString && k.s_ == key) return &v;
   }
   return nullptr;
+}
+
+Value* Value::Find(std::string_view key) {
+  return const_cast<Value*>(std::as_const(*this).Find(key));
 }
 
 const Value* Value::FindKey(const Value& key) const {

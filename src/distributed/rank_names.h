@@ -8,10 +8,9 @@
 #include <string_view>
 #include <utility>
 
-namespace rckpt {
+#include "format/collective_layout.h"
 
-// The metadata key holding the number of ranks that saved the file.
-inline constexpr std::string_view kWorldSizeKey = "rckpt.world_size";
+namespace rckpt {
 
 // "rank<r>/<name>": rank r's RNG record `name` in the file.
 inline std::string RankRngName(int rank, std::string_view name) {

@@ -1,40 +1,28 @@
-// SaveDistributed (distributed.h): encode locally, agree on offsets, write
-// with MPI-IO, gather the metadata on rank 0, close the file, rename.
+// SaveDistributed (distributed.h): agree on each rank's extent of the file,
+// stream every rank's chunks into its extent with MPI-IO, gather the
+// metadata on rank 0, which builds the manifest once, closes the file and
+// renames it.
 #include <mpi.h>
 
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "distributed/collective.h"
 #include "distributed/rank_names.h"
+#include "core/shard_geometry.h"
+#include "engine/encode.h"
 #include "format/manifest.h"
-#include "format/shard_layout.h"
 #include "format/tree_codec.h"
 #include "format/writer.h"
-#include "io/atomic_path.h"
+#include "io/atomic_write.h"
 #include "rckpt/distributed.h"
 #include "rckpt/file.h"
 
 namespace rckpt {
 namespace {
-
-// A rank's encoded chunks, held in memory until the ranks agree on where
-// they go (their sizes are known only once compressed).
-class MemoryRegion : public WritableFile {
- public:
-  Status Append(std::span<const std::byte> data) override {
-    bytes_.insert(bytes_.end(), data.begin(), data.end());
-    return Status::Ok();
-  }
-  Status Sync() override { return Status::Ok(); }
-  Status Close() override { return Status::Ok(); }
-  std::vector<std::byte>& bytes() { return bytes_; }
-
- private:
-  std::vector<std::byte> bytes_;
-};
 
 // MPI counts are ints: large regions are written in pieces of this size.
 constexpr uint64_t kMaxWriteBytes = 1ull << 30;
@@ -54,6 +42,42 @@ Status WriteAt(MPI_File fh, uint64_t offset, std::span<const std::byte> data) {
                              std::to_string(written) + " of " + std::to_string(n) + " bytes");
     }
     done += static_cast<uint64_t>(n);
+  }
+  return Status::Ok();
+}
+
+// A rank's extent of the shared file as a WritableFile: appends go to
+// consecutive offsets from `offset` (the encoder gathers small appends).
+class ExtentFile : public WritableFile {
+ public:
+  ExtentFile(MPI_File fh, uint64_t offset) : fh_(fh), offset_(offset) {}
+  Status Append(std::span<const std::byte> data) override {
+    RCKPT_RETURN_IF_ERROR(WriteAt(fh_, offset_, data));
+    offset_ += data.size();
+    return Status::Ok();
+  }
+  // The whole file is synced and closed collectively (CollectiveSave::Run).
+  Status Sync() override { return Status::Ok(); }
+  Status Close() override { return Status::Ok(); }
+
+ private:
+  MPI_File fh_;
+  uint64_t offset_;
+};
+
+// Copies the bytes [from_offset, from_offset + size) of the local file
+// `from` into the shared file at `offset` through one bounded buffer.
+Status CopyInto(MPI_File fh, uint64_t offset, const std::string& from, uint64_t from_offset,
+                uint64_t size) {
+  constexpr uint64_t kPiece = 8ull << 20;
+  RCKPT_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> in, PosixFileSystem().OpenForRead(from));
+  std::vector<std::byte> buf(std::min(kPiece, size));
+  for (uint64_t done = 0; done < size;) {
+    const uint64_t n = std::min<uint64_t>(buf.size(), size - done);
+    const std::span<std::byte> piece(buf.data(), n);
+    RCKPT_RETURN_IF_ERROR(in->ReadAt(from_offset + done, piece));
+    RCKPT_RETURN_IF_ERROR(WriteAt(fh, offset + done, piece));
+    done += n;
   }
   return Status::Ok();
 }
@@ -87,9 +111,7 @@ Result<LocalPlan> PlanLocal(MPI_Comm comm, int rank, const RankState& state) {
     std::string problem = NameProblem(p.name);
     if (problem.empty()) problem = NameProblem(p.section);
     if (!problem.empty()) return Status::InvalidArgument(where + ": name or section " + problem);
-    ShardMeta block;
-    block.offsets = p.offsets;
-    block.sizes = p.block.shape();
+    const Block block{p.offsets, p.block.shape()};
     Status s = CheckShardBlock(where + ": block of rank " + std::to_string(rank), p.shape, block);
     if (!s.ok()) return Status::InvalidArgument(s.message());
     if (p.block.nbytes() > 0 && p.block.data() == nullptr) {
@@ -232,12 +254,17 @@ Result<std::vector<uint8_t>> MergeParts(const std::vector<std::string>& parts,
   for (TensorMeta& t : merged.tensors) {
     if (t.sharded()) t.origin = LowestRankOrigin(t.shards);
   }
+  // Each part passed the validator above; what only the whole can show is
+  // whether the blocks of all ranks together tile every sharded tensor.
+  for (const TensorMeta& t : merged.tensors) {
+    if (!t.sharded()) continue;
+    std::vector<const Block*> blocks;
+    for (const ShardMeta& sm : t.shards) blocks.push_back(&sm);
+    Status tiled = CheckShardTiling("tensor '" + t.name + "'", t.shape, blocks);
+    if (!tiled.ok()) return Status::InvalidArgument("collective save: " + tiled.message());
+  }
   RCKPT_ASSIGN_OR_RETURN(FlatTree flat, EncodeTree(tree));
-  std::vector<uint8_t> bytes = BuildManifestFromMeta(merged, flat);
-  // The blocks of all ranks together must tile every sharded tensor.
-  Result<Manifest> check = ParseManifest(bytes, bounds);
-  if (!check.ok()) return Status::InvalidArgument("collective save: " + check.status().message());
-  return bytes;
+  return BuildManifestFromMeta(merged, flat);
 }
 
 // Rank 0 closes the file: header at 0, manifest and footer after the data.
@@ -268,8 +295,10 @@ class CollectiveSave {
     RCKPT_RETURN_IF_ERROR(Agree(comm_, s));
     Result<LocalPlan> plan = PlanLocal(comm_, rank_, state_);
     RCKPT_RETURN_IF_ERROR(Agree(comm_, plan.status()));
-    if (rank_ == 0) RemoveStaleTemps(PosixFileSystem(), path_);
-    tmp_ = BroadcastString(comm_, 0, rank_ == 0 ? TempPathFor(path_) : std::string());
+    // Rank 0 owns the temporary: it names it for every rank, removes it on
+    // failure (when `target_` goes) and renames it on success.
+    if (rank_ == 0) target_.emplace(PosixFileSystem(), path_);
+    tmp_ = BroadcastString(comm_, 0, rank_ == 0 ? target_->temp_path() : std::string());
     RCKPT_RETURN_IF_ERROR(Agree(comm_, MpiStatus(MPI_File_open(comm_, tmp_.c_str(),
                                                                MPI_MODE_CREATE | MPI_MODE_WRONLY,
                                                                MPI_INFO_NULL, &fh_),
@@ -285,10 +314,7 @@ class CollectiveSave {
     if (written.ok()) written = closed;
     RCKPT_RETURN_IF_ERROR(Cleanup(Agree(comm_, written)));
     Status renamed;
-    if (rank_ == 0) {
-      renamed = PosixFileSystem().Rename(tmp_, path_);
-      if (renamed.ok()) renamed = PosixFileSystem().SyncParentDir(path_);
-    }
+    if (rank_ == 0) renamed = target_->Commit();
     return Cleanup(Agree(comm_, renamed));
   }
 
@@ -297,17 +323,33 @@ class CollectiveSave {
   }
 
  private:
-  // Encoding, the offsets, this rank's data, the metadata: each step's
-  // outcome is agreed on before the next, so no rank waits on a failed one.
+  // The extents, this rank's data, the metadata: each step's outcome is
+  // agreed on before the next, so no rank waits on a failed one. A rank's
+  // chunks stream to the file through the encoder's bounded buffers: raw
+  // chunks straight into its extent, whose size is known before encoding;
+  // compressed ones, whose sizes are known only once compressed, through a
+  // spill file beside the checkpoint, then copied into the extent. Either
+  // way a rank's memory does not grow with its share of the checkpoint.
   Status WriteAll(const LocalPlan& plan) {
-    MemoryRegion mem;
-    EncodedRegion region;
-    // Rank 0's region follows the header; the others' start aligned, so
-    // encoding them at offset 0 keeps every chunk's alignment.
+    // Rank 0's region follows the header; the others' start aligned, so a
+    // region laid out from offset 0 keeps every chunk's alignment anywhere.
     const uint64_t start = rank_ == 0 ? kHeaderSize : 0;
-    Status s = EncodeRegion(plan.sources, o_, mem, start, &region);
-    RCKPT_RETURN_IF_ERROR(Agree(comm_, s));
-    uint64_t size = region.end - start;
+    EncodedRegion region;
+    uint64_t size = 0;
+    const bool raw = o_.codec == Codec::kNone;
+    // A temporary name of the checkpoint's own: a crash leaves nothing that
+    // the next save to this path does not clean up.
+    const std::string spill = raw ? std::string() : TempPathFor(path_);
+    if (raw) {
+      Result<uint64_t> end = RawRegionEnd(plan.sources, o_, start);
+      if (end.ok()) size = *end - start;
+      RCKPT_RETURN_IF_ERROR(Agree(comm_, end.status()));
+    } else {
+      Status s = EncodeToSpill(plan, spill, start, &region);
+      if (!s.ok()) (void)RemoveIfExists(PosixFileSystem(), spill);
+      RCKPT_RETURN_IF_ERROR(Agree(comm_, s));
+      size = region.end - start;
+    }
     std::vector<uint64_t> sizes(size_);
     MPI_Allgather(&size, 1, MPI_UINT64_T, sizes.data(), 1, MPI_UINT64_T, comm_);
     uint64_t base = kHeaderSize, data_end = kHeaderSize;
@@ -316,14 +358,26 @@ class CollectiveSave {
       if (r == rank_) base = b;
       data_end = b + sizes[r];
     }
-    if (rank_ != 0) {
-      for (ChunkMeta& c : region.chunks) c.offset += base;
+    Status s;
+    if (raw) {
+      ExtentFile extent(fh_, base);
+      s = EncodeRegion(plan.sources, o_, extent, base, &region);
+      if (s.ok() && region.end != base + size) {
+        s = Status::IoError("rank " + std::to_string(rank_) + " encoded " +
+                            std::to_string(region.end - base) + " bytes into an extent of " +
+                            std::to_string(size));
+      }
+    } else {
+      if (rank_ != 0) {
+        for (ChunkMeta& c : region.chunks) c.offset += base;
+      }
+      s = CopyInto(fh_, base, spill, start, size);
+      if (s.ok() && o_.progress && !o_.progress(size, size)) {
+        s = Status::IoError("save cancelled by the progress callback");
+      }
+      Status removed = RemoveIfExists(PosixFileSystem(), spill);
+      if (s.ok()) s = removed;
     }
-    s = WriteAt(fh_, base, mem.bytes());
-    if (s.ok() && o_.progress && !o_.progress(size, size)) {
-      s = Status::IoError("save cancelled by the progress callback");
-    }
-    mem.bytes() = {};
     RCKPT_RETURN_IF_ERROR(Agree(comm_, s));
     Result<FlatTree> tree = EncodeTree(state_.local.Tree());
     RCKPT_RETURN_IF_ERROR(Agree(comm_, tree.status()));
@@ -340,9 +394,24 @@ class CollectiveSave {
     return Agree(comm_, closed);
   }
 
-  // On failure, rank 0 removes the temporary (after every rank closed it).
+  // Encodes this rank's chunks into a local spill file, laid out as its
+  // region at `start`.
+  Status EncodeToSpill(const LocalPlan& plan, const std::string& spill, uint64_t start,
+                       EncodedRegion* region) {
+    RCKPT_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file,
+                           PosixFileSystem().OpenForWrite(spill));
+    // The spill file holds the region from its offset `start` on: bytes
+    // before it are never read.
+    static const std::byte kZeros[kHeaderSize] = {};
+    Status s = file->Append({kZeros, start});
+    if (s.ok()) s = EncodeRegion(plan.sources, o_, *file, start, region);
+    Status closed = file->Close();
+    return s.ok() ? closed : s;
+  }
+
+  // The temporary itself goes with target_ on rank 0, after every rank
+  // closed it.
   Status Cleanup(const Status& s) {
-    if (!s.ok() && rank_ == 0 && !tmp_.empty()) (void)PosixFileSystem().Remove(tmp_);
     return s.ok() ? s : s.WithContext("save to '" + path_ + "'");
   }
 
@@ -352,6 +421,7 @@ class CollectiveSave {
   const SaveOptions& o_;
   int rank_ = 0;
   int size_ = 1;
+  std::optional<AtomicFile> target_;  // rank 0
   std::string tmp_;
   MPI_File fh_ = MPI_FILE_NULL;
   bool open_ = false;

@@ -11,7 +11,7 @@
 
 #include "engine/pipeline.h"
 #include "format/file_reader.h"
-#include "format/shard_layout.h"
+#include "core/shard_geometry.h"
 
 namespace rckpt {
 

@@ -9,6 +9,7 @@
 #include "engine/block_read.h"
 #include "engine/pipeline.h"
 #include "engine/placement.h"
+#include "format/collective_layout.h"
 #include "format/file_reader.h"
 #include "format/skeleton.h"
 #include "rckpt/file.h"
@@ -220,6 +221,22 @@ std::string JoinNames(const std::vector<std::string>& names) {
 
 // The steps every load takes before planning: the options are checked
 // before the file is opened (so a missing file still gives their error).
+// The tree's entries of sections a load did not choose (LoadOptions::sections
+// and skip_sections) go with their tensors: the tree's top-level map, or a
+// collective file's "common" map, keeps only the chosen sections' entries.
+void KeepChosenSections(const LoadOptions& o, Checkpoint& ck) {
+  if (o.sections.empty() && o.skip_sections.empty()) return;
+  Value* sections = SectionsOfTree(ck.Metadata(), ck.Tree());
+  if (sections == nullptr) return;
+  const std::set<std::string_view> want(o.sections.begin(), o.sections.end());
+  const std::set<std::string_view> skip(o.skip_sections.begin(), o.skip_sections.end());
+  std::erase_if(sections->entries(), [&](const Value::Entry& e) {
+    if (e.first.kind() != ValueKind::kString) return false;
+    const std::string& name = e.first.as_string();
+    return (!want.empty() && want.count(name) == 0) || skip.count(name) != 0;
+  });
+}
+
 struct OpenedFile {
   std::chrono::steady_clock::time_point start;
   DeviceRuntime* runtime;
@@ -251,6 +268,7 @@ Result<Checkpoint> Load(const std::string& path, const LoadOptions& options) {
   // Sections, RNG records (validated here, before any tensor byte is read),
   // tree and metadata.
   RCKPT_ASSIGN_OR_RETURN(Checkpoint ck, CheckpointSkeleton(m));
+  KeepChosenSections(options, ck);
   PipelineStats ps;
   RCKPT_ASSIGN_OR_RETURN(std::vector<Tensor> tensors,
                          Restore(*f.reader, plan, options, *f.runtime, &ps));

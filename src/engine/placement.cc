@@ -154,8 +154,7 @@ Result<LoadPlan> PlanPlacements(const std::vector<SectionInfo>& sections,
     } else if (model_device.has_value()) {
       target = t.role == Role::kModel ? *model_device : Device::Cpu();
     } else if (options.map_location.is_set()) {
-      TensorInfo info{t.name, t.section, t.role, t.dtype, t.shape, t.origin};
-      target = options.map_location.Apply(info);
+      target = options.map_location.Apply(t);
       if (!DeviceExists(target, cuda_device_count)) {
         return MappedUnavailable(t, target, options.map_location,
                                  cuda_device_count);

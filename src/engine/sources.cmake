@@ -1,8 +1,13 @@
+# Saving and loading: the save and its encoder, placement, the load pipeline
+# and staging ring, block reads, inspect/verify and diff.
 target_sources(rckpt PRIVATE
   ${RCKPT_SRC}/engine/block_read.cc
+  ${RCKPT_SRC}/engine/diff.cc
+  ${RCKPT_SRC}/engine/encode.cc
+  ${RCKPT_SRC}/engine/inspect.cc
   ${RCKPT_SRC}/engine/load.cc
   ${RCKPT_SRC}/engine/map_location.cc
   ${RCKPT_SRC}/engine/pipeline.cc
   ${RCKPT_SRC}/engine/placement.cc
-  ${RCKPT_SRC}/engine/report.cc
+  ${RCKPT_SRC}/engine/save.cc
   ${RCKPT_SRC}/engine/staging_ring.cc)

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/shard_geometry.h"
 #include "rckpt/checkpoint.h"
 #include "rckpt/file.h"
 #include "rckpt/options.h"
@@ -30,26 +31,19 @@ struct ChunkMeta {
 };
 
 // One block of a sharded tensor (format 1.1): the elements
-// [offsets[d], offsets[d] + sizes[d]) of the global shape, stored row-major
-// in chunks [first_chunk, first_chunk + num_chunks) of its tensor's `chunks`,
-// whose tensor_offset counts from the start of the block.
-struct ShardMeta {
+// [offsets[d], offsets[d] + sizes[d]) of the global shape (the Block),
+// stored row-major in chunks [first_chunk, first_chunk + num_chunks) of its
+// tensor's `chunks`, whose tensor_offset counts from the start of the block.
+struct ShardMeta : Block {
   int32_t rank = 0;
   Device origin;
-  Shape offsets;
-  Shape sizes;
   uint64_t nbytes = 0;  // numel(sizes) * dtype size
   size_t first_chunk = 0;
   size_t num_chunks = 0;
 };
 
-struct TensorMeta {
-  std::string name;
-  std::string section;
-  Role role = Role::kData;
-  DType dtype = DType::kF32;
-  Shape shape;
-  Device origin;
+// A tensor as the manifest records it: its header and where its bytes are.
+struct TensorMeta : TensorInfo {
   uint64_t nbytes = 0;
   // Unsharded: ordered by tensor_offset, covering nbytes. Sharded: every
   // shard's chunks, shard after shard.

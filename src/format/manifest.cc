@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "format/layout.h"
-#include "format/shard_layout.h"
+#include "core/shard_geometry.h"
 #include "rckpt/checkpoint_generated.h"
 
 namespace rckpt {
@@ -263,7 +263,7 @@ Status ReadChunkRun(const std::string& where, const char* what, const ChunkVecto
 }
 
 // The shards of sharded tensor `t` (format 1.1): each shard's block and
-// chunks, then the blocks' tiling of the global shape (shard_layout.h).
+// chunks, then the blocks' tiling of the global shape (core/shard_geometry.h).
 Status ParseShards(const std::string& where, const fb::Tensor& t, const Manifest& m,
                    const ChunkVector* chunks, const FileBounds& bounds, ShardCoverage coverage,
                    uint64_t* next_chunk, TensorMeta* tm) {
@@ -307,7 +307,9 @@ Status ParseShards(const std::string& where, const fb::Tensor& t, const Manifest
     *next_chunk += s->num_chunks();
   }
   if (coverage == ShardCoverage::kPart) return Status::Ok();
-  return CheckShardTiling(where, tm->shape, tm->shards);
+  std::vector<const Block*> blocks;
+  for (const ShardMeta& s : tm->shards) blocks.push_back(&s);
+  return CheckShardTiling(where, tm->shape, blocks);
 }
 
 }  // namespace

@@ -1,3 +1,5 @@
+# The .rckpt byte layout (schema/FORMAT.md): header and footer, manifest,
+# state-tree codec, the verify-then-trust reader and the byte writer.
 target_sources(rckpt PRIVATE
   ${RCKPT_SRC}/format/layout.cc
   ${RCKPT_SRC}/format/tree_codec.cc
@@ -5,5 +7,4 @@ target_sources(rckpt PRIVATE
   ${RCKPT_SRC}/format/file_reader.cc
   ${RCKPT_SRC}/format/padding.cc
   ${RCKPT_SRC}/format/skeleton.cc
-  ${RCKPT_SRC}/format/shard_layout.cc
   ${RCKPT_SRC}/format/writer.cc)

@@ -1,3 +1,5 @@
+#include "io/mem_file.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -221,7 +223,7 @@ Status MemFileSystem::Remove(const std::string& path) {
   return Status::Ok();
 }
 
-Status MemFileSystem::SyncParentDir(const std::string& path) {
+Status MemFileSystem::SyncParentDir(const std::string& /*path*/) {
   return Status::Ok();
 }
 

@@ -199,7 +199,7 @@ class EmulatedRuntimeImpl final : public EmulatedRuntime {
     return Stream{state.get()};
   }
 
-  void DestroyStream(Device device, Stream stream) override {
+  void DestroyStream(Device /*device*/, Stream stream) override {
     std::shared_ptr<StreamState> state;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -412,11 +412,9 @@ std::unique_ptr<EmulatedRuntime> NewEmulatedRuntimeForTesting(
   return std::make_unique<EmulatedRuntimeImpl>(options);
 }
 
-std::unique_ptr<DeviceRuntime> NewEmulatedRuntime(int device_count,
-                                                  int fail_after_copies) {
+std::unique_ptr<DeviceRuntime> NewEmulatedRuntime(int device_count) {
   EmulatedRuntimeOptions options;
   options.device_count = device_count < 0 ? 0 : device_count;
-  options.fail_after_copies = fail_after_copies;
   return NewEmulatedRuntimeForTesting(options);
 }
 

@@ -22,10 +22,10 @@ class HostRuntimeImpl final : public DeviceRuntime {
   std::string_view name() const override { return "host"; }
   int DeviceCount() override { return 0; }
 
-  Result<void*> Allocate(Device device, uint64_t bytes) override {
+  Result<void*> Allocate(Device device, uint64_t /*bytes*/) override {
     return NoDevice("Allocate", device);
   }
-  void Free(Device device, void* ptr) override {}
+  void Free(Device /*device*/, void* /*ptr*/) override {}
 
   Result<void*> AllocatePinned(uint64_t bytes) override {
     void* p =
@@ -43,26 +43,26 @@ class HostRuntimeImpl final : public DeviceRuntime {
   Result<Stream> CreateStream(Device device) override {
     return NoDevice("CreateStream", device);
   }
-  void DestroyStream(Device device, Stream stream) override {}
-  Status CopyToDeviceAsync(Device device, Stream stream, void* dst,
-                           const void* src, uint64_t bytes) override {
+  void DestroyStream(Device /*device*/, Stream /*stream*/) override {}
+  Status CopyToDeviceAsync(Device device, Stream /*stream*/, void* /*dst*/,
+                           const void* /*src*/, uint64_t /*bytes*/) override {
     return NoDevice("CopyToDeviceAsync", device);
   }
-  Status CopyToHostAsync(Device device, Stream stream, void* dst,
-                         const void* src, uint64_t bytes) override {
+  Status CopyToHostAsync(Device device, Stream /*stream*/, void* /*dst*/,
+                         const void* /*src*/, uint64_t /*bytes*/) override {
     return NoDevice("CopyToHostAsync", device);
   }
-  Status UnshuffleAsync(Device device, Stream stream, void* dst,
-                        const void* src, uint64_t bytes,
-                        uint32_t elem_size) override {
+  Status UnshuffleAsync(Device device, Stream /*stream*/, void* /*dst*/,
+                        const void* /*src*/, uint64_t /*bytes*/,
+                        uint32_t /*elem_size*/) override {
     return NoDevice("UnshuffleAsync", device);
   }
-  Result<Event> RecordEvent(Device device, Stream stream) override {
+  Result<Event> RecordEvent(Device device, Stream /*stream*/) override {
     return NoDevice("RecordEvent", device);
   }
-  Status WaitEvent(Event event) override { return Status::Ok(); }
-  void DestroyEvent(Event event) override {}
-  Status Synchronize(Device device, Stream stream) override {
+  Status WaitEvent(Event /*event*/) override { return Status::Ok(); }
+  void DestroyEvent(Event /*event*/) override {}
+  Status Synchronize(Device device, Stream /*stream*/) override {
     return NoDevice("Synchronize", device);
   }
 };

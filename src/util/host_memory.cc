@@ -44,23 +44,21 @@ std::shared_ptr<void> AllocateHostBlock(uint64_t bytes, bool zero) {
   return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
 }
 
-Status ScratchBuffer::Reserve(uint64_t bytes) {
-  if (bytes <= capacity_ && block_ != nullptr) return Status::Ok();
+bool ScratchBuffer::Reserve(uint64_t bytes) {
+  if (bytes <= capacity_ && block_ != nullptr) return true;
   if (bytes >= (1ull << 20)) {
     bytes = (bytes + kHugeBlockBytes - 1) / kHugeBlockBytes * kHugeBlockBytes;
   }
   block_.reset();  // the old block goes first: never both at once
   capacity_ = 0;
   block_ = AllocateHostBlock(bytes, /*zero=*/false);
-  if (block_ == nullptr) {
-    return Status::OutOfMemory("work buffer of " + std::to_string(bytes) + " bytes");
-  }
+  if (block_ == nullptr) return false;
   capacity_ = bytes;
-  return Status::Ok();
+  return true;
 }
 
 std::span<std::byte> ScratchBuffer::Get(uint64_t bytes) {
-  if (!Reserve(bytes).ok()) throw std::bad_alloc();
+  if (!Reserve(bytes)) throw std::bad_alloc();
   return {data(), static_cast<size_t>(bytes)};
 }
 

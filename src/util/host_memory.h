@@ -17,7 +17,6 @@
 #include <memory>
 #include <span>
 
-#include "rckpt/status.h"
 
 namespace rckpt {
 
@@ -37,8 +36,8 @@ std::shared_ptr<void> AllocateHostBlock(uint64_t bytes, bool zero);
 // thread-safe.
 class ScratchBuffer {
  public:
-  // Room for at least `bytes`; OutOfMemory when the memory cannot be had.
-  Status Reserve(uint64_t bytes);
+  // Room for at least `bytes`; false when the memory cannot be had.
+  [[nodiscard]] bool Reserve(uint64_t bytes);
   // The first `bytes` bytes, 64-byte aligned, after Reserve(bytes);
   // std::bad_alloc when the memory cannot be had.
   std::span<std::byte> Get(uint64_t bytes);

@@ -11,7 +11,7 @@
 #include "format/format_test_util.h"
 #include "rckpt/diff.h"
 #include "rckpt/io.h"
-#include "rckpt/tools.h"
+#include "render.h"
 #include "restart/subprocess.h"
 
 namespace rckpt {
@@ -48,7 +48,7 @@ void ExpectSameState(const std::string& a, const std::string& b) {
   DiffOptions o;
   o.ignore_devices = true;
   ASSERT_OK_AND_ASSIGN(DiffReport report, DiffCheckpoints(LoadWhole(a), LoadWhole(b), o));
-  EXPECT_EQ(report.count, 0u) << RenderDiffText(report, a, b);
+  EXPECT_EQ(report.count, 0u) << cli::RenderDiffText(report, a, b);
 }
 
 class DistributedTest : public ::testing::Test {
@@ -99,14 +99,33 @@ TEST_F(DistributedTest, SingleProcessToolsSeeTheAssembledState) {
 TEST_F(DistributedTest, KilledRankMidSaveLeavesThePreviousCheckpoint) {
   SaveStep(1);
   const auto before = FileBytes(File());
-  // Rank 1's progress calls: one per encoded chunk (10 of 4 KiB), then one
-  // once its bytes are in the file: killed before, during and after writing.
-  for (int call : {1, 6, 11}) {
-    SCOPED_TRACE("killed at call " + std::to_string(call));
-    ProcessResult r = Mpi(4, {"kill", dir_, "2", std::to_string(call)}, dir_);
+  // Rank 1 encodes 10 chunks of 4 KiB, one progress call each. Codec none
+  // streams each chunk into the file as it is encoded: killed after the
+  // first, mid-way and after the last is in the file. zstd encodes into a
+  // spill file, then copies it into the file (an 11th call): killed while
+  // spilling and once its bytes are in the file.
+  const std::vector<std::pair<std::string, int>> kills = {
+      {"none", 1}, {"none", 6}, {"none", 10}, {"zstd", 6}, {"zstd", 11}};
+  for (const auto& [codec, call] : kills) {
+    SCOPED_TRACE(codec + ", killed at call " + std::to_string(call));
+    ProcessResult r = Mpi(4, {"kill", dir_, "2", std::to_string(call), codec}, dir_);
     EXPECT_NE(r.exit_code, 0) << r.Describe();
     EXPECT_EQ(FileBytes(File()), before);
     ExpectSameState(File(), Assembled(1));
+  }
+  // The next save removes what the killed jobs left (their temporaries and
+  // spill files, named as temporaries of the path).
+  SaveStep(2, "zstd");
+  for (const auto& e : std::filesystem::directory_iterator(dir_)) {
+    EXPECT_EQ(e.path().string().find(".tmp-"), std::string::npos) << e.path();
+  }
+}
+
+TEST_F(DistributedTest, CompressedSaveLeavesNoSpillFiles) {
+  SaveStep(4, "zstd");
+  ExpectSameState(File(), Assembled(4));
+  for (const auto& e : std::filesystem::directory_iterator(dir_)) {
+    EXPECT_EQ(e.path().string().find(".tmp-"), std::string::npos) << e.path();
   }
 }
 

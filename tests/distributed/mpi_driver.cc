@@ -4,7 +4,7 @@
 //
 //   rckpt-mpi-driver save DIR STEP CODEC   collective save of the job state
 //   rckpt-mpi-driver load DIR STEP         resharded load by this world size
-//   rckpt-mpi-driver kill DIR STEP CALL    rank 1 is SIGKILLed at its CALLth progress call
+//   rckpt-mpi-driver kill DIR STEP CALL CODEC  rank 1 is SIGKILLed at its CALLth progress call
 //   rckpt-mpi-driver fsize DIR STEP        rank 2 may not grow files (EFBIG): all get IoError
 //   rckpt-mpi-driver overlap DIR           blocks that overlap: all get InvalidArgument
 //   rckpt-mpi-driver hostile DIR           a file whose shards overlap: all get Corruption
@@ -160,8 +160,9 @@ int Load(const std::string& dir, int step) {
   return 0;
 }
 
-int Kill(const std::string& dir, int step, int call) {
+int Kill(const std::string& dir, int step, int call, const std::string& codec) {
   SaveOptions o;
+  o.codec = codec == "zstd" ? Codec::kZstd : Codec::kNone;
   o.chunk_bytes = 4096;
   o.threads = 1;
   int calls = 0;
@@ -315,7 +316,7 @@ int Run(int argc, char** argv) {
   auto arg = [&](int i) { return i < argc ? std::atoi(argv[i]) : 0; };
   if (mode == "save") return Save(dir, arg(3), argc > 4 ? argv[4] : "none");
   if (mode == "load") return Load(dir, arg(3));
-  if (mode == "kill") return Kill(dir, arg(3), arg(4));
+  if (mode == "kill") return Kill(dir, arg(3), arg(4), argc > 5 ? argv[5] : "none");
   if (mode == "fsize") return FileSizeLimit(dir, arg(3));
   if (mode == "overlap") return Overlap(dir);
   if (mode == "hostile") return Hostile(dir);

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "format/shard_layout.h"
+#include "core/shard_geometry.h"
 #include "rckpt/checkpoint.h"
 
 namespace rckpt::testing {

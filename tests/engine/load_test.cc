@@ -240,6 +240,28 @@ TEST_F(LoadTest, SectionsChoosesWhatIsRead) {
   }
 }
 
+TEST_F(LoadTest, SectionsChooseTheTreesEntriesToo) {
+  Checkpoint saved = HippynnLike(Device::Cpu());
+  saved.Tree()["model"]["weights"] = Value::TensorRef("model.layer1.weight");
+  saved.Tree()["database"]["cursor"] = 3;
+  saved.Tree()[""] = 0;  // a key that names no section
+  SaveCheckpoint(saved);
+  LoadOptions o = Options(nullptr);
+  o.skip_sections = {"database"};
+  ASSERT_OK_AND_ASSIGN(Checkpoint skipped, Load(kPath, o));
+  EXPECT_EQ(skipped.Tree().Find("database"), nullptr);
+  EXPECT_NE(skipped.Tree().Find("controller"), nullptr);
+  EXPECT_NE(skipped.Tree().Find(""), nullptr);
+  o.skip_sections.clear();
+  o.sections = {"model"};
+  ASSERT_OK_AND_ASSIGN(Checkpoint model, Load(kPath, o));
+  ASSERT_EQ(model.Tree().size(), 1u);
+  EXPECT_NE(model.Tree().Find("model"), nullptr);
+  // Without a choice the tree is whole.
+  ASSERT_OK_AND_ASSIGN(Checkpoint all, Load(kPath, Options(nullptr)));
+  EXPECT_EQ(all.Tree(), saved.Tree());
+}
+
 TEST_F(LoadTest, StagingStaysWithinBoundOnACheckpointManyTimesLarger) {
   // 8 MiB of shuffled, compressed f32 going to two devices through 256 KiB.
   Checkpoint saved;

@@ -196,7 +196,7 @@ TEST_F(MappedLoadTest, MappedTensorOfAFileTruncatedInPlaceFaults) {
         volatile unsigned sum = 0;
         for (const TensorEntry& e : ck->tensors()) {
           const auto* p = static_cast<const unsigned char*>(e.tensor.data());
-          for (uint64_t i = 0; i < e.tensor.nbytes(); i += 64) sum += p[i];
+          for (uint64_t i = 0; i < e.tensor.nbytes(); i += 64) sum = sum + p[i];
         }
         std::_Exit(0);
       },

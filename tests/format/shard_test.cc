@@ -3,9 +3,9 @@
 #include <gtest/gtest.h>
 
 #include "format/manifest.h"
-#include "format/shard_layout.h"
+#include "core/shard_geometry.h"
 #include "format_test_util.h"
-#include "rckpt/tools.h"
+#include "render.h"
 #include "shard_test_util.h"
 
 namespace rckpt {
@@ -143,10 +143,10 @@ TEST_F(ShardTest, VerifyChecksEveryShardChunkAndInspectListsShards) {
   EXPECT_EQ(report.tensors, 5u);
   ASSERT_OK_AND_ASSIGN(InspectReport inspect, InspectRckpt(path));
   EXPECT_EQ(inspect.format_version, "1.1");
-  const std::string text = RenderInspectText(inspect);
+  const std::string text = cli::RenderInspectText(inspect);
   EXPECT_NE(text.find("shard 3  rank 3  cpu  offsets [0, 9]  sizes [5, 3]"), std::string::npos)
       << text;
-  EXPECT_NE(RenderInspectJson(inspect).find("\"shards\":[{\"rank\":0"), std::string::npos);
+  EXPECT_NE(cli::RenderInspectJson(inspect).find("\"shards\":[{\"rank\":0"), std::string::npos);
 }
 
 TEST_F(ShardTest, AddShardedTensorRefusesBadBlocks) {

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "format/shard_layout.h"
+#include "core/shard_geometry.h"
 #include "rckpt/checkpoint.h"
 
 namespace rckpt::testing {

@@ -8,6 +8,7 @@
 
 #include "format/file_reader.h"
 #include "reader_fuzz_check.h"
+#include "io/mem_file.h"
 #include "rckpt/file.h"
 
 namespace {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "rckpt/checkpoint.h"
-#include "format/shard_layout.h"
+#include "core/shard_geometry.h"
 #include "rckpt/options.h"
 #include "rng/engine_states.h"
 

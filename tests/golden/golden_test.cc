@@ -6,7 +6,7 @@
 
 #include "format/format_test_util.h"
 #include "golden/golden_checkpoints.h"
-#include "rckpt/tools.h"
+#include "rckpt/inspect.h"
 
 namespace rckpt {
 namespace {

@@ -3,9 +3,9 @@
 #include <string_view>
 #include <utility>
 
-#include "rckpt/tools.h"
+#include "render.h"
 
-namespace rckpt {
+namespace rckpt::cli {
 namespace {
 
 void ReplaceAll(std::string* s, std::string_view from, std::string_view to) {
@@ -42,4 +42,4 @@ std::string InFlagTerms(std::string_view message) {
   return text;
 }
 
-}  // namespace rckpt
+}  // namespace rckpt::cli

@@ -1,8 +1,9 @@
-#include "io/atomic_path.h"
+#include "io/atomic_write.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <fstream>
 #include <regex>
 #include <set>
@@ -98,6 +99,97 @@ TEST(RemoveIfExistsTest, MissingFileIsOk) {
   EXPECT_OK(RemoveIfExists(fsys, "a"));
   EXPECT_FALSE(fsys.Exists("a"));
   EXPECT_OK(RemoveIfExists(fsys, "a"));
+}
+
+std::vector<std::byte> BytesOf(const std::string& s) {
+  std::vector<std::byte> out(s.size());
+  std::memcpy(out.data(), s.data(), s.size());
+  return out;
+}
+
+Status AppendText(WritableFile& f, const std::string& text) {
+  return f.Append(std::as_bytes(std::span<const char>(text.data(), text.size())));
+}
+
+// Only `keep` is left in the directory: no temporary survives.
+void ExpectOnly(MemFileSystem& fsys, const std::string& keep) {
+  ASSERT_OK_AND_ASSIGN(std::vector<std::string> names, fsys.ListDir("d"));
+  EXPECT_THAT(names, ElementsAre(keep));
+}
+
+TEST(WriteFileAtomicallyTest, ReplacesTheFileWithTheWholeContent) {
+  MemFileSystem fsys;
+  fsys.SetFile("d/ck", BytesOf("old"));
+  ASSERT_OK(WriteFileAtomically(fsys, "d/ck", [](WritableFile& f) {
+    RCKPT_RETURN_IF_ERROR(AppendText(f, "new "));
+    return AppendText(f, "content");
+  }));
+  EXPECT_EQ(*fsys.GetFile("d/ck"), BytesOf("new content"));
+  ExpectOnly(fsys, "ck");
+}
+
+TEST(WriteFileAtomicallyTest, WriterErrorKeepsThePreviousFileAndRemovesTheTemporary) {
+  MemFileSystem fsys;
+  fsys.SetFile("d/ck", BytesOf("old"));
+  Status s = WriteFileAtomically(fsys, "d/ck", [](WritableFile& f) {
+    RCKPT_RETURN_IF_ERROR(AppendText(f, "half"));
+    return Status::Corruption("the writer gave up");
+  });
+  EXPECT_EQ(s.code(), StatusCode::kCorruption);
+  EXPECT_EQ(*fsys.GetFile("d/ck"), BytesOf("old"));
+  ExpectOnly(fsys, "ck");
+}
+
+TEST(WriteFileAtomicallyTest, FullDiskSyncAndRenameFailuresKeepThePreviousFile) {
+  for (int fault = 0; fault < 3; ++fault) {
+    SCOPED_TRACE(fault);
+    MemFileSystem fsys;
+    fsys.SetFile("d/ck", BytesOf("old"));
+    MemFileSystem::Faults faults;
+    if (fault == 0) faults.fail_write_after_bytes = 2;
+    if (fault == 1) faults.fail_sync = true;
+    if (fault == 2) faults.fail_rename = true;
+    fsys.SetFaults(faults);
+    Status s = WriteFileAtomically(fsys, "d/ck",
+                                   [](WritableFile& f) { return AppendText(f, "new"); });
+    EXPECT_EQ(s.code(), StatusCode::kIoError) << s.ToString();
+    EXPECT_EQ(*fsys.GetFile("d/ck"), BytesOf("old"));
+    ExpectOnly(fsys, "ck");
+  }
+}
+
+TEST(AtomicFileTest, AnAbandonedTemporaryIsRemovedAndACommittedOneIsThePath) {
+  MemFileSystem fsys;
+  std::string temp;
+  {
+    AtomicFile target(fsys, "d/ck");
+    temp = target.temp_path();
+    EXPECT_TRUE(temp.starts_with("d/ck.tmp-"));
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<WritableFile> f, target.Open());
+    ASSERT_OK(AppendText(*f, "abandoned"));
+    ASSERT_OK(f->Close());
+    EXPECT_TRUE(fsys.Exists(temp));
+  }
+  EXPECT_FALSE(fsys.Exists(temp));
+  EXPECT_FALSE(fsys.Exists("d/ck"));
+  {
+    AtomicFile target(fsys, "d/ck");
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<WritableFile> f, target.Open());
+    ASSERT_OK(AppendText(*f, "kept"));
+    ASSERT_OK(f->Sync());
+    ASSERT_OK(f->Close());
+    ASSERT_OK(target.Commit());
+  }
+  EXPECT_EQ(*fsys.GetFile("d/ck"), BytesOf("kept"));
+  ExpectOnly(fsys, "ck");
+}
+
+TEST(AtomicFileTest, RemovesStaleTemporariesOfThePathWhenCreated) {
+  MemFileSystem fsys;
+  const std::string stale = Temp("d/ck", DeadPid());
+  fsys.SetFile(stale, BytesOf("crashed"));
+  AtomicFile target(fsys, "d/ck");
+  EXPECT_FALSE(fsys.Exists(stale));
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "io/atomic_path.h"
+#include "io/atomic_write.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -101,6 +101,35 @@ Status RemoveIfExists(FileSystem& fs, const std::string& path) {
   Status s = fs.Remove(path);
   if (s.code() == StatusCode::kNotFound) return Status::Ok();
   return s;
+}
+
+AtomicFile::AtomicFile(FileSystem& fs, std::string path) : fs_(fs), path_(std::move(path)) {
+  RemoveStaleTemps(fs_, path_);
+  temp_ = TempPathFor(path_);
+}
+
+AtomicFile::~AtomicFile() {
+  if (!committed_) (void)RemoveIfExists(fs_, temp_);
+}
+
+Result<std::unique_ptr<WritableFile>> AtomicFile::Open() { return fs_.OpenForWrite(temp_); }
+
+Status AtomicFile::Commit() {
+  RCKPT_RETURN_IF_ERROR(fs_.Rename(temp_, path_));
+  committed_ = true;
+  return fs_.SyncParentDir(path_);
+}
+
+Status WriteFileAtomically(FileSystem& fs, const std::string& path,
+                           const std::function<Status(WritableFile&)>& write) {
+  AtomicFile target(fs, path);
+  RCKPT_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, target.Open());
+  Status s = write(*file);
+  if (s.ok()) s = file->Sync();
+  Status closed = file->Close();
+  RCKPT_RETURN_IF_ERROR(s);
+  RCKPT_RETURN_IF_ERROR(closed);
+  return target.Commit();
 }
 
 }  // namespace rckpt

@@ -1,7 +1,7 @@
 #include "engine/engine_test_util.h"
-#include "rckpt/tools.h"
+#include "render.h"
 
-namespace rckpt {
+namespace rckpt::cli {
 namespace {
 
 std::vector<Placement> Sample() {
@@ -59,4 +59,4 @@ TEST(ReportTest, LoadReportRecordsWhereThingsWentAndTheStats) {
 }
 
 }  // namespace
-}  // namespace rckpt
+}  // namespace rckpt::cli

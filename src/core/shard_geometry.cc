@@ -1,4 +1,4 @@
-#include "format/shard_layout.h"
+#include "core/shard_geometry.h"
 
 #include <algorithm>
 #include <cstring>
@@ -11,7 +11,7 @@ std::string Interval(int64_t offset, int64_t size) {
          std::to_string(size) + ")";
 }
 
-bool Overlap(const ShardMeta& a, const ShardMeta& b) {
+bool Overlap(const Block& a, const Block& b) {
   for (size_t d = 0; d < a.offsets.size(); ++d) {
     if (a.offsets[d] >= b.offsets[d] + b.sizes[d] || b.offsets[d] >= a.offsets[d] + a.sizes[d]) {
       return false;
@@ -45,7 +45,7 @@ uint64_t NumelOrZero(const Shape& shape) {
 
 }  // namespace
 
-Status CheckShardBlock(const std::string& where, const Shape& shape, const ShardMeta& shard) {
+Status CheckShardBlock(const std::string& where, const Shape& shape, const Block& shard) {
   if (shard.offsets.size() != shape.size() || shard.sizes.size() != shape.size()) {
     return Status::Corruption(where + ": offsets has " + std::to_string(shard.offsets.size()) +
                               " and sizes " + std::to_string(shard.sizes.size()) +
@@ -69,13 +69,13 @@ Status CheckShardBlock(const std::string& where, const Shape& shape, const Shard
 }
 
 Status CheckShardTiling(const std::string& where, const Shape& shape,
-                        const std::vector<ShardMeta>& shards) {
+                        std::span<const Block* const> shards) {
   // Inside the shape, the blocks tile it exactly when none overlaps another
   // and their element counts add up to the shape's.
   const uint64_t total = NumelOrZero(shape);
   uint64_t covered = 0;
-  for (const ShardMeta& s : shards) {
-    const uint64_t n = NumelOrZero(s.sizes);
+  for (const Block* s : shards) {
+    const uint64_t n = NumelOrZero(s->sizes);
     if (__builtin_add_overflow(covered, n, &covered)) covered = UINT64_MAX;
   }
   // Sweep along the dimension where the blocks' starts differ most (the
@@ -85,7 +85,7 @@ Status CheckShardTiling(const std::string& where, const Shape& shape,
   size_t sweep = 0, best = 0;
   for (size_t d = 0; d < rank; ++d) {
     std::vector<int64_t> starts;
-    for (const ShardMeta& s : shards) starts.push_back(s.offsets[d]);
+    for (const Block* s : shards) starts.push_back(s->offsets[d]);
     std::sort(starts.begin(), starts.end());
     const size_t distinct = std::unique(starts.begin(), starts.end()) - starts.begin();
     if (distinct > best) best = distinct, sweep = d;
@@ -94,19 +94,19 @@ Status CheckShardTiling(const std::string& where, const Shape& shape,
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   if (rank > 0) {
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      return shards[a].offsets[sweep] < shards[b].offsets[sweep];
+      return shards[a]->offsets[sweep] < shards[b]->offsets[sweep];
     });
   }
   std::vector<size_t> active;
   for (size_t i : order) {
-    const ShardMeta& s = shards[i];
+    const Block& s = *shards[i];
     if (rank > 0) {
       std::erase_if(active, [&](size_t j) {
-        return shards[j].offsets[sweep] + shards[j].sizes[sweep] <= s.offsets[sweep];
+        return shards[j]->offsets[sweep] + shards[j]->sizes[sweep] <= s.offsets[sweep];
       });
     }
     for (size_t j : active) {
-      if (Overlap(shards[j], s)) {
+      if (Overlap(*shards[j], s)) {
         return Status::Corruption(where + ": shards " + std::to_string(std::min(i, j)) + " and " +
                                   std::to_string(std::max(i, j)) + " overlap");
       }

@@ -1,14 +1,14 @@
-// Rendering of `rckpt plan` and `rckpt load` results (tools.h).
+// Rendering of `rckpt plan`, `rckpt load` and `rckpt diff` results (render.h).
 #include <cstdio>
 #include <map>
 #include <string>
 
 #include "rckpt/human_bytes.h"
 #include "rckpt/runtime.h"
-#include "rckpt/tools.h"
+#include "render.h"
 #include "util/json_writer.h"
 
-namespace rckpt {
+namespace rckpt::cli {
 namespace {
 
 std::string Pad(std::string s, size_t width) {
@@ -147,4 +147,28 @@ std::string RenderLoadJson(const LoadReport& r) {
   return w.str();
 }
 
-}  // namespace rckpt
+std::string RenderDiffText(const DiffReport& r, const std::string& a, const std::string& b) {
+  std::string out;
+  if (r.identical) return "identical: " + a + " and " + b + " hold the same state\n";
+  out += "A = " + a + "\nB = " + b + "\n";
+  for (const auto& d : r.differences) out += d.kind + " " + d.name + ": " + d.detail + "\n";
+  if (r.count > r.differences.size()) {
+    out += "... and " + std::to_string(r.count - r.differences.size()) + " more\n";
+  }
+  out += std::to_string(r.count) + (r.count == 1 ? " difference\n" : " differences\n");
+  return out;
+}
+
+std::string RenderDiffJson(const DiffReport& r, const std::string& a, const std::string& b) {
+  JsonWriter w;
+  w.BeginObject().Key("schema_version").Int(1).Key("a").String(a).Key("b").String(b);
+  w.Key("identical").Bool(r.identical).Key("count").Uint(r.count);
+  w.Key("differences").BeginArray();
+  for (const auto& d : r.differences) {
+    w.BeginObject().Key("kind").String(d.kind).Key("name").String(d.name).Key("detail").String(d.detail).EndObject();
+  }
+  w.EndArray().EndObject();
+  return w.str() + "\n";
+}
+
+}  // namespace rckpt::cli

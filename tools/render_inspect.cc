@@ -1,13 +1,13 @@
+// Text and JSON renderings of inspect reports and state trees (docs/CLI.md),
+// and the CLI's exit codes.
 #include <cstdio>
 #include <ctime>
 
-#include "format/file_reader.h"
-#include "rckpt/file.h"
+#include "render.h"
 #include "rckpt/human_bytes.h"
-#include "rckpt/tools.h"
 #include "util/json_writer.h"
 
-namespace rckpt {
+namespace rckpt::cli {
 
 int ExitCodeFor(const Status& status) {
   switch (status.code()) {
@@ -25,20 +25,6 @@ int ExitCodeFor(const Status& status) {
 }
 
 namespace {
-
-std::string CodecSummary(const std::vector<ChunkMeta>& chunks) {
-  if (chunks.empty()) return "none";
-  auto one = [](const ChunkMeta& c) {
-    std::string s(CodecName(c.codec));
-    if (c.shuffle_elem) s += "+shuffle";
-    return s;
-  };
-  std::string first = one(chunks[0]);
-  for (const auto& c : chunks) {
-    if (one(c) != first) return "mixed";
-  }
-  return first;
-}
 
 std::string TimeString(int64_t unix_ms) {
   if (unix_ms <= 0) return "-";
@@ -125,18 +111,6 @@ std::string TreeToJson(const Value& tree) {
 
 namespace {
 
-std::vector<InspectShard> InspectShards(const TensorMeta& t) {
-  std::vector<InspectShard> out;
-  for (const ShardMeta& s : t.shards) {
-    InspectShard is{s.rank, s.origin, s.offsets, s.sizes, s.nbytes, 0, s.num_chunks};
-    for (size_t c = s.first_chunk; c < s.first_chunk + s.num_chunks; ++c) {
-      is.stored_nbytes += t.chunks[c].stored_size;
-    }
-    out.push_back(std::move(is));
-  }
-  return out;
-}
-
 // "    shard 1  rank 1  cuda:1  offsets [0, 4]  sizes [8, 4]  128 bytes, 64 stored"
 void RenderShardsText(const InspectTensor& t, std::string& out) {
   for (size_t i = 0; i < t.shards.size(); ++i) {
@@ -170,45 +144,6 @@ void RenderShardsJson(const InspectTensor& t, JsonWriter& w) {
 }
 
 }  // namespace
-
-Result<InspectReport> InspectRckpt(const std::string& path, FileSystem* fs) {
-  RCKPT_ASSIGN_OR_RETURN(auto reader, FileReader::Open(fs ? *fs : PosixFileSystem(), path));
-  const Manifest& m = reader->manifest();
-  InspectReport r;
-  r.path = path;
-  r.format = "rckpt";
-  r.format_version = std::to_string(m.version_major) + "." + std::to_string(m.version_minor);
-  r.writer = m.writer;
-  r.created_unix_ms = m.created_unix_ms;
-  r.file_size = m.file_size;
-  r.metadata = m.metadata;
-  r.sections = m.sections;
-  for (const auto& t : m.tensors) {
-    InspectTensor it{t.name, t.section, t.role, t.dtype, t.shape, t.origin, t.nbytes, 0,
-                     CodecSummary(t.chunks), t.chunks.size()};
-    for (const auto& c : t.chunks) it.stored_nbytes += c.stored_size;
-    it.shards = InspectShards(t);
-    r.tensors.push_back(std::move(it));
-  }
-  for (const auto& g : m.rng) r.rng.push_back({g.name, g.kind, g.origin, g.bytes.size()});
-  r.tree = m.tree;
-  return r;
-}
-
-InspectReport InspectCheckpoint(const Checkpoint& ck, std::string path, std::string format) {
-  InspectReport r;
-  r.path = std::move(path);
-  r.format = std::move(format);
-  r.metadata = ck.Metadata();
-  r.sections = ck.sections();
-  for (const auto& t : ck.tensors()) {
-    r.tensors.push_back({t.name, t.section, t.role, t.tensor.dtype(), t.tensor.shape(),
-                         t.Origin(), t.tensor.nbytes(), t.tensor.nbytes(), "none", 0});
-  }
-  for (const auto& g : ck.rng()) r.rng.push_back({g.name, g.kind, g.origin, g.bytes.size()});
-  r.tree = ck.Tree();
-  return r;
-}
 
 std::string RenderInspectText(const InspectReport& r) {
   std::string out;
@@ -259,7 +194,7 @@ std::string RenderInspectText(const InspectReport& r) {
     std::string role = t.role == Role::kHost && t.section != "" ? " (host)" : "";
     std::snprintf(buf, sizeof buf, "  %-*s %-12s %-9s %-18s %-8s %12llu %12llu %s%s", int(w),
                   t.name.c_str(), t.section.c_str(), std::string(DTypeName(t.dtype)).c_str(),
-                  ShapeToString(t.shape).c_str(), t.device.ToString().c_str(),
+                  ShapeToString(t.shape).c_str(), t.origin.ToString().c_str(),
                   static_cast<unsigned long long>(t.nbytes),
                   static_cast<unsigned long long>(t.stored_nbytes), t.codec.c_str(),
                   role.c_str());
@@ -307,7 +242,7 @@ std::string RenderInspectJson(const InspectReport& r) {
     w.Key("shape").BeginArray();
     for (int64_t d : t.shape) w.Int(d);
     w.EndArray();
-    w.Key("device").String(t.device.ToString());
+    w.Key("device").String(t.origin.ToString());
     w.Key("nbytes").Uint(t.nbytes);
     w.Key("stored_nbytes").Uint(t.stored_nbytes);
     w.Key("codec").String(t.codec);
@@ -334,22 +269,4 @@ std::string RenderInspectJson(const InspectReport& r) {
   return w.str() + "\n";
 }
 
-Status VerifyRckpt(const std::string& path, VerifyReport* report, const ProgressCallback& progress,
-                   FileSystem* fs) {
-  RCKPT_ASSIGN_OR_RETURN(auto reader, FileReader::Open(fs ? *fs : PosixFileSystem(), path));
-  RCKPT_RETURN_IF_ERROR(reader->VerifyAll(progress));
-  if (report) {
-    const Manifest& m = reader->manifest();
-    *report = VerifyReport{};
-    report->tensors = m.tensors.size();
-    report->rng_records = m.rng.size();
-    for (const auto& t : m.tensors) {
-      report->chunks += t.chunks.size();
-      report->raw_bytes += t.nbytes;
-      for (const auto& c : t.chunks) report->stored_bytes += c.stored_size;
-    }
-  }
-  return Status::Ok();
-}
-
-}  // namespace rckpt
+}  // namespace rckpt::cli

@@ -5,7 +5,6 @@
 #include <map>
 #include <set>
 
-#include "util/json_writer.h"
 
 namespace rckpt {
 namespace {
@@ -237,30 +236,6 @@ Result<DiffReport> DiffCheckpoints(const Checkpoint& a, const Checkpoint& b, con
     if (!a.Metadata().count(k)) c.Add("metadata", k, "only in B");
   }
   return c.Take();
-}
-
-std::string RenderDiffText(const DiffReport& r, const std::string& a, const std::string& b) {
-  std::string out;
-  if (r.identical) return "identical: " + a + " and " + b + " hold the same state\n";
-  out += "A = " + a + "\nB = " + b + "\n";
-  for (const auto& d : r.differences) out += d.kind + " " + d.name + ": " + d.detail + "\n";
-  if (r.count > r.differences.size()) {
-    out += "... and " + std::to_string(r.count - r.differences.size()) + " more\n";
-  }
-  out += std::to_string(r.count) + (r.count == 1 ? " difference\n" : " differences\n");
-  return out;
-}
-
-std::string RenderDiffJson(const DiffReport& r, const std::string& a, const std::string& b) {
-  JsonWriter w;
-  w.BeginObject().Key("schema_version").Int(1).Key("a").String(a).Key("b").String(b);
-  w.Key("identical").Bool(r.identical).Key("count").Uint(r.count);
-  w.Key("differences").BeginArray();
-  for (const auto& d : r.differences) {
-    w.BeginObject().Key("kind").String(d.kind).Key("name").String(d.name).Key("detail").String(d.detail).EndObject();
-  }
-  w.EndArray().EndObject();
-  return w.str() + "\n";
 }
 
 }  // namespace rckpt

@@ -1,16 +1,18 @@
-// The geometry of sharded tensors (format 1.1): blocks of a global shape,
-// the checks that a tensor's shards tile it exactly, and the arithmetic the
-// loaders use to cut a wanted block out of the saved ones.
-#ifndef RCKPT_SRC_FORMAT_SHARD_LAYOUT_H_
-#define RCKPT_SRC_FORMAT_SHARD_LAYOUT_H_
+// The geometry of sharded tensors: blocks of a global shape, the checks that
+// a tensor's shards tile it exactly, and the arithmetic the loaders use to
+// cut a wanted block out of the saved ones. Plain values: the checkpoint (a
+// sharded tensor's shards), the format (a file's shard table) and the engine
+// (block reads) all use it.
+#ifndef RCKPT_SRC_CORE_SHARD_GEOMETRY_H_
+#define RCKPT_SRC_CORE_SHARD_GEOMETRY_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
-#include "format/file_reader.h"
 #include "rckpt/status.h"
 #include "rckpt/tensor.h"
 
@@ -25,14 +27,16 @@ struct Block {
 
 // Corruption (naming `where`, the dimension and the numbers) unless the
 // shard's offsets and sizes have the rank of `shape`, every size is >= 1 and
-// every [offset, offset + size) lies inside [0, shape[d]).
-Status CheckShardBlock(const std::string& where, const Shape& shape, const ShardMeta& shard);
+// every [offset, offset + size) lies inside [0, shape[d]). (Corruption: the
+// file validator's code; a caller checking its own arguments turns it into
+// InvalidArgument.)
+Status CheckShardBlock(const std::string& where, const Shape& shape, const Block& shard);
 
-// Corruption unless the blocks of `shards` (each already CheckShardBlock'ed)
-// cover every element of `shape` exactly once: names the two overlapping
-// shards, or how many elements no shard covers.
+// Corruption unless `shards` (each already CheckShardBlock'ed) cover every
+// element of `shape` exactly once: names the two overlapping shards, or how
+// many elements no shard covers.
 Status CheckShardTiling(const std::string& where, const Shape& shape,
-                        const std::vector<ShardMeta>& shards);
+                        std::span<const Block* const> shards);
 
 // InvalidArgument unless `block` has the rank of `shape`, non-negative
 // offsets and sizes, and lies inside it.
@@ -63,4 +67,4 @@ Block WholeBlock(const Shape& shape);
 
 }  // namespace rckpt
 
-#endif  // RCKPT_SRC_FORMAT_SHARD_LAYOUT_H_
+#endif  // RCKPT_SRC_CORE_SHARD_GEOMETRY_H_

@@ -1,0 +1,70 @@
+// Save: validate, then one sequential pass (header, chunks, manifest,
+// footer) into an atomically replaced file (io/atomic_write.h).
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "engine/encode.h"
+#include "format/layout.h"
+#include "format/manifest.h"
+#include "format/tree_codec.h"
+#include "format/writer.h"
+#include "io/atomic_write.h"
+#include "rckpt/file.h"
+#include "rckpt/io.h"
+
+namespace rckpt {
+namespace {
+
+// Every name must be one the reader accepts: a save never writes a file that
+// cannot be loaded. Checked before the file is created.
+Status CheckNamesForSave(const Checkpoint& ck) {
+  auto check = [](const char* kind, const std::string& name) {
+    const std::string problem = NameProblem(name);
+    if (problem.empty()) return Status::Ok();
+    std::string shown = name.substr(0, 80);
+    return Status::InvalidArgument(std::string(kind) + " name '" + shown +
+                                   (name.size() > 80 ? "...'" : "'") + " " + problem);
+  };
+  for (const SectionInfo& s : ck.sections()) RCKPT_RETURN_IF_ERROR(check("section", s.name));
+  for (const TensorEntry& t : ck.tensors()) RCKPT_RETURN_IF_ERROR(check("tensor", t.name));
+  for (const ShardedTensorEntry& t : ck.sharded_tensors()) {
+    RCKPT_RETURN_IF_ERROR(check("tensor", t.name));
+  }
+  for (const RngRecord& r : ck.rng()) RCKPT_RETURN_IF_ERROR(check("RNG record", r.name));
+  return Status::Ok();
+}
+
+// A single-process save: header, every tensor's (and shard's) chunks,
+// manifest, footer.
+Status WriteCheckpoint(const Checkpoint& ck, const SaveOptions& o, WritableFile& file) {
+  RCKPT_ASSIGN_OR_RETURN(FlatTree tree, EncodeTree(ck.Tree()));
+  const uint16_t version_minor =
+      ck.sharded_tensors().empty() ? kFormatMinorUnsharded : kFormatMinorSharded;
+  RCKPT_RETURN_IF_ERROR(WriteHeader(file, o.alignment, version_minor));
+  std::vector<SaveSource> sources = SaveSourcesOf(ck);
+  EncodedRegion region;
+  RCKPT_RETURN_IF_ERROR(EncodeRegion(sources, o, file, kHeaderSize, &region));
+  ManifestInput in{ck, region.chunks, region.first_chunk, tree, o.alignment, kHeaderSize,
+                   region.end,
+                   o.writer.empty() ? std::string("rckpt ") + RCKPT_VERSION_STRING : o.writer,
+                   std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count()};
+  return AppendManifestAndFooter(file, region.end, BuildManifest(in), version_minor);
+}
+
+}  // namespace
+
+Status Save(const std::string& path, const Checkpoint& ck, const SaveOptions& options) {
+  RCKPT_RETURN_IF_ERROR(ValidateSaveOptions(options));
+  if (path.empty()) return Status::InvalidArgument("save path is empty");
+  RCKPT_RETURN_IF_ERROR(CheckNamesForSave(ck));
+  FileSystem& fs = options.fs ? *options.fs : PosixFileSystem();
+  return WriteFileAtomically(fs, path, [&](WritableFile& file) {
+           return WriteCheckpoint(ck, options, file);
+         }).WithContext("save to '" + path + "'");
+}
+
+}  // namespace rckpt

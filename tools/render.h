@@ -1,0 +1,78 @@
+// What the `rckpt` tool prints: text and JSON renderings of the library's
+// reports (docs/CLI.md, schema_version 1 throughout), its exit codes, and
+// load errors in the words of its flags. Part of the tool, not of the
+// library's API; rckpt-train-demo links it for the same exit codes and
+// messages.
+#ifndef RCKPT_TOOLS_RENDER_H_
+#define RCKPT_TOOLS_RENDER_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rckpt/diff.h"
+#include "rckpt/inspect.h"
+#include "rckpt/io.h"
+#include "rckpt/options.h"
+
+namespace rckpt::cli {
+
+// The exit code for a status (docs/CLI.md): 0 OK, 2 InvalidArgument,
+// 3 NotFound, 4 Corruption, 5 Unsupported, 6 DeviceUnavailable/DeviceError,
+// 7 IoError, 8 OutOfMemory. (1 is diff's "different".)
+int ExitCodeFor(const Status& status);
+
+// A load error message with LoadOptions field names (model_device="auto",
+// map_location, sections, ...) rewritten as the command-line flags that set
+// them (--model-device auto, --map-location, --sections, ...), for programs
+// whose users typed flags: the rckpt tool and rckpt-train-demo.
+std::string InFlagTerms(std::string_view message);
+
+// `rckpt inspect`: a human-readable table, or JSON.
+std::string RenderInspectText(const InspectReport& report);
+std::string RenderInspectJson(const InspectReport& report);
+
+// The state tree as JSON (docs/CLI.md "Tree JSON"): JSON scalars, strings,
+// arrays and objects where they fit, tagged objects ({"$tuple": [...]},
+// {"$tensor": name}, ...) where they do not.
+std::string TreeToJson(const Value& tree);
+
+// `rckpt plan` and `rckpt load` (docs/RELOCATION.md). The placements come
+// from PlanLoad (plan) or from the loaded checkpoint (load).
+// Text: one row per tensor and RNG record (kind, name, section, role, origin,
+// target) and a summary of how many go to each device. JSON:
+// {"schema_version":1,"placements":[{"name","kind":"tensor"|"rng",
+// "section" (null for RNG records),"role","origin","target"}]}.
+std::string RenderPlanText(const std::vector<rckpt::Placement>& placements);
+std::string RenderPlanJson(const std::vector<rckpt::Placement>& placements);
+
+struct LoadReport {
+  std::string path;
+  std::string runtime;  // DeviceRuntime::name() of the runtime used
+  LoadStats stats;
+  bool mapped = false;  // loaded with LoadOptions::map_file
+  std::vector<rckpt::Placement> placements;
+};
+
+// Loads `path` for real with `options` (its stats pointer is replaced) and
+// records where every tensor and RNG record went; the loaded checkpoint is
+// released before returning. Errors: those of Load.
+Result<LoadReport> LoadForReport(const std::string& path, LoadOptions options);
+
+// Text: bytes, seconds, rate (rckpt/human_bytes.h units), staging high-water
+// of capacity, then the placement table. JSON: {"schema_version":1,"path",
+// "runtime","bytes_read","bytes_restored","seconds","gb_per_s",
+// "staging_high_water","staging_capacity","mapped","placements":[...as
+// plan...]}.
+std::string RenderLoadText(const LoadReport& report);
+std::string RenderLoadJson(const LoadReport& report);
+
+// `rckpt diff`. Text: one line per difference and a summary. JSON:
+// {"schema_version":1,"identical":bool,"count":N,"differences":[{"kind",
+// "name","detail"}]}.
+std::string RenderDiffText(const DiffReport& report, const std::string& a, const std::string& b);
+std::string RenderDiffJson(const DiffReport& report, const std::string& a, const std::string& b);
+
+}  // namespace rckpt::cli
+
+#endif  // RCKPT_TOOLS_RENDER_H_
