@@ -320,3 +320,14 @@ def test_modules_and_objects_with_state_dict_are_refused_with_what_to_write(tmp)
     with pytest.raises(TypeError, match=r"^opt: cannot store a torch\.optim\.sgd\.SGD; save its "
                                         r"state, obj\.state_dict\(\)"):
         rckpt.save(tmp / "x.rckpt", {"opt": opt})
+
+
+def test_a_function_reference_in_a_file_is_never_imported_or_called(tmp, monkeypatch):
+    import os
+    called = []
+    monkeypatch.setattr(os, "system", lambda *a: called.append(a))
+    evil = rckpt.InertObject("rckpt.function", {"name": "os.system", "bound_to": None})
+    rckpt.save(tmp / "e.rckpt", {"scheduler": {"fn": evil, "fns": [evil]}})
+    back = rckpt.load(tmp / "e.rckpt")["scheduler"]
+    assert back == {"fns": [rckpt.FunctionRef("os.system")]}
+    assert not callable(back["fns"][0]) and called == []
