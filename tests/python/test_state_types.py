@@ -35,6 +35,7 @@ OPTIMIZERS = {
     "AdamW": lambda p: torch.optim.AdamW(p, lr=0.01),
     "Adamax": lambda p: torch.optim.Adamax(p),
     "LBFGS": lambda p: torch.optim.LBFGS(p, lr=0.1, history_size=3),
+    "Muon": lambda p: torch.optim.Muon([x for x in p if x.dim() == 2], lr=0.02),  # 2-d only
     "NAdam": lambda p: torch.optim.NAdam(p),
     "RAdam": lambda p: torch.optim.RAdam(p),
     "RMSprop": lambda p: torch.optim.RMSprop(p, momentum=0.9, centered=True),
@@ -191,8 +192,10 @@ def test_a_bound_method_is_stored_as_an_inert_reference_and_left_out_on_load(tmp
 
 
 def test_grad_scaler_state_round_trips(tmp):
-    scaler = torch.cuda.amp.GradScaler(enabled=False)  # no CUDA here: its state is {}
-    rckpt.save(tmp / "g.rckpt", {"scaler": scaler.state_dict()})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch 2: "use torch.amp.GradScaler"
+        scaler = torch.cuda.amp.GradScaler(enabled=torch.cuda.is_available())
+    rckpt.save(tmp / "g.rckpt", {"scaler": scaler.state_dict()})  # {} without CUDA
     assert rckpt.load(tmp / "g.rckpt")["scaler"] == scaler.state_dict()
     amp = getattr(torch, "amp", None)
     if amp is None or not hasattr(amp, "GradScaler"):
