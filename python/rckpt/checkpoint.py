@@ -89,7 +89,8 @@ class Checkpoint(MutableMapping):
 
     def __repr__(self):
         nbytes = sum(t.numel() * t.element_size() for t in self.tensors.values())
-        world = "" if self.saved_world_size is None else f" saved_world_size={self.saved_world_size}"
+        world = "" if self.saved_world_size is None else \
+            f" saved_world_size={self.saved_world_size}"
         return (f"<rckpt.Checkpoint sections={list(self.state)} tensors={len(self.tensors)} "
                 f"({_core.human_bytes(nbytes)}) rng={list(self.rng)}{world}>")
 

@@ -50,10 +50,8 @@ class PyBuilder {
           nb::object value = Convert(e);
           // A function reference is left out of its dict, so that
           // load_state_dict keeps the function the live object has.
-          if (e.kind() == ValueKind::kObject &&
-              Py_TYPE(value.ptr()) == reinterpret_cast<PyTypeObject*>(api_.function_ref_type.ptr())) {
-            continue;
-          }
+          const auto* function_ref = reinterpret_cast<PyTypeObject*>(api_.function_ref_type.ptr());
+          if (e.kind() == ValueKind::kObject && Py_TYPE(value.ptr()) == function_ref) continue;
           out[Convert(k)] = std::move(value);
         }
         return out;

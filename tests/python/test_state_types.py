@@ -138,7 +138,7 @@ def _scheduler_classes():
 def test_the_scheduler_table_has_every_scheduler_of_torch():
     covered = {name.split("(")[0] for name in SCHEDULER_MAKERS}
     missing = _scheduler_classes() - covered
-    assert not missing, f"torch.optim.lr_scheduler has schedulers this suite does not try: {missing}"
+    assert not missing, f"torch.optim.lr_scheduler has schedulers this suite skips: {missing}"
 
 
 def _lrs(opt):
