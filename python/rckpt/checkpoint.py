@@ -105,6 +105,9 @@ def _sections_to_save(state, rng, metadata):
     """
     import torch
     metadata = {str(k): str(v) for k, v in (metadata or {}).items()}
+    if ROOT_KEY in metadata:
+        raise ValueError(f"metadata key {ROOT_KEY!r} is rckpt's own (it names the section of "
+                         "a state that is not a dict of sections)")
     if isinstance(state, torch.nn.Module):
         raise TypeError(
             f"rckpt.save stores state, not modules (a {type(state).__module__}."

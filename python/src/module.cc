@@ -65,16 +65,16 @@ void AddState(const Checkpoint& ck, const LoadOptions& o, bool file_tree, nb::di
   const Value* sections = &tree;
   const Value* ranks = nullptr;
   auto world = ck.Metadata().find(kWorldSizeKey);
+  int64_t world_size = 0;
   if (world != ck.Metadata().end() && tree.is_map()) {
+    const std::string& v = world->second;
     const Value* common = tree.Find("common");
-    if (common != nullptr && common->is_map()) {
+    const bool parsed = std::from_chars(v.data(), v.data() + v.size(), world_size).ec ==
+                        std::errc();
+    if (parsed && world_size > 0 && common != nullptr && common->is_map()) {
       sections = common;
       ranks = tree.Find("ranks");
-      int64_t n = 0;
-      const std::string& v = world->second;
-      if (std::from_chars(v.data(), v.data() + v.size(), n).ec == std::errc()) {
-        (*out)["world_size"] = nb::int_(n);
-      }
+      (*out)["world_size"] = nb::int_(world_size);
     }
   }
   if (ranks != nullptr) (*out)["rank_states"] = TreeToPython(*ranks, ck, tensors);

@@ -106,3 +106,12 @@ def test_map_location_callables_of_torch_and_of_rckpt(tmp):
     with pytest.raises(TypeError, match=r"returned <class 'str'> for 'model\.w'; a torch-style "
                                         r"map_location\(storage, location\) returns a storage"):
         rckpt.load(tmp / "m.rckpt", map_location=lambda storage, loc: "cpu")
+
+
+def test_metadata_that_imitates_rckpts_own_keys(tmp):
+    with pytest.raises(ValueError, match=r"metadata key 'rckpt\.python\.root' is rckpt's own"):
+        rckpt.save(tmp / "m.rckpt", {"model": {}}, metadata={"rckpt.python.root": "model"})
+    # A world size that is not a number: an ordinary file, its tree as saved.
+    rckpt.save(tmp / "w.rckpt", {"common": {"x": 1}}, metadata={"rckpt.world_size": "many"})
+    ck = rckpt.load(tmp / "w.rckpt")
+    assert list(ck) == ["common"] and ck.saved_world_size is None
