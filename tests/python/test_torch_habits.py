@@ -115,3 +115,20 @@ def test_metadata_that_imitates_rckpts_own_keys(tmp):
     rckpt.save(tmp / "w.rckpt", {"common": {"x": 1}}, metadata={"rckpt.world_size": "many"})
     ck = rckpt.load(tmp / "w.rckpt")
     assert list(ck) == ["common"] and ck.saved_world_size is None
+
+
+def test_a_collective_file_of_one_rank_gives_that_ranks_rng_and_state(tmp):
+    # The layout rckpt/distributed.h documents, as one rank writes it (no MPI needed here).
+    rng = rckpt.capture_rng()
+    in_file = rckpt.RngState((f"rank0/{name}", record) for name, record in rng.items())
+    rckpt.save(tmp / "c.rckpt", {"common": {"model": {"w": torch.ones(2)}, "controller": {"e": 1}},
+                                 "ranks": [{"cursor": 3}]},
+               rng=in_file, metadata={"rckpt.world_size": "1"})
+    ck = rckpt.load(tmp / "c.rckpt")
+    assert list(ck) == ["model", "controller"] and ck.saved_world_size == 1
+    assert ck.rank_states == [{"cursor": 3}] and ck.rank_state == {"cursor": 3}
+    assert list(ck.rng) == list(rng) and list(ck.saved_rng) == [0]
+    assert ck.rng["torch.cpu"].data == rng["torch.cpu"].data
+    assert "saved_world_size=1" in repr(ck)
+    only = rckpt.load(tmp / "c.rckpt", skip_sections=["controller"])
+    assert list(only) == ["model"]
