@@ -18,7 +18,7 @@ from .errors import (CorruptionError, DeviceError, DeviceUnavailableError, Error
                      UnsupportedError)
 from .progress import ProgressBar
 from .rng import RestoreReport, RngRecord, RngState, capture_rng, restore_rng
-from .types import InertObject
+from .types import FunctionRef, InertObject
 
 __version__ = _core.version
 _core.init_torch()
@@ -31,7 +31,8 @@ def cuda_device_count(emulate_devices=0):
 
 __all__ = [
     "Checkpoint", "CorruptionError", "DeviceError", "DeviceUnavailableError", "Error",
-    "InertObject", "InvalidArgumentError", "IoError", "NotFoundError", "OutOfMemoryError",
+    "FunctionRef", "InertObject", "InvalidArgumentError", "IoError", "NotFoundError",
+    "OutOfMemoryError",
     "ProgressBar", "RestoreReport", "RngRecord", "RngState", "UnsupportedError",
     "capture_rng", "cuda_device_count", "load", "load_into", "restore_rng", "save",
 ]
