@@ -7,15 +7,14 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
-#include <charconv>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "call_args.h"
 #include "errors.h"
+#include "format/collective_layout.h"
 #include "from_checkpoint.h"
 #include "rckpt/human_bytes.h"
 #include "rckpt/io.h"
@@ -50,49 +49,22 @@ void Save(const std::string& path, nb::handle state, nb::list rng, const std::st
   ThrowIfError(s);
 }
 
-// The metadata key of a collective save (rckpt/distributed.h): its tree is
-// {"common": <the sections>, "ranks": [<rank 0's own tree>, ...]}.
-constexpr const char* kWorldSizeKey = "rckpt.world_size";
-
-// The sections of `ck`'s tree that the load chose (`o.sections`,
-// `o.skip_sections`, as the library chose their tensors): the tree's
-// top-level map, or a collective save's "common" map. With `file_tree`, the
-// tree as the file has it, whole. Also the saved ranks' own trees and the
-// saved world size of a collective save.
-void AddState(const Checkpoint& ck, const LoadOptions& o, bool file_tree, nb::dict tensors,
-              nb::dict* out) {
-  const Value& tree = ck.Tree();
-  const Value* sections = &tree;
-  const Value* ranks = nullptr;
-  auto world = ck.Metadata().find(kWorldSizeKey);
-  int64_t world_size = 0;
-  if (world != ck.Metadata().end() && tree.is_map()) {
-    const std::string& v = world->second;
-    const Value* common = tree.Find("common");
-    const bool parsed = std::from_chars(v.data(), v.data() + v.size(), world_size).ec ==
-                        std::errc();
-    if (parsed && world_size > 0 && common != nullptr && common->is_map()) {
-      sections = common;
-      ranks = tree.Find("ranks");
-      (*out)["world_size"] = nb::int_(world_size);
+// The sections of `ck`'s tree (the library kept only those the load chose):
+// its top-level map, or a collective save's "common" map
+// (format/collective_layout.h). With `file_tree`, the tree as the file has
+// it, whole. Also the saved ranks' own trees and the saved world size of a
+// collective save.
+void AddState(Checkpoint& ck, bool file_tree, nb::dict tensors, nb::dict* out) {
+  Value& tree = ck.Tree();
+  const int64_t world_size = SavedWorldSize(ck.Metadata());
+  const Value* sections = SectionsOfTree(ck.Metadata(), tree);
+  if (world_size > 0 && sections != &tree) {
+    (*out)["world_size"] = nb::int_(world_size);
+    if (const Value* ranks = tree.Find(kRanksTreeKey)) {
+      (*out)["rank_states"] = TreeToPython(*ranks, ck, tensors);
     }
   }
-  if (ranks != nullptr) (*out)["rank_states"] = TreeToPython(*ranks, ck, tensors);
-  if (file_tree || !sections->is_map()) {
-    (*out)["state"] = TreeToPython(tree, ck, tensors);
-    return;
-  }
-  const std::set<std::string> want(o.sections.begin(), o.sections.end());
-  const std::set<std::string> skip(o.skip_sections.begin(), o.skip_sections.end());
-  nb::dict state;
-  for (const auto& [key, value] : sections->entries()) {
-    if (key.kind() == ValueKind::kString) {
-      const std::string& name = key.as_string();
-      if ((!want.empty() && want.count(name) == 0) || skip.count(name) != 0) continue;
-    }
-    state[TreeToPython(key, ck, tensors)] = TreeToPython(value, ck, tensors);
-  }
-  (*out)["state"] = state;
+  (*out)["state"] = TreeToPython(file_tree || sections == nullptr ? tree : *sections, ck, tensors);
 }
 
 nb::dict Load(const std::string& path, nb::handle map_location,
@@ -121,7 +93,7 @@ nb::dict Load(const std::string& path, nb::handle map_location,
   nb::dict out;
   TorchTensors t = TensorsToTorch(ck.tensors(), runtime, runtime != nullptr);
   out["tensors"] = t.tensors;
-  AddState(ck, o, file_tree, t.tensors, &out);
+  AddState(ck, file_tree, t.tensors, &out);
   out["placement"] = t.placement;
   out["origin"] = t.origin;
   out["rng"] = RngTuples(ck.rng());

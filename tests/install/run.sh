@@ -7,6 +7,19 @@ tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
 test -x "$tmp/prefix/bin/rckpt"
 test -f "$tmp/prefix/include/rckpt/io.h"
+# The installed headers are the library's API: each compiles on its own
+# against the installed tree, and none declares a CLI or test-only seam.
+for h in "$tmp/prefix/include/rckpt/"*.h; do
+  flags=()
+  [ "$(basename "$h")" = distributed.h ] && flags=($(mpicxx --showme:compile))
+  echo "#include \"rckpt/$(basename "$h")\"" |
+    c++ -std=c++20 -fsyntax-only -Wall -Wextra -Werror -I "$tmp/prefix/include" "${flags[@]}" -x c++ -
+done
+test ! -e "$tmp/prefix/include/rckpt/tools.h"
+if grep -l "ForTesting\|MemFileSystem\|fail_after\|ExitCodeFor\|Render\(Inspect\|Plan\|Load\|Diff\)" "$tmp/prefix/include/rckpt/"*.h; then
+  echo "install: a CLI or test-only declaration is in the installed headers" >&2
+  exit 1
+fi
 cmake -S "$src/tests/install/consumer" -B "$tmp/consumer" -G Ninja \
   -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
 cmake --build "$tmp/consumer" >/dev/null
