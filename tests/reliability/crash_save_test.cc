@@ -206,8 +206,7 @@ TEST_F(CrashSaveTest, CliConvertKilledAtEveryFileChangeLeavesTheOldOrTheNewFileW
   // Header, data, manifest and footer, sync, rename, directory sync at least.
   ASSERT_GE(whole.steps, 5);
 
-  bool saw_old = false;
-  bool saw_new = false;
+  std::vector<bool> found_new;  // by kill step
   for (int k = 0; k < whole.steps; ++k) {
     ASSERT_OK(Save(path_, MakeCheckpoint(kOldSeed, kOldMib)));
     const std::string when = "killed before file change " + std::to_string(k) + " of " +
@@ -224,12 +223,21 @@ TEST_F(CrashSaveTest, CliConvertKilledAtEveryFileChangeLeavesTheOldOrTheNewFileW
     if (HasFailure()) break;
     Result<Checkpoint> now = Load(path_);
     ASSERT_TRUE(now.ok());
-    (Digest(*now) == old_digest_ ? saw_old : saw_new) = true;
+    found_new.push_back(Digest(*now) == new_digest);
+    // Every run starts as the counting run did, with no temporary to remove.
+    for (const std::string& stray : Strays(dir_, "ck.rckpt")) fs::remove(dir_ + "/" + stray);
   }
-  // Kills before the rename found the old file, kills after it the new one.
-  EXPECT_TRUE(saw_old);
-  EXPECT_TRUE(saw_new);
+  // The old file until one step (the rename), the new one from there on.
+  const auto first_new = std::find(found_new.begin(), found_new.end(), true);
+  EXPECT_NE(first_new, found_new.begin()) << "the first file change already replaced the file";
+  EXPECT_NE(first_new, found_new.end()) << "no kill found the new file";
+  EXPECT_TRUE(std::all_of(first_new, found_new.end(), [](bool b) { return b; }))
+      << "the path went back to the old file after holding the new one";
   fs::remove_all(src_dir);
+}
+#else
+TEST_F(CrashSaveTest, CliConvertKilledAtEveryFileChangeLeavesTheOldOrTheNewFileWhole) {
+  GTEST_SKIP() << "this build has no rckpt CLI (RCKPT_BUILD_TOOLS=OFF)";
 }
 #endif
 
