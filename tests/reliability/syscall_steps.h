@@ -56,12 +56,16 @@ inline bool ChangesFiles(uint64_t nr, const uint64_t* args) {
     case SYS_ftruncate:
     case SYS_fallocate:
     case SYS_msync:
+    case SYS_unlinkat:
+#ifdef SYS_copy_file_range
     case SYS_copy_file_range:
+#endif
+#ifdef SYS_renameat  // not on every architecture (aarch64 has renameat2 only)
     case SYS_renameat:
+#endif
 #ifdef SYS_renameat2
     case SYS_renameat2:
 #endif
-    case SYS_unlinkat:
       return true;
     case SYS_openat:
       return OpenChangesFiles(args[2]);
