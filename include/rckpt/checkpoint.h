@@ -21,7 +21,7 @@
 
 namespace rckpt {
 
-// What a load does with a tensor (DESIGN: relocation rules). Stored in files.
+// What a load does with a tensor (docs/DESIGN.md §4). Stored in files.
 enum class Role : uint8_t {
   kModel = 0,  // follows model_device
   kHost = 1,   // always restored to host memory

@@ -200,7 +200,7 @@ class TreeBuilder {
     return Value::Map(std::move(entries));
   }
 
-  // A map key: a scalar or a tuple of scalars (DESIGN: the state tree).
+  // A map key: a scalar or a tuple of scalars (docs/DESIGN.md §3, the state tree).
   Value Key(nb::handle k, const std::vector<std::string>& path, bool in_tuple) {
     PyObject* p = k.ptr();
     if (PyUnicode_CheckExact(p)) return Value(nb::cast<std::string>(k));

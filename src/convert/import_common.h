@@ -24,7 +24,7 @@ namespace rckpt::convert {
 // builtins.bytearray. Any other object is inert.
 bool IsKnownObjectClass(std::string_view class_path);
 
-// The section of a tensor by its key path (DESIGN section 3 table; see
+// The section of a tensor by its key path (docs/DESIGN.md §4 table; see
 // docs/CONVERT.md). `plain_state_dict`: the root is a dict of tensors only.
 std::string SectionForPath(const std::vector<std::string>& path, bool root_is_map,
                            bool plain_state_dict, const ImportOptions& options);

@@ -1,6 +1,6 @@
 // The placement planner: which device every tensor and RNG record of a file
 // goes to under a LoadOptions, on a machine with a given number of CUDA
-// devices. Pure: no I/O, no runtime; the policy of DESIGN.md section 3.
+// devices. Pure: no I/O, no runtime; the policy of docs/DESIGN.md §4.
 #ifndef RCKPT_SRC_ENGINE_PLACEMENT_H_
 #define RCKPT_SRC_ENGINE_PLACEMENT_H_
 
@@ -26,7 +26,7 @@ bool DeviceExists(Device device, int cuda_device_count);
 // exist here (DeviceUnavailable naming it and the devices present).
 Status CheckLoadOptions(const LoadOptions& options, int cuda_device_count);
 
-// The canonical section names (DESIGN.md section 3), which sections and
+// The canonical section names (docs/DESIGN.md §4), which sections and
 // skip_sections accept even when the file lacks them.
 const std::vector<std::string>& CanonicalSections();
 

@@ -1,4 +1,4 @@
-// The placement planner alone: every row of DESIGN.md section 3's table on
+// The placement planner alone: every row of docs/DESIGN.md §4's tables on
 // hand-built manifests, without files or runtimes.
 #include "engine/placement.h"
 
