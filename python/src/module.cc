@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "async_module.h"
 #include "call_args.h"
 #include "errors.h"
 #include "from_checkpoint.h"
@@ -156,5 +157,6 @@ NB_MODULE(_core, m) {
     ThrowIfError(rckpt::ValidateRngState(
         RngKindOf(kind_name), {reinterpret_cast<const std::byte*>(b.c_str()), b.size()}));
   }, "kind"_a, "data"_a);
+  RegisterAsync(m);
   m.attr("version") = RCKPT_VERSION_STRING;
 }

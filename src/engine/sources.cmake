@@ -1,4 +1,5 @@
 target_sources(rckpt PRIVATE
+  ${RCKPT_SRC}/engine/async_save.cc
   ${RCKPT_SRC}/engine/block_read.cc
   ${RCKPT_SRC}/engine/load.cc
   ${RCKPT_SRC}/engine/map_location.cc
