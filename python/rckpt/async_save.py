@@ -9,6 +9,7 @@ import atexit
 import os
 import sys
 import threading
+import weakref
 
 from . import _core
 from .checkpoint import _cuda_sync, _progress, _rng_records, _walk_tensors
@@ -134,6 +135,7 @@ class AsyncSaver:
         self._core = _core.AsyncSaver()
         self._lock = threading.Lock()
         self._last = None
+        _live_savers.add(self)
 
     def save(self, path, state, *, rng=None, codec="none", level=1, chunk_bytes=4 << 20,
              threads=0, metadata=None, origin=None, progress=None, emulate_devices=0,
@@ -189,6 +191,17 @@ class AsyncSaver:
                   file=sys.stderr)
 
 
+# Every saver's save in flight is finished at interpreter exit.
+_live_savers = weakref.WeakSet()
+
+
+def _finish_all_at_exit():
+    for saver in list(_live_savers):
+        saver._finish_at_exit()
+
+
+atexit.register(_finish_all_at_exit)
+
 _saver = None
 _saver_lock = threading.Lock()
 
@@ -198,7 +211,6 @@ def _module_saver():
     with _saver_lock:
         if _saver is None:
             _saver = AsyncSaver()
-            atexit.register(_saver._finish_at_exit)
         return _saver
 
 

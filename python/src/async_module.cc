@@ -159,6 +159,9 @@ class PyAsyncSaver {
 }  // namespace
 
 void RegisterAsync(nb::module_& m) {
+  // A saver held by a global (a CheckpointManager at module level) is still
+  // alive when the module is torn down; that is no leak worth a warning.
+  nb::set_leak_warnings(false);
   nb::class_<SaveTicket>(m, "SaveTicket")
       .def("wait", &SaveTicket::Wait, "timeout"_a.none())
       .def("done", &SaveTicket::Done)

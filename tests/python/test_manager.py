@@ -87,11 +87,13 @@ def test_a_failed_save_is_never_a_step_and_prunes_nothing(tmp_path):
 
 
 def test_an_unretrieved_failure_is_raised_by_the_next_save(tmp_path):
-    cancel = threading.Event()
-    cancel.set()
-    m = rckpt.CheckpointManager(tmp_path, progress=lambda d, t: not cancel.is_set())
+    cancel_once = [True]  # the first progress call (of step 1's persist) cancels
+
+    def progress(done, total):
+        return not (cancel_once and cancel_once.pop())
+
+    m = rckpt.CheckpointManager(tmp_path, progress=progress)
     m.save(1, state_at(1))
-    cancel.clear()
     with pytest.raises(rckpt.IoError, match="cancelled"):
         m.save(2, state_at(2))
     assert m.steps() == []
@@ -193,6 +195,7 @@ def progress(done, total):
 state = {"step": 0}
 m = rckpt.CheckpointManager(directory, keep=2, progress=progress, chunk_bytes=1 << 16)
 for step in (1, 2, 3):
+    m.wait()  # so that the progress callback sees whose persist it is in
     state["step"] = step
     g = torch.Generator().manual_seed(step)
     m.save(step, {"model": {"w": torch.randn(1 << 18, generator=g)},
