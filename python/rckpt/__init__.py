@@ -20,7 +20,7 @@ from .errors import (CorruptionError, DeviceError, DeviceUnavailableError, Error
 from .manager import CheckpointManager
 from .progress import ProgressBar
 from .rng import RestoreReport, RngRecord, RngState, capture_rng, restore_rng
-from .types import InertObject
+from .types import FunctionRef, InertObject
 
 __version__ = _core.version
 _core.init_torch()
@@ -33,8 +33,8 @@ def cuda_device_count(emulate_devices=0):
 
 __all__ = [
     "Checkpoint", "CheckpointManager", "CorruptionError", "DeviceError",
-    "DeviceUnavailableError", "Error",
-    "InertObject", "InvalidArgumentError", "IoError", "NotFoundError", "OutOfMemoryError",
+    "DeviceUnavailableError", "Error", "FunctionRef", "InertObject", "InvalidArgumentError",
+    "IoError", "NotFoundError", "OutOfMemoryError",
     "ProgressBar", "RestoreReport", "RngRecord", "RngState", "SaveFuture", "UnsupportedError",
     "capture_rng", "cuda_device_count", "load", "load_into", "restore_rng", "save",
     "save_async",

@@ -12,7 +12,8 @@ import threading
 import weakref
 
 from . import _core
-from .checkpoint import _cuda_sync, _progress, _rng_records, _walk_tensors
+from ._args import progress_callback, rng_records, sync_cuda
+from .checkpoint import Checkpoint, _sections_to_save
 
 
 class SaveFuture:
@@ -140,19 +141,20 @@ class AsyncSaver:
     def save(self, path, state, *, rng=None, codec="none", level=1, chunk_bytes=4 << 20,
              threads=0, metadata=None, origin=None, progress=None, emulate_devices=0,
              on_success=None):
-        records = _rng_records(rng)
+        records = rng_records(rng)
         if not isinstance(path, (str, os.PathLike)):
-            raise TypeError(f"path must be a str or os.PathLike, not {type(path)}")
+            raise TypeError(f"path must be a str or os.PathLike (save_async writes files by "
+                            f"path; rckpt.save takes file objects), not {type(path)}")
         path = os.fspath(path)
-        import torch
-        if torch.cuda.is_available():
-            _cuda_sync(_walk_tensors(state))
+        if isinstance(state, Checkpoint):
+            state = state.state
+        sections, metadata = _sections_to_save(state, rng, metadata)
+        sync_cuda(sections)
         with self._lock:
             self._raise_unretrieved()
             ticket = self._core.save(
-                path, state, records, codec, level, chunk_bytes, threads,
-                {str(k): str(v) for k, v in (metadata or {}).items()}, origin,
-                _progress(progress, "save"), emulate_devices)
+                path, sections, records, codec, level, chunk_bytes, threads, metadata, origin,
+                progress_callback(progress, "save"), emulate_devices)
             self._last = SaveFuture(path, ticket, self._core, on_success=on_success)
             if on_success is not None:
                 self._last._watch()
@@ -217,6 +219,9 @@ def _module_saver():
 def save_async(path, state, *, rng=None, codec="none", level=1, chunk_bytes=4 << 20, threads=0,
                metadata=None, origin=None, progress=None, emulate_devices=0):
     """Saves ``state`` to ``path`` in the background; returns a :class:`SaveFuture`.
+
+    ``state`` is what rckpt.save takes (a dict of sections, a Checkpoint, a
+    state_dict, a tensor ...); ``path`` a path (not a file object).
 
     Before it returns, every tensor is copied into snapshot buffers (kept and
     reused by the next call), and the tree, ``rng`` and ``metadata`` are

@@ -1,18 +1,30 @@
 """save, load and load_into: the Python face of rckpt's C++ library."""
 
-import os
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, MutableMapping
 
-from . import _core
-from .progress import ProgressBar
+from . import _core, _files
+from ._args import device_str, map_location_arg, progress_callback, rng_records, sync_cuda
 from .rng import RngRecord, RngState
 
+# Metadata naming the one section that holds what save was given when that
+# was not a dict of sections (a state_dict, a tensor, a list ...).
+ROOT_KEY = "rckpt.python.root"
 
-class Checkpoint(Mapping):
-    """What ``load`` returns: the saved state, by section, plus what the file records.
+# A collective save's RNG record names (rckpt/distributed.h): "rank<r>/<name>".
+_RANK_RNG = re.compile(r"rank(\d+)/(.+)", re.S)
+
+
+class Checkpoint(MutableMapping):
+    """What ``load`` returns for a dict of sections: the saved state, by section, plus what
+    the file records.
 
     ``ck["model"]`` is the model section's state as it was saved (dicts,
-    lists, tensors, ...). Besides the mapping:
+    lists, tensors, ...). A Checkpoint is a mapping as a dict is
+    (``in``, ``get``, ``keys``/``items``/``values``, ``ck["extra"] = ...``,
+    ``del ck["x"]``); ``to_dict()`` gives the sections as a plain dict, and
+    ``rckpt.save`` takes a Checkpoint as it takes a dict. Besides the
+    mapping, describing what was loaded:
 
     - ``rng``: the RNG records (an RngState for restore_rng), always on the host;
     - ``placement``: tensor name -> device it was restored to ("cpu",
@@ -21,30 +33,49 @@ class Checkpoint(Mapping):
     - ``origin``: tensor name -> device recorded when it was saved;
     - ``tensors``: tensor name -> tensor (file order), ``sections`` (name ->
       role), ``metadata`` (str -> str) and ``stats`` (bytes read and
-      restored, seconds).
+      restored, seconds);
+    - for a file that rckpt.distributed.save wrote: ``saved_world_size``,
+      ``rank_states`` (every saved rank's ``rank_state``), ``saved_rng``
+      (saved rank -> RngState) and ``rank_state`` (the saved rank 0's when
+      one rank saved it, else None); ``rng`` is the saved rank 0's records
+      when one rank saved it, else empty, as rckpt.distributed.load gives a
+      job of one rank. For other files ``saved_world_size`` is None.
     """
 
-    def __init__(self, raw, keep_sections):
-        state = raw["state"]
-        if isinstance(state, dict) and keep_sections is not None:
-            if "rckpt.world_size" in raw["metadata"] and isinstance(state.get("common"), dict):
-                # A collective save (rckpt.distributed): {"common": sections, "ranks": [...]}.
-                state = {**state, "common": {k: v for k, v in state["common"].items()
-                                             if keep_sections(k)}}
-            else:
-                state = {k: v for k, v in state.items() if keep_sections(k)}
-        self.state = state
+    def __init__(self, raw, file_tree=False):
+        self.state = raw["state"]
         self.tensors = raw["tensors"]
         self.placement = raw["placement"]
         self.origin = raw["origin"]
         self.sections = raw["sections"]
         self.metadata = raw["metadata"]
         self.stats = raw["stats"]
-        self.rng = RngState((name, RngRecord(kind, origin, data))
-                            for name, kind, origin, data in raw["rng"])
+        self.saved_world_size = raw.get("world_size")
+        self.rank_states = raw.get("rank_states") or []
+        records = [(name, RngRecord(kind, origin, data)) for name, kind, origin, data in raw["rng"]]
+        self.saved_rng = {}
+        if self.saved_world_size is None or file_tree:
+            self.rng = RngState(records)
+        else:
+            by_rank = {}
+            for name, record in records:
+                m = _RANK_RNG.fullmatch(name)
+                if m:
+                    by_rank.setdefault(int(m.group(1)), []).append((m.group(2), record))
+            self.saved_rng = {r: RngState(rs) for r, rs in sorted(by_rank.items())}
+            self.rng = self.saved_rng.get(0, RngState()) if self.saved_world_size == 1 \
+                else RngState()
+        one_rank = self.saved_world_size == 1 and self.rank_states
+        self.rank_state = self.rank_states[0] if one_rank else None
 
     def __getitem__(self, key):
         return self.state[key]
+
+    def __setitem__(self, key, value):
+        self.state[key] = value
+
+    def __delitem__(self, key):
+        del self.state[key]
 
     def __iter__(self):
         return iter(self.state)
@@ -52,110 +83,110 @@ class Checkpoint(Mapping):
     def __len__(self):
         return len(self.state)
 
+    def to_dict(self):
+        """The sections as a plain dict (the same section objects, not copies)."""
+        return dict(self.state)
+
     def __repr__(self):
+        nbytes = sum(t.numel() * t.element_size() for t in self.tensors.values())
+        world = "" if self.saved_world_size is None else \
+            f" saved_world_size={self.saved_world_size}"
         return (f"<rckpt.Checkpoint sections={list(self.state)} tensors={len(self.tensors)} "
-                f"rng={list(self.rng)}>")
+                f"({_core.human_bytes(nbytes)}) rng={list(self.rng)}{world}>")
 
 
-def _progress(progress, label):
-    if progress is True:
-        return ProgressBar(label)
-    if progress is False or progress is None:
-        return None
-    if not callable(progress):
-        raise TypeError("progress must be True, False, None or a callable(done, total)")
-    return progress
+def _sections_to_save(state, rng, metadata):
+    """(dict of sections, metadata) for what save was given.
 
-
-def _device_str(d):
-    return None if d is None else str(d)
-
-
-def _normalise_map_location(m):
-    """None, a device string, a dict of device strings, or a callable."""
+    A dict (or Mapping) with str keys is a dict of sections. A mapping of
+    names to tensors (model.state_dict()) without ``rng`` is one section,
+    "model"; anything else one section, "object"; ROOT_KEY names that
+    section so that load gives the object back as it was.
+    """
     import torch
-    if m is None or isinstance(m, str):
-        return m
-    if isinstance(m, torch.device):
-        return str(m)
-    if isinstance(m, dict):
-        return {str(k): str(v) for k, v in m.items()}
-    if callable(m):
-        return m
-    raise TypeError(f"map_location must be a device, a dict or a callable, not {type(m)}")
+    metadata = {str(k): str(v) for k, v in (metadata or {}).items()}
+    if ROOT_KEY in metadata:
+        raise ValueError(f"metadata key {ROOT_KEY!r} is rckpt's own (it names the section of "
+                         "a state that is not a dict of sections)")
+    if isinstance(state, torch.nn.Module):
+        raise TypeError(
+            f"rckpt.save stores state, not modules (a {type(state).__module__}."
+            f"{type(state).__qualname__} is code): write rckpt.save(path, model.state_dict()) "
+            "and model.load_state_dict(rckpt.load(path))")
+    if isinstance(state, Mapping) and all(isinstance(k, str) for k in state):
+        flat = len(state) > 0 and all(isinstance(v, torch.Tensor) for v in state.values())
+        if not flat or rng:
+            return (state if isinstance(state, dict) else dict(state)), metadata
+        root = "model"
+    else:
+        if rng:
+            raise TypeError(
+                f"rng= needs a dict of sections to go with, not {type(state)}: save "
+                "{'state': obj} with rng=..., or the object without rng")
+        root = "object"
+    metadata[ROOT_KEY] = root
+    return {root: state}, metadata
 
 
-def _cuda_sync(tensors):
-    """Waits for torch's pending work on the CUDA devices the tensors are on."""
-    import torch
-    for index in sorted({t.device.index or 0 for t in tensors if t.is_cuda}):
-        torch.cuda.synchronize(index)
-
-
-def save(path, state, *, rng=None, codec="none", level=1, chunk_bytes=4 << 20, threads=0,
+def save(f, state, *, rng=None, codec="none", level=1, chunk_bytes=4 << 20, threads=0,
          metadata=None, origin=None, progress=None, emulate_devices=0):
-    """Saves ``state`` (a dict of sections) to ``path`` atomically.
+    """Saves ``state`` to ``f`` (a path or a file object) atomically.
 
-    The file at ``path`` is replaced only when the new one is complete; on
+    ``state`` is a dict of sections ({"model": model.state_dict(),
+    "optimizer": ...}, or a Checkpoint), or anything torch.save is given
+    (``model.state_dict()``, a tensor, a list ...): that is stored as one
+    section and ``load`` gives it back as it was. An ``nn.Module`` is
+    refused (TypeError saying to save its state_dict()).
+
+    The file at a path is replaced only when the new one is complete; on
     any error, or a cancel (Ctrl-C, a progress callback returning False),
-    the previous file stays intact. The GIL is released while the file is
-    written. Tensors may be on the CPU or on CUDA devices; their device is
-    recorded as their origin. ``origin`` overrides that record for CPU
-    tensors: a device string applies to every model-role tensor (a model
-    trained on cuda:1 and moved to the CPU before saving), a dict
-    section -> device to every tensor of those sections.
+    the previous file stays intact. A file object (anything with
+    ``write``) gets the checkpoint once it is complete, through a
+    temporary file (docs/PYTHON.md, "Paths and file objects"). The GIL is
+    released while the file is written. Tensors may be on the CPU or on
+    CUDA devices; their device is recorded as their origin. ``origin``
+    overrides that record for CPU tensors: a device string applies to every
+    model-role tensor (a model trained on cuda:1 and moved to the CPU before
+    saving), a dict section -> device to every tensor of those sections.
 
     Raises TypeError naming the key path of a value that cannot be stored
     (before anything is written) and rckpt.Error subclasses for the rest.
     """
-    records = _rng_records(rng)
-    if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"path must be a str or os.PathLike, not {type(path)}")
-    import torch
-    if torch.cuda.is_available():
-        _cuda_sync(_walk_tensors(state))
-    _core.save(os.fspath(path), state, records, codec, level, chunk_bytes, threads,
-               {str(k): str(v) for k, v in (metadata or {}).items()}, origin,
-               _progress(progress, "save"), emulate_devices)
+    records = rng_records(rng)
+    if isinstance(state, Checkpoint):
+        state = state.state
+    sections, metadata = _sections_to_save(state, rng, metadata)
+    sync_cuda(sections)
+    progress = progress_callback(progress, "save")
+    with _files.writable(f) as path:
+        _core.save(path, sections, records, codec, level, chunk_bytes, threads, metadata,
+                   origin, progress, emulate_devices)
 
 
-def _rng_records(rng):
-    """save's rng argument (None, an RngState or a mapping name -> record) as records."""
-    if isinstance(rng, RngState) or rng is None:
-        return rng.records() if rng else []
-    return RngState(rng).records()
+def load(f, *, map_location=None, model_device=None, sections=None, skip_sections=None,
+         verify=True, map_file=True, threads=0, progress=None, emulate_devices=0,
+         file_tree=False):
+    """Loads a checkpoint from ``f`` (a path or a file object).
 
-
-def _walk_tensors(obj, shard_type=None):
-    """The tensors of a state tree (with shard_type: the blocks of its shards too)."""
-    import torch
-    stack, out = [obj], []
-    while stack:
-        o = stack.pop()
-        if isinstance(o, torch.Tensor):
-            out.append(o)
-        elif shard_type is not None and isinstance(o, shard_type):
-            out.append(o.block)
-        elif isinstance(o, dict):
-            stack.extend(o.values())
-        elif isinstance(o, (list, tuple)):
-            stack.extend(o)
-    return out
-
-
-def load(path, *, map_location=None, model_device=None, sections=None, skip_sections=None,
-         verify=True, map_file=True, threads=0, progress=None, emulate_devices=0):
-    """Loads a checkpoint; returns a :class:`Checkpoint`.
+    Returns a :class:`Checkpoint` for a dict of sections, and what save
+    was given otherwise (a state_dict, a tensor ...), as torch.load does.
 
     Placement follows rckpt's rules (docs/PYTHON.md): nothing given puts
     every tensor back on its origin device; ``map_location`` (a device, a
-    dict origin -> target, or a callable(info) -> device or None) maps model-
-    and data-role tensors; ``model_device`` ("auto" or a device) moves the
-    model side there and everything else to the host. Both together raise
-    InvalidArgumentError before the file is opened. RNG records and host-role
-    tensors always load to the host. ``sections`` / ``skip_sections`` choose
-    what is read at all. ``emulate_devices=N`` loads onto N host-emulated
-    CUDA devices (for trying placements without GPUs).
+    dict origin -> target, a callable(info) -> device or None, or torch's
+    callable(storage, location)) maps model- and data-role tensors;
+    ``model_device`` ("auto" or a device) moves the model side there and
+    everything else to the host. Both together raise InvalidArgumentError
+    before the file is opened. RNG records and host-role tensors always load
+    to the host. ``sections`` / ``skip_sections`` choose what is read at
+    all. ``emulate_devices=N`` loads onto N host-emulated CUDA devices (for
+    trying placements without GPUs).
+
+    A file of rckpt.distributed.save loads as the sections its ranks saved,
+    with whole tensors (a job of one rank); ``file_tree=True`` gives the
+    file's tree as written instead ({"common": ..., "ranks": [...]}, RNG
+    records by their names in the file), and the Checkpoint of a
+    non-section save.
 
     Host tensors are handed over without a copy: each torch tensor owns the
     buffer the engine decoded into or, with ``map_file=True`` (the default),
@@ -166,23 +197,22 @@ def load(path, *, map_location=None, model_device=None, sections=None, skip_sect
     rename and are safe. ``map_file=False`` gives a copying load that owns
     all its memory.
     """
-    keep = None
-    if sections is not None:
-        chosen = set(sections)
-        keep = chosen.__contains__
-    elif skip_sections is not None:
-        skipped = set(skip_sections)
-        keep = lambda k: k not in skipped  # noqa: E731
-    raw = _core.load(os.fspath(path), _normalise_map_location(map_location),
-                     _device_str(model_device), list(sections or []),
-                     list(skip_sections or []), verify, map_file, threads,
-                     _progress(progress, "load"), emulate_devices)
-    return Checkpoint(raw, keep)
+    placement = map_location_arg(map_location)
+    progress = progress_callback(progress, "load")
+    with _files.readable(f) as path:
+        raw = _core.load(path, placement, device_str(model_device), list(sections or []),
+                         list(skip_sections or []), verify, map_file, threads, progress,
+                         emulate_devices, file_tree)
+    ck = Checkpoint(raw, file_tree)
+    root = ck.metadata.get(ROOT_KEY)
+    if root is not None and not file_tree and root in ck.state:
+        return ck.state[root]
+    return ck
 
 
-def load_into(path, state, *, strict=True, verify=True, threads=0, progress=None,
+def load_into(f, state, *, strict=True, verify=True, threads=0, progress=None,
               emulate_devices=0):
-    """Restores tensors of ``path`` into the existing tensors of ``state``.
+    """Restores tensors of ``f`` (a path or a file object) into the existing tensors of ``state``.
 
     ``state`` is a dict of sections as given to save (e.g.
     ``{"model": model.state_dict()}``); each tensor is restored in place,
@@ -209,12 +239,16 @@ def load_into(path, state, *, strict=True, verify=True, threads=0, progress=None
             for i, v in enumerate(obj):
                 walk(v, path + [str(i)])
 
+    if isinstance(state, Mapping) and state and all(isinstance(t, torch.Tensor)
+                                                    for t in state.values()):
+        state = {"model": state}  # model.state_dict(), as save stores it
     if not isinstance(state, dict):
-        raise TypeError(f"load_into's state must be a dict of sections, not {type(state)}")
+        raise TypeError(f"load_into's state must be a dict of sections or a state_dict, "
+                        f"not {type(state)}")
     for section, value in state.items():
         walk(value, [section])
-    if torch.cuda.is_available():
-        _cuda_sync([t for _, t in targets])
-    with torch.no_grad():
-        _core.load_into(os.fspath(path), targets, [str(s) for s in state], strict, verify,
-                        threads, _progress(progress, "load_into"), emulate_devices)
+    sync_cuda([t for _, t in targets])
+    progress = progress_callback(progress, "load_into")
+    with torch.no_grad(), _files.readable(f) as path:
+        _core.load_into(path, targets, [str(s) for s in state], strict, verify, threads,
+                        progress, emulate_devices)

@@ -30,8 +30,7 @@ import re
 from collections import namedtuple
 from collections.abc import Mapping
 
-from .checkpoint import (_cuda_sync, _device_str, _normalise_map_location, _progress,
-                         _rng_records, _walk_tensors)
+from ._args import device_str, map_location_arg, progress_callback, rng_records, sync_cuda
 from .errors import Error
 from .rng import RngRecord, RngState
 
@@ -203,13 +202,11 @@ def save(comm, path, state, *, rank_state=None, common=None, rng=None, codec="no
             if both:
                 raise ValueError(f"sections {both} are both in the state and in common")
             full = {**state, **common}
-        import torch
-        if torch.cuda.is_available():
-            _cuda_sync(_walk_tensors(full, Shard))
+        sync_cuda(full, Shard)
         return _distributed.prepare_save(
-            comm, os.fspath(path), full, Shard, rank_state, _rng_records(rng), codec, level,
+            comm, os.fspath(path), full, Shard, rank_state, rng_records(rng), codec, level,
             chunk_bytes, threads, {str(k): str(v) for k, v in (metadata or {}).items()}, origin,
-            _progress(progress, f"save (rank {rank})"), emulate_devices)
+            progress_callback(progress, f"save (rank {rank})"), emulate_devices)
 
     plan = _agree(comm, prepare)
     _agree(comm, lambda: _distributed.save(plan))
@@ -303,9 +300,9 @@ def load(comm, path, wants, *, map_location=None, model_device=None, verify=True
                                 f"not {want!r}")
             items.append((str(name), [int(o) for o in want[0]], [int(s) for s in want[1]]))
         return _distributed.prepare_load(
-            comm, os.fspath(path), items, _normalise_map_location(map_location),
-            _device_str(model_device), verify, threads, _progress(progress, f"load (rank {rank})"),
-            emulate_devices)
+            comm, os.fspath(path), items, map_location_arg(map_location),
+            device_str(model_device), verify, threads,
+            progress_callback(progress, f"load (rank {rank})"), emulate_devices)
 
     plan = _agree(comm, prepare)
     return _agree(comm, lambda: RankLoad(_distributed.load(plan), rank, world_size))

@@ -115,6 +115,7 @@ class CheckpointManager:
         self._pending = None  # (step, SaveFuture) of the save in flight
         self._commit_lock = threading.Lock()
         self._closed = False
+        self.loaded_step = None  # the step the last load() / load_into() read
         self._on_root(self._open_directory)
 
     # -- collective helpers -------------------------------------------------------------
@@ -294,8 +295,9 @@ class CheckpointManager:
 
     def load(self, step=None, **load_options):
         """Loads ``step`` (None: the newest step that loads and verifies, skipping damaged
-        ones with a warning naming the file and the reason); returns a rckpt.Checkpoint
-        with the step as ``.step``. Keywords are rckpt.load's (with ``comm``:
+        ones with a warning naming the file and the reason); returns what rckpt.load
+        returns, with the step as ``.step`` where it takes attributes (a Checkpoint
+        does) and always as the manager's ``loaded_step``. Keywords are rckpt.load's (with ``comm``:
         ``wants=`` and rckpt.distributed.load's, and a RankLoad comes back)."""
         if self._comm is None:
             load_options.setdefault("verify", True)
@@ -305,7 +307,11 @@ class CheckpointManager:
             wants = load_options.pop("wants", {})
             s, ck = self._walk(step, lambda p: distributed.load(self._comm, p, wants,
                                                                 **load_options))
-        ck.step = s
+        self.loaded_step = s
+        try:
+            ck.step = s
+        except AttributeError:  # a root object saved as it was (a dict, ...): see loaded_step
+            pass
         return ck
 
     def load_into(self, state, step=None, **load_options):
@@ -313,4 +319,5 @@ class CheckpointManager:
         if self._comm is not None:
             raise Error("CheckpointManager.load_into is not collective; use load(wants=...)")
         s, _ = self._walk(step, lambda p: _checkpoint.load_into(p, state, **load_options))
+        self.loaded_step = s
         return s

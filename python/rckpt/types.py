@@ -21,3 +21,30 @@ class InertObject:
 
     def __repr__(self):
         return f"InertObject({self.class_path!r}, {self.fields!r})"
+
+
+class FunctionRef:
+    """A function or bound method of a saved state, by name; never imported or called.
+
+    ``name`` is ``module.qualname`` of the function, ``bound_to`` the class
+    path of the object a method was bound to (None for a plain function).
+    A load leaves dict entries holding one out (see docs/PYTHON.md, "What
+    a state may hold"); in lists and tuples it stays, as this inert record.
+    """
+
+    __slots__ = ("name", "bound_to")
+
+    def __init__(self, name, bound_to=None):
+        self.name = name
+        self.bound_to = bound_to
+
+    def __eq__(self, other):
+        return (isinstance(other, FunctionRef) and self.name == other.name
+                and self.bound_to == other.bound_to)
+
+    def __hash__(self):
+        return hash((self.name, self.bound_to))
+
+    def __repr__(self):
+        bound = f", bound_to={self.bound_to!r}" if self.bound_to else ""
+        return f"FunctionRef({self.name!r}{bound})"

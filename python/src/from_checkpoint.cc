@@ -46,7 +46,14 @@ class PyBuilder {
       }
       case ValueKind::kMap: {
         nb::dict out;
-        for (const auto& [k, e] : v.entries()) out[Convert(k)] = Convert(e);
+        for (const auto& [k, e] : v.entries()) {
+          nb::object value = Convert(e);
+          // A function reference is left out of its dict, so that
+          // load_state_dict keeps the function the live object has.
+          const auto* function_ref = reinterpret_cast<PyTypeObject*>(api_.function_ref_type.ptr());
+          if (e.kind() == ValueKind::kObject && Py_TYPE(value.ptr()) == function_ref) continue;
+          out[Convert(k)] = std::move(value);
+        }
         return out;
       }
       case ValueKind::kObject: return Object(v);
@@ -79,7 +86,8 @@ class PyBuilder {
   }
 
   // Known classes become the Python objects they were; any other class
-  // becomes an rckpt.InertObject (nothing is imported or executed).
+  // becomes what rckpt._state_types.decode makes of it: a NumPy value, a
+  // FunctionRef or an rckpt.InertObject (nothing is imported or executed).
   nb::object Object(const Value& v) {
     const std::string& cls = v.as_string();
     const Value& f = v.fields();
@@ -113,7 +121,8 @@ class PyBuilder {
         return od;
       }
     }
-    return api_.inert_type(nb::str(cls.data(), cls.size()), Convert(f));
+    // NumPy values, function references; anything else becomes an InertObject.
+    return api_.decode_object(nb::str(cls.data(), cls.size()), Convert(f));
   }
 
   const TorchApi& api_;

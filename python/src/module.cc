@@ -7,8 +7,10 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <charconv>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -49,10 +51,55 @@ void Save(const std::string& path, nb::handle state, nb::list rng, const std::st
   ThrowIfError(s);
 }
 
+// The metadata key of a collective save (rckpt/distributed.h): its tree is
+// {"common": <the sections>, "ranks": [<rank 0's own tree>, ...]}.
+constexpr const char* kWorldSizeKey = "rckpt.world_size";
+
+// The sections of `ck`'s tree that the load chose (`o.sections`,
+// `o.skip_sections`, as the library chose their tensors): the tree's
+// top-level map, or a collective save's "common" map. With `file_tree`, the
+// tree as the file has it, whole. Also the saved ranks' own trees and the
+// saved world size of a collective save.
+void AddState(const Checkpoint& ck, const LoadOptions& o, bool file_tree, nb::dict tensors,
+              nb::dict* out) {
+  const Value& tree = ck.Tree();
+  const Value* sections = &tree;
+  const Value* ranks = nullptr;
+  auto world = ck.Metadata().find(kWorldSizeKey);
+  int64_t world_size = 0;
+  if (world != ck.Metadata().end() && tree.is_map()) {
+    const std::string& v = world->second;
+    const Value* common = tree.Find("common");
+    const bool parsed = std::from_chars(v.data(), v.data() + v.size(), world_size).ec ==
+                        std::errc();
+    if (parsed && world_size > 0 && common != nullptr && common->is_map()) {
+      sections = common;
+      ranks = tree.Find("ranks");
+      (*out)["world_size"] = nb::int_(world_size);
+    }
+  }
+  if (ranks != nullptr) (*out)["rank_states"] = TreeToPython(*ranks, ck, tensors);
+  if (file_tree || !sections->is_map()) {
+    (*out)["state"] = TreeToPython(tree, ck, tensors);
+    return;
+  }
+  const std::set<std::string> want(o.sections.begin(), o.sections.end());
+  const std::set<std::string> skip(o.skip_sections.begin(), o.skip_sections.end());
+  nb::dict state;
+  for (const auto& [key, value] : sections->entries()) {
+    if (key.kind() == ValueKind::kString) {
+      const std::string& name = key.as_string();
+      if ((!want.empty() && want.count(name) == 0) || skip.count(name) != 0) continue;
+    }
+    state[TreeToPython(key, ck, tensors)] = TreeToPython(value, ck, tensors);
+  }
+  (*out)["state"] = state;
+}
+
 nb::dict Load(const std::string& path, nb::handle map_location,
               std::optional<std::string> model_device, std::vector<std::string> sections,
               std::vector<std::string> skip_sections, bool verify, bool map_file, int threads,
-              nb::object progress, int emulate_devices) {
+              nb::object progress, int emulate_devices, bool file_tree) {
   std::shared_ptr<DeviceRuntime> runtime = RuntimeFor(emulate_devices);
   Progress p(std::move(progress));
   LoadOptions o = LoadOptionsOf(verify, threads, runtime.get(), &p);
@@ -75,7 +122,7 @@ nb::dict Load(const std::string& path, nb::handle map_location,
   nb::dict out;
   TorchTensors t = TensorsToTorch(ck.tensors(), runtime, runtime != nullptr);
   out["tensors"] = t.tensors;
-  out["state"] = TreeToPython(ck, t.tensors);
+  AddState(ck, o, file_tree, t.tensors, &out);
   out["placement"] = t.placement;
   out["origin"] = t.origin;
   out["rng"] = RngTuples(ck.rng());
@@ -142,7 +189,7 @@ NB_MODULE(_core, m) {
         "emulate_devices"_a);
   m.def("load", &Load, "path"_a, "map_location"_a.none(), "model_device"_a.none(),
         "sections"_a, "skip_sections"_a, "verify"_a, "map_file"_a, "threads"_a,
-        "progress"_a.none(), "emulate_devices"_a);
+        "progress"_a.none(), "emulate_devices"_a, "file_tree"_a);
   m.def("load_into", &LoadInto, "path"_a, "targets"_a, "sections"_a, "strict"_a, "verify"_a,
         "threads"_a, "progress"_a.none(), "emulate_devices"_a);
   m.def("cuda_device_count", &CudaDeviceCount, "emulate_devices"_a);

@@ -162,7 +162,28 @@ class TreeBuilder {
       path.pop_back();
       return Value::Object(nb::cast<std::string>(o.attr("class_path")), std::move(fields));
     }
-    CannotStore(path, o);
+    return Encoded(o, path, depth);
+  }
+
+  // What the tree has no kind for (NumPy values, function references):
+  // rckpt._state_types gives it a class path and fields, or raises the
+  // TypeError naming its path. The fields' tensors are named by the key path
+  // of the object itself, so a NumPy array's tensor is named as a tensor
+  // there would be. An object met twice is stored once.
+  Value Encoded(nb::handle o, std::vector<std::string>& path, int depth) {
+    if (auto it = encoded_.find(o.ptr()); it != encoded_.end()) return it->second;
+    nb::tuple r = nb::cast<nb::tuple>(api_.encode_object(o, convert::JoinPath(path)));
+    (keep_alive_ != nullptr ? keep_alive_ : &own_keep_alive_)->push_back(r);
+    nb::handle fields = r[1];
+    std::vector<Value::Entry> entries;
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(fields.ptr(), &pos, &k, &v)) {
+      entries.emplace_back(Key(k, path, false), Convert(v, path, depth + 1));
+    }
+    Value out = Value::Object(nb::cast<std::string>(r[0]), Value::Map(std::move(entries)));
+    encoded_.emplace(o.ptr(), out);
+    return out;
   }
 
   Value Map(nb::handle d, std::vector<std::string>& path, int depth) {
@@ -252,6 +273,8 @@ class TreeBuilder {
   std::set<std::string> shard_names_;
   std::unordered_map<PyObject*, std::string> tensors_seen_;
   std::unordered_set<PyObject*> in_progress_;
+  std::unordered_map<PyObject*, Value> encoded_;
+  std::vector<nb::object> own_keep_alive_;  // when the caller keeps nothing alive
 };
 
 void ApplyOrigin(nb::handle origin, Checkpoint* ck, ShardLeaves* shards) {

@@ -34,9 +34,14 @@ TorchApi* MakeApi() {
   api->from_dlpack = api->torch.attr("_C").attr("_from_dlpack");
   api->ordered_dict = nb::module_::import_("collections").attr("OrderedDict");
   api->inert_type = nb::module_::import_("rckpt.types").attr("InertObject");
+  api->function_ref_type = nb::module_::import_("rckpt.types").attr("FunctionRef");
+  nb::module_ state_types = nb::module_::import_("rckpt._state_types");
+  api->encode_object = state_types.attr("encode");
+  api->decode_object = state_types.attr("decode");
   // The handles above stay valid: their modules are never unloaded.
   api->ordered_dict.inc_ref();
   api->inert_type.inc_ref();
+  api->function_ref_type.inc_ref();
   api->torch_dtype.assign(kNumDTypes, nb::none());
   for (const auto& [name, dtype] : kTorchNames) {
     std::string n(name);

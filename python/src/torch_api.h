@@ -28,6 +28,9 @@ struct TorchApi {
   nb::handle device_type;   // torch.device
   nb::handle ordered_dict;  // collections.OrderedDict
   nb::handle inert_type;    // rckpt.InertObject
+  nb::handle function_ref_type;  // rckpt.FunctionRef
+  nb::object encode_object;  // rckpt._state_types.encode(obj, path) -> (class path, fields)
+  nb::object decode_object;  // rckpt._state_types.decode(class path, fields) -> object
   nb::object strided;       // torch.strided
   nb::object from_dlpack;   // torch's DLPack consumer
   nb::dict dtype_of;        // torch dtype -> int(DType)

@@ -86,17 +86,27 @@ def test_load_resharded_on_other_world_sizes_bit_for_bit(saved, ranks):
 def test_single_process_load_is_the_assembled_state(saved):
     d, _ = saved
     ck = rckpt.load(d / "ck.rckpt", map_location="cpu")
-    assert list(ck) == ["common", "ranks"]
-    assert_same(ck["common"], driver.assembled_state())
-    assert ck["ranks"] == [driver.rank_state(r) for r in range(driver.SAVED_RANKS)]
+    # The sections the ranks saved, whole tensors: a job of one rank.
+    assert list(ck) == list(driver.assembled_state())
+    assert_same(ck.to_dict(), driver.assembled_state())
+    assert ck.saved_world_size == driver.SAVED_RANKS
+    assert ck.rank_states == [driver.rank_state(r) for r in range(driver.SAVED_RANKS)]
+    assert ck.rank_state is None and len(ck.rng) == 0, "another world size: no own RNG"
+    assert sorted(ck.saved_rng) == list(range(driver.SAVED_RANKS))
+    assert all("torch.cpu" in records for records in ck.saved_rng.values())
     assert sorted(ck.tensors) == sorted(driver.TENSORS)
     assert ck.metadata["rckpt.world_size"] == str(driver.SAVED_RANKS)
     assert ck.metadata["job"] == "python-mpi-test"
-    assert {f"rank{r}/torch.cpu" for r in range(driver.SAVED_RANKS)} <= set(ck.rng)
-    # Sections choose among the common state's sections.
+    # Sections choose among the saved sections.
     model_only = rckpt.load(d / "ck.rckpt", sections=["model"], map_location="cpu")
-    assert list(model_only["common"]) == ["model"]
-    assert_same(model_only["common"]["model"], driver.assembled_state()["model"])
+    assert list(model_only) == ["model"]
+    assert_same(model_only["model"], driver.assembled_state()["model"])
+    # The file's tree as written, by option.
+    raw = rckpt.load(d / "ck.rckpt", map_location="cpu", file_tree=True)
+    assert list(raw) == ["common", "ranks"]
+    assert_same(raw["common"], driver.assembled_state())
+    assert raw["ranks"] == ck.rank_states
+    assert {f"rank{r}/torch.cpu" for r in range(driver.SAVED_RANKS)} <= set(raw.rng)
     assert run_cli("verify", d / "ck.rckpt").returncode == 0
     # Every shard records the rank that wrote it and that rank's device.
     inspect = run_cli("inspect", "--json", d / "ck.rckpt")
@@ -153,9 +163,9 @@ def test_documented_run_saved_on_4_ranks_resumes_on_2(example, tmp):
     assert second.startswith("resumed at step 3, saved by 4 ranks, now 2\n"), second
     assert "step 6 loss" in second, second
     ck = rckpt.load(tmp / "last.rckpt")
-    assert ck["common"]["controller"] == {"step": 6}
-    assert ck.metadata["rckpt.world_size"] == "2"
+    assert ck["controller"] == {"step": 6}
+    assert ck.metadata["rckpt.world_size"] == "2" and ck.saved_world_size == 2
     # 16 samples a step on each of 4 ranks for 3 steps, shared out on 2, then 32 a step.
-    assert ck["ranks"] == [{"samples_seen": 4 * 48 // 2 + 3 * 32}] * 2
-    n = sum(t.numel() for t in ck["common"]["model"].values())
-    assert ck["common"]["optimizer"]["exp_avg"].shape == (n,)
+    assert ck.rank_states == [{"samples_seen": 4 * 48 // 2 + 3 * 32}] * 2
+    n = sum(t.numel() for t in ck["model"].values())
+    assert ck["optimizer"]["exp_avg"].shape == (n,)
