@@ -304,3 +304,21 @@ def test_snapshot_memory_is_reused_across_saves(tmp_path):
         assert stats["snapshot_capacity"] == capacity
         assert stats["snapshot_bytes"] == w.numel() * 4
     assert torch.equal(rckpt.load(tmp_path / "ck.rckpt")["model"]["w"], w)
+
+
+def test_takes_what_save_takes_a_state_dict_root(tmp_path):
+    model, _ = train_state()
+    sd = model.state_dict()
+    expected = snapshot(sd)
+    fut = rckpt.save_async(tmp_path / "ck.rckpt", sd)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(0)
+    fut.result()
+    assert_same(rckpt.load(tmp_path / "ck.rckpt"), expected)
+
+
+def test_a_file_object_is_refused_with_a_pointer_to_save(tmp_path):
+    with open(tmp_path / "ck.rckpt", "wb") as f:
+        with pytest.raises(TypeError, match="rckpt.save takes file objects"):
+            rckpt.save_async(f, {"model": {"w": torch.ones(2)}})
