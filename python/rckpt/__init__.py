@@ -12,10 +12,12 @@ the placement rules and the load engine are the library's. docs/PYTHON.md.
 import torch as _torch  # noqa: F401  (rckpt needs torch; loaded before the extension uses it)
 
 from . import _core
+from .async_save import SaveFuture, save_async
 from .checkpoint import Checkpoint, load, load_into, save
 from .errors import (CorruptionError, DeviceError, DeviceUnavailableError, Error,
                      InvalidArgumentError, IoError, NotFoundError, OutOfMemoryError,
                      UnsupportedError)
+from .manager import CheckpointManager
 from .progress import ProgressBar
 from .rng import RestoreReport, RngRecord, RngState, capture_rng, restore_rng
 from .types import FunctionRef, InertObject
@@ -30,9 +32,10 @@ def cuda_device_count(emulate_devices=0):
 
 
 __all__ = [
-    "Checkpoint", "CorruptionError", "DeviceError", "DeviceUnavailableError", "Error",
-    "FunctionRef", "InertObject", "InvalidArgumentError", "IoError", "NotFoundError",
-    "OutOfMemoryError",
-    "ProgressBar", "RestoreReport", "RngRecord", "RngState", "UnsupportedError",
+    "Checkpoint", "CheckpointManager", "CorruptionError", "DeviceError",
+    "DeviceUnavailableError", "Error", "FunctionRef", "InertObject", "InvalidArgumentError",
+    "IoError", "NotFoundError", "OutOfMemoryError",
+    "ProgressBar", "RestoreReport", "RngRecord", "RngState", "SaveFuture", "UnsupportedError",
     "capture_rng", "cuda_device_count", "load", "load_into", "restore_rng", "save",
+    "save_async",
 ]

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "async_module.h"
 #include "call_args.h"
 #include "errors.h"
 #include "format/collective_layout.h"
@@ -175,5 +176,6 @@ NB_MODULE(_core, m) {
     ThrowIfError(rckpt::ValidateRngState(
         RngKindOf(kind_name), {reinterpret_cast<const std::byte*>(b.c_str()), b.size()}));
   }, "kind"_a, "data"_a);
+  RegisterAsync(m);
   m.attr("version") = RCKPT_VERSION_STRING;
 }

@@ -1,6 +1,7 @@
-# Saving and loading: the save and its encoder, placement, the load pipeline
+# Saving and loading: the save, its encoder and the asynchronous save, placement, the load pipeline
 # and staging ring, block reads, inspect/verify and diff.
 target_sources(rckpt PRIVATE
+  ${RCKPT_SRC}/engine/async_save.cc
   ${RCKPT_SRC}/engine/block_read.cc
   ${RCKPT_SRC}/engine/diff.cc
   ${RCKPT_SRC}/engine/encode.cc

@@ -1,0 +1,323 @@
+"""CheckpointManager: a directory of step checkpoints, saved in the background, pruned
+and resumed from safely.
+
+Layout of the directory::
+
+    step-000100.rckpt      one checkpoint per step (six digits at least, more when
+    step-000200.rckpt      the step needs them); a step exists once its file is
+    latest                 durable under this name: the rename is the commit
+                           marker. "latest" holds the newest committed step
+                           (text, for tools), replaced atomically after it.
+
+Crash rules (docs/ASYNC.md): a save in flight or failed is never counted;
+pruning runs only after the new checkpoint is durable and never removes it;
+``load()`` walks the steps newest-first and skips, with a warning, any file
+that does not verify; temporaries left by a crashed process are removed when
+a manager opens the directory.
+"""
+
+import os
+import re
+import threading
+import warnings
+
+from . import checkpoint as _checkpoint
+from .async_save import AsyncSaver, SaveFuture
+from .errors import Error, NotFoundError
+
+_STEP_FILE = re.compile(r"^step-(\d+)\.rckpt$")
+# rckpt's temporaries: <final name>.tmp-<pid>-<16 hex digits>.
+_TEMP_FILE = re.compile(r"^(?:step-\d+\.rckpt|latest)\.tmp-(\d+)-[0-9a-f]{16}$")
+_LATEST = "latest"
+
+
+def step_file(step):
+    """The file name of ``step``'s checkpoint: ``step-000123.rckpt``."""
+    return f"step-{step:06d}.rckpt"
+
+
+def _pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _fsync_dir(directory):
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _check_count(name, value, allow_none):
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        expected = "an int >= 1 or None" if allow_none else "an int >= 1"
+        raise ValueError(f"CheckpointManager: {name} must be {expected}, got {value!r}")
+
+
+class CheckpointManager:
+    """Saves step checkpoints into ``directory``, keeps some, and resumes from the newest
+    one that verifies.
+
+    ::
+
+        with rckpt.CheckpointManager("run/ckpt", keep=3, keep_every=1000) as mgr:
+            start = 0 if mgr.latest_step() is None else mgr.latest_step() + 1
+            if start:
+                ck = mgr.load(start - 1)
+                ...
+            for step in range(start, steps):
+                train_step()
+                if step % 100 == 0:
+                    mgr.save(step, state, rng=rckpt.capture_rng())
+
+    - ``keep``: how many of the newest steps to keep (None: all);
+      ``keep_every``: also keep every step divisible by it.
+    - ``async_save``: save with rckpt.save_async semantics (the snapshot is
+      taken before save() returns, the file written in the background);
+      False saves synchronously. The manager has its own saver.
+    - ``comm``: an mpi4py communicator: every rank calls every method
+      (collective), saves go through rckpt.distributed.save (synchronous),
+      rank 0 prunes and writes "latest", and every rank gets the same steps.
+    - other keywords are rckpt.save's options (codec, level, chunk_bytes,
+      threads, metadata, origin, progress, emulate_devices).
+
+    Not thread-safe: one thread calls the manager.
+    """
+
+    def __init__(self, directory, *, keep=3, keep_every=None, async_save=True, comm=None,
+                 **save_options):
+        _check_count("keep", keep, allow_none=True)
+        _check_count("keep_every", keep_every, allow_none=True)
+        if not isinstance(directory, (str, os.PathLike)):
+            raise TypeError(f"CheckpointManager: directory must be a str or os.PathLike, "
+                            f"not {type(directory)}")
+        allowed = {"codec", "level", "chunk_bytes", "threads", "metadata", "origin",
+                   "progress", "emulate_devices"}
+        unknown = sorted(set(save_options) - allowed)
+        if unknown:
+            raise TypeError(f"CheckpointManager: unknown save options {unknown}; "
+                            f"expected some of {sorted(allowed)}")
+        self.directory = os.fspath(directory)
+        self.keep = keep
+        self.keep_every = keep_every
+        self.async_save = async_save and comm is None
+        self._comm = comm
+        self._options = save_options
+        self._saver = AsyncSaver() if self.async_save else None
+        self._pending = None  # (step, SaveFuture) of the save in flight
+        self._commit_lock = threading.Lock()
+        self._closed = False
+        self.loaded_step = None  # the step the last load() / load_into() read
+        self._on_root(self._open_directory)
+
+    # -- collective helpers -------------------------------------------------------------
+    def _is_root(self):
+        return self._comm is None or self._comm.Get_rank() == 0
+
+    def _on_root(self, fn):
+        """fn() on rank 0 (or alone); with a communicator every rank gets its result or
+        raises the same error."""
+        if self._comm is None:
+            return fn()
+        from .distributed import _agree
+        value = _agree(self._comm, lambda: fn() if self._is_root() else None)
+        return self._comm.bcast(value, root=0)
+
+    def _open_directory(self):
+        os.makedirs(self.directory, exist_ok=True)
+        for name in os.listdir(self.directory):
+            m = _TEMP_FILE.match(name)
+            if m and not _pid_alive(int(m.group(1))):
+                try:
+                    os.remove(os.path.join(self.directory, name))
+                except FileNotFoundError:
+                    pass  # another cleaner won
+
+    # -- queries ---------------------------------------------------------------------------
+    def path(self, step):
+        """The path of ``step``'s checkpoint (whether or not it exists)."""
+        return os.path.join(self.directory, step_file(step))
+
+    def _scan(self):
+        steps = []
+        for name in os.listdir(self.directory):
+            m = _STEP_FILE.match(name)
+            if m:
+                steps.append(int(m.group(1)))
+        pending = self._pending
+        if pending is not None and not pending[1].done():
+            steps = [s for s in steps if s != pending[0]]  # renamed, maybe not yet durable
+        return sorted(steps)
+
+    def steps(self):
+        """The committed steps, oldest first: files durable under their final names. A save
+        in flight or failed is never among them."""
+        self._check_open()
+        return self._on_root(self._scan)
+
+    def latest_step(self):
+        """The newest committed step, or None. load() checks that its file verifies."""
+        steps = self.steps()
+        return steps[-1] if steps else None
+
+    # -- saving ------------------------------------------------------------------------------
+    def save(self, step, state, *, rng=None, rank_state=None, common=None):
+        """Saves ``state`` (a dict of sections, as rckpt.save takes) as ``step``; returns a
+        SaveFuture (already done for synchronous saves).
+
+        Waits for the previous save first and raises its error if nobody was handed it
+        (its step was never committed). Once the file is durable: "latest" is updated,
+        then old steps are pruned. ``rank_state`` / ``common``: rckpt.distributed.save's
+        (with ``comm`` only). ValueError for a negative step or one already committed.
+        """
+        self._check_open()
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+            raise ValueError(f"CheckpointManager.save: step must be an int >= 0, got {step!r}")
+        if self._comm is None and (rank_state is not None or common is not None):
+            raise TypeError("CheckpointManager.save: rank_state and common need a communicator "
+                            "(comm=)")
+        self._raise_pending()
+        if step in self.steps():
+            raise ValueError(f"CheckpointManager.save: step {step} is already saved in "
+                             f"{self.path(step)!r}")
+        path = self.path(step)
+        commit = lambda: self._commit(step)  # noqa: E731
+        if self.async_save:
+            future = self._saver.save(path, state, rng=rng, on_success=commit, **self._options)
+            self._pending = (step, future)
+            return future
+        if self._comm is None:
+            _checkpoint.save(path, state, rng=rng, **self._options)
+        else:
+            from . import distributed
+            distributed.save(self._comm, path, state, rank_state=rank_state, common=common,
+                             rng=rng, **self._options)
+        self._on_root(commit)
+        return SaveFuture(path)
+
+    def _raise_pending(self):
+        """Waits for the save in flight; raises its error if nobody was handed it."""
+        if self._pending is None:
+            return
+        _, future = self._pending
+        future._wait(None)
+        self._pending = None
+        if future._error is not None and not future.retrieved:
+            future.retrieved = True
+            raise future._error
+
+    def _commit(self, step):
+        """After ``step``'s file is durable: the "latest" record, then pruning."""
+        with self._commit_lock:
+            self._write_latest(step)
+            self._prune(step)
+
+    def _write_latest(self, step):
+        final = os.path.join(self.directory, _LATEST)
+        tmp = f"{final}.tmp-{os.getpid()}-{os.urandom(8).hex()}"
+        with open(tmp, "w") as f:
+            f.write(f"{step}\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, final)
+        _fsync_dir(self.directory)
+
+    def _prune(self, saved):
+        if self.keep is None:
+            return
+        steps = [s for s in self._scan_all()]
+        keep = set(steps[-self.keep:]) | {saved}  # never the one just saved
+        if self.keep_every:
+            keep |= {s for s in steps if s % self.keep_every == 0}
+        for s in steps:
+            if s not in keep:
+                try:
+                    os.remove(self.path(s))
+                except FileNotFoundError:
+                    pass
+
+    def _scan_all(self):
+        return sorted(int(m.group(1)) for m in map(_STEP_FILE.match, os.listdir(self.directory))
+                      if m)
+
+    def wait(self):
+        """Waits for the save in flight; raises its error if nobody was handed it yet."""
+        self._raise_pending()
+
+    def close(self):
+        """Waits for the save in flight (raising its error as wait() does); the manager
+        cannot be used afterwards. Closing twice is fine."""
+        if self._closed:
+            return
+        try:
+            self._raise_pending()
+        finally:
+            self._closed = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close()
+            return
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001  (the exception already raised matters more)
+            pass
+
+    def _check_open(self):
+        if self._closed:
+            raise Error(f"CheckpointManager of {self.directory!r} is closed")
+
+    # -- loading ----------------------------------------------------------------------------
+    def _walk(self, step, load_one):
+        """load_one(path) for ``step``, or newest-first over the steps until one verifies."""
+        self._check_open()
+        self._raise_pending()
+        if step is not None:
+            return step, load_one(self.path(step))
+        for s in reversed(self.steps()):
+            path = self.path(s)
+            try:
+                return s, load_one(path)
+            except (Error, OSError) as e:
+                warnings.warn(f"rckpt.CheckpointManager: skipping {path}: {e}", stacklevel=3)
+        raise NotFoundError(f"no checkpoint in {self.directory!r} loads and verifies")
+
+    def load(self, step=None, **load_options):
+        """Loads ``step`` (None: the newest step that loads and verifies, skipping damaged
+        ones with a warning naming the file and the reason); returns what rckpt.load
+        returns, with the step as ``.step`` where it takes attributes (a Checkpoint
+        does) and always as the manager's ``loaded_step``. Keywords are rckpt.load's (with ``comm``:
+        ``wants=`` and rckpt.distributed.load's, and a RankLoad comes back)."""
+        if self._comm is None:
+            load_options.setdefault("verify", True)
+            s, ck = self._walk(step, lambda p: _checkpoint.load(p, **load_options))
+        else:
+            from . import distributed
+            wants = load_options.pop("wants", {})
+            s, ck = self._walk(step, lambda p: distributed.load(self._comm, p, wants,
+                                                                **load_options))
+        self.loaded_step = s
+        try:
+            ck.step = s
+        except AttributeError:  # a root object saved as it was (a dict, ...): see loaded_step
+            pass
+        return ck
+
+    def load_into(self, state, step=None, **load_options):
+        """rckpt.load_into from ``step`` (None: newest-first, as load); returns the step."""
+        if self._comm is not None:
+            raise Error("CheckpointManager.load_into is not collective; use load(wants=...)")
+        s, _ = self._walk(step, lambda p: _checkpoint.load_into(p, state, **load_options))
+        self.loaded_step = s
+        return s

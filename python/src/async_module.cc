@@ -1,0 +1,180 @@
+// The bindings of rckpt::AsyncSaver. A save converts the Python state to a
+// Checkpoint of views (as rckpt.save does), lets the AsyncSaver snapshot it
+// with the GIL released, and hands back a ticket; the persist then runs on
+// the saver's thread without ever taking the GIL, unless the caller gave a
+// progress callback.
+#include "async_module.h"
+
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "call_args.h"
+#include "errors.h"
+#include "rckpt/async_save.h"
+#include "to_checkpoint.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace rckpt::python {
+namespace {
+
+// One save's outcome, set on the saver's thread (no GIL), read by Python.
+struct Outcome {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  Status status;
+};
+
+class SaveTicket {
+ public:
+  SaveTicket(std::shared_ptr<Outcome> outcome, std::shared_ptr<Progress> progress)
+      : outcome_(std::move(outcome)), progress_(std::move(progress)) {}
+
+  // Blocks with the GIL released until the save is done or `timeout`
+  // seconds passed (None: no limit); whether it is done.
+  bool Wait(std::optional<double> timeout) {
+    nb::gil_scoped_release release;
+    std::unique_lock<std::mutex> lock(outcome_->mu);
+    auto done = [&] { return outcome_->done; };
+    if (!timeout) {
+      outcome_->cv.wait(lock, done);
+      return true;
+    }
+    return outcome_->cv.wait_for(lock, std::chrono::duration<double>(std::max(0.0, *timeout)),
+                                 done);
+  }
+
+  bool Done() {
+    std::lock_guard<std::mutex> lock(outcome_->mu);
+    return outcome_->done;
+  }
+
+  // REQUIRES: Done(). Raises the save's error: the progress callback's
+  // exception first (what made it cancel), else the library's.
+  void Check() {
+    if (progress_) progress_->RaiseIfPending();
+    Status s;
+    {
+      std::lock_guard<std::mutex> lock(outcome_->mu);
+      s = outcome_->status;
+    }
+    ThrowIfError(s);
+  }
+
+ private:
+  std::shared_ptr<Outcome> outcome_;
+  std::shared_ptr<Progress> progress_;
+};
+
+class PyAsyncSaver {
+ public:
+  ~PyAsyncSaver() {
+    // A persist with a Python progress callback needs the GIL to finish.
+    nb::gil_scoped_release release;
+    saver_.reset();
+  }
+
+  SaveTicket Save(const std::string& path, nb::handle state, nb::list rng,
+                  const std::string& codec, int level, uint64_t chunk_bytes, int threads,
+                  nb::dict metadata, nb::handle origin, nb::object progress,
+                  int emulate_devices) {
+    Checkpoint ck;
+    std::vector<nb::object> keep_alive;
+    BuildCheckpoint(state, origin, &ck, &keep_alive);
+    AddRngRecords(rng, &ck);
+    AddMetadata(metadata, &ck);
+
+    std::shared_ptr<DeviceRuntime> runtime = RuntimeFor(emulate_devices);
+    // Without a Python callback the persist never takes the GIL.
+    std::shared_ptr<Progress> p;
+    if (!progress.is_none()) p = std::make_shared<Progress>(std::move(progress));
+    Progress none{nb::none()};
+    SaveOptions o = SaveOptionsOf(codec, level, chunk_bytes, threads, runtime.get(), &none);
+    o.progress = p ? p->Callback() : ProgressCallback();
+
+    auto outcome = std::make_shared<Outcome>();
+    auto done = [outcome](const Status& s) {
+      std::lock_guard<std::mutex> lock(outcome->mu);
+      outcome->status = s;
+      outcome->done = true;
+      outcome->cv.notify_all();
+    };
+    Status s;
+    {
+      nb::gil_scoped_release release;
+      s = saver_->Save(path, ck, std::move(o), done);
+      if (s.ok()) s = saver_->WaitSnapshot();  // torch may change device tensors next
+    }
+    // The previous save is finished and the saver holds nothing of its
+    // runtime any more: it may go.
+    runtime_ = std::move(runtime);
+    progress_ = p;
+    ThrowIfError(s);
+    return SaveTicket(std::move(outcome), std::move(p));
+  }
+
+  void Cancel() { saver_->Cancel(); }
+  bool Done() const { return saver_->Done(); }
+
+  // Blocks with the GIL released until nothing is in flight.
+  void Wait() {
+    Status s;
+    {
+      nb::gil_scoped_release release;
+      s = saver_->Wait();
+    }
+    ThrowIfError(s);
+  }
+
+  nb::dict Stats() const {
+    const AsyncSaveStats st = saver_->stats();
+    nb::dict d;
+    d["snapshot_bytes"] = st.snapshot_bytes;
+    d["snapshot_capacity"] = st.snapshot_capacity;
+    d["wait_seconds"] = st.wait_seconds;
+    d["snapshot_seconds"] = st.snapshot_seconds;
+    d["persist_seconds"] = st.persist_seconds;
+    d["saves"] = st.saves;
+    return d;
+  }
+
+ private:
+  std::unique_ptr<AsyncSaver> saver_ = std::make_unique<AsyncSaver>();
+  // The last save's: the saver may hold pinned memory and streams of it
+  // until the next save.
+  std::shared_ptr<DeviceRuntime> runtime_;
+  std::shared_ptr<Progress> progress_;
+};
+
+}  // namespace
+
+void RegisterAsync(nb::module_& m) {
+  // A saver held by a global (a CheckpointManager at module level) is still
+  // alive when the module is torn down; that is no leak worth a warning.
+  nb::set_leak_warnings(false);
+  nb::class_<SaveTicket>(m, "SaveTicket")
+      .def("wait", &SaveTicket::Wait, "timeout"_a.none())
+      .def("done", &SaveTicket::Done)
+      .def("check", &SaveTicket::Check);
+  nb::class_<PyAsyncSaver>(m, "AsyncSaver")
+      .def(nb::init<>())
+      .def("save", &PyAsyncSaver::Save, "path"_a, "state"_a, "rng"_a, "codec"_a, "level"_a,
+           "chunk_bytes"_a, "threads"_a, "metadata"_a, "origin"_a.none(), "progress"_a.none(),
+           "emulate_devices"_a)
+      .def("cancel", &PyAsyncSaver::Cancel)
+      .def("done", &PyAsyncSaver::Done)
+      .def("wait", &PyAsyncSaver::Wait)
+      .def("stats", &PyAsyncSaver::Stats);
+}
+
+}  // namespace rckpt::python

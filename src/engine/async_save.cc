@@ -1,0 +1,417 @@
+// AsyncSaver: a snapshot on the caller's thread, then the ordinary Save of
+// that snapshot on the saver's thread. Only public headers are used: the
+// persist is exactly rckpt::Save, so it inherits every guarantee of it.
+#include "rckpt/async_save.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "rckpt/io.h"
+#include "rckpt/runtime.h"
+
+namespace rckpt {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+constexpr uint64_t kTensorAlign = 64;
+constexpr uint64_t kPage = 4096;
+// Below this a copy thread costs more than it saves.
+constexpr uint64_t kBytesPerCopyThread = 16ull << 20;
+// Memory bandwidth is saturated well before this many threads.
+constexpr int kMaxCopyThreads = 8;
+
+uint64_t AlignUp(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
+
+// Host memory the saver keeps from one save to the next.
+struct HostArena {
+  struct Free {
+    void operator()(std::byte* p) const { std::free(p); }
+  };
+  std::unique_ptr<std::byte, Free> data;
+  uint64_t capacity = 0;
+
+  Status Reserve(uint64_t bytes) {
+    if (bytes <= capacity) return Status::Ok();
+    data.reset();  // the old snapshot is written; do not hold both
+    capacity = 0;
+    const uint64_t size = AlignUp(bytes, kPage);
+    void* p = std::aligned_alloc(kPage, size);
+    if (p == nullptr) {
+      return Status::OutOfMemory("asynchronous save: cannot allocate a snapshot buffer of " +
+                                 std::to_string(size) + " bytes");
+    }
+    data.reset(static_cast<std::byte*>(p));
+    capacity = size;
+    return Status::Ok();
+  }
+};
+
+// Pinned memory and one side stream per device, of one runtime.
+class DeviceStaging {
+ public:
+  ~DeviceStaging() { Release(); }
+
+  // Drops everything held of another runtime, then makes sure `bytes` of
+  // pinned memory are held.
+  Status Reserve(DeviceRuntime* runtime, uint64_t bytes) {
+    if (runtime != runtime_) Release();
+    runtime_ = runtime;
+    if (bytes <= capacity_) return Status::Ok();
+    if (pinned_ != nullptr) runtime_->FreePinned(pinned_);
+    pinned_ = nullptr;
+    capacity_ = 0;
+    const uint64_t size = AlignUp(bytes, kPage);
+    Result<void*> p = runtime_->AllocatePinned(size);
+    if (!p.ok()) return p.status().WithContext("asynchronous save: pinned snapshot buffer");
+    pinned_ = static_cast<std::byte*>(*p);
+    capacity_ = size;
+    return Status::Ok();
+  }
+
+  Result<Stream> StreamFor(Device device) {
+    auto it = streams_.find(device);
+    if (it != streams_.end()) return it->second;
+    Result<Stream> s = runtime_->CreateStream(device);
+    if (!s.ok()) return s.status();
+    streams_.emplace(device, *s);
+    return *s;
+  }
+
+  std::byte* pinned() const { return pinned_; }
+  uint64_t capacity() const { return capacity_; }
+  DeviceRuntime* runtime() const { return runtime_; }
+
+ private:
+  void Release() {
+    if (runtime_ == nullptr) return;
+    for (const auto& [device, stream] : streams_) runtime_->DestroyStream(device, stream);
+    streams_.clear();
+    if (pinned_ != nullptr) runtime_->FreePinned(pinned_);
+    pinned_ = nullptr;
+    capacity_ = 0;
+    runtime_ = nullptr;
+  }
+
+  DeviceRuntime* runtime_ = nullptr;
+  std::byte* pinned_ = nullptr;
+  uint64_t capacity_ = 0;
+  std::map<Device, Stream> streams_;
+};
+
+// The events of one snapshot's device copies; waited for once, by the
+// caller (WaitSnapshot) or the persist, whichever comes first.
+class SnapshotFence {
+ public:
+  SnapshotFence(DeviceRuntime* runtime, std::vector<Event> events)
+      : runtime_(runtime), events_(std::move(events)) {}
+  ~SnapshotFence() { (void)Wait(); }
+
+  Status Wait() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (Event e : events_) {
+      Status s = runtime_->WaitEvent(e);
+      if (status_.ok() && !s.ok()) {
+        status_ = s.WithContext("asynchronous save: copying device tensors to the snapshot");
+      }
+      runtime_->DestroyEvent(e);
+    }
+    events_.clear();
+    return status_;
+  }
+
+ private:
+  std::mutex mu_;
+  DeviceRuntime* runtime_;
+  std::vector<Event> events_;
+  Status status_;
+};
+
+// One tensor (or sharded block) of the checkpoint and where its snapshot goes.
+struct Item {
+  const Tensor* source;
+  bool device;
+  uint64_t offset;  // in the host arena or the pinned buffer
+};
+
+struct Segment {
+  std::byte* dst;
+  const std::byte* src;
+  uint64_t bytes;
+};
+
+// Copies the segments on up to `threads` threads, each an equal share of
+// the bytes (large tensors are split between threads).
+void ParallelCopy(const std::vector<Segment>& segments, uint64_t total, int threads) {
+  const uint64_t wanted = std::max<uint64_t>(1, total / kBytesPerCopyThread);
+  const int n = static_cast<int>(std::min<uint64_t>(wanted, std::max(threads, 1)));
+  auto copy_range = [&](uint64_t begin, uint64_t end) {
+    uint64_t pos = 0;
+    for (const Segment& s : segments) {
+      const uint64_t lo = std::max(begin, pos), hi = std::min(end, pos + s.bytes);
+      if (lo < hi) std::memcpy(s.dst + (lo - pos), s.src + (lo - pos), hi - lo);
+      pos += s.bytes;
+      if (pos >= end) break;
+    }
+  };
+  if (n <= 1) {
+    copy_range(0, total);
+    return;
+  }
+  std::vector<std::thread> workers;
+  const uint64_t share = AlignUp((total + n - 1) / n, kTensorAlign);
+  for (int i = 1; i < n; ++i) {
+    const uint64_t begin = std::min(total, share * i), end = std::min(total, share * (i + 1));
+    workers.emplace_back(copy_range, begin, end);
+  }
+  copy_range(0, std::min(total, share));
+  for (std::thread& w : workers) w.join();
+}
+
+int CopyThreads(int requested) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::min(requested > 0 ? requested : cores, kMaxCopyThreads);
+}
+
+}  // namespace
+
+struct AsyncSaver::Impl {
+  std::mutex call_mu;  // serialises Save and Wait
+  std::thread worker;
+  std::atomic<bool> in_flight{false};
+  std::atomic<bool> cancel{false};
+
+  HostArena host;
+  DeviceStaging staging;
+
+  // The last save's outcome when nobody has been told of it yet.
+  Status unreported;
+
+  std::mutex fence_mu;
+  std::shared_ptr<SnapshotFence> fence;
+
+  mutable std::mutex stats_mu;
+  AsyncSaveStats stats;
+
+  void Join() {
+    if (worker.joinable()) worker.join();
+  }
+
+  Status TakeUnreported() { return std::exchange(unreported, Status::Ok()); }
+
+  Result<Checkpoint> Snapshot(const Checkpoint& ck, const SaveOptions& options,
+                              std::shared_ptr<SnapshotFence>* fence_out);
+};
+
+Result<Checkpoint> AsyncSaver::Impl::Snapshot(const Checkpoint& ck, const SaveOptions& options,
+                                              std::shared_ptr<SnapshotFence>* fence_out) {
+  // Where every tensor goes: host ones into the arena, device ones into
+  // pinned memory.
+  std::vector<Item> items;
+  uint64_t host_bytes = 0, device_bytes = 0;
+  auto place = [&](const Tensor& t) {
+    const bool device = !t.device().is_cpu();
+    uint64_t& end = device ? device_bytes : host_bytes;
+    items.push_back(Item{&t, device, end});
+    end = AlignUp(end + t.nbytes(), kTensorAlign);
+  };
+  for (const TensorEntry& e : ck.tensors()) place(e.tensor);
+  for (const ShardedTensorEntry& e : ck.sharded_tensors()) {
+    for (const TensorShard& s : e.shards) place(s.block);
+  }
+
+  RCKPT_RETURN_IF_ERROR(host.Reserve(host_bytes));
+  DeviceRuntime* runtime = options.runtime;
+  if (runtime == nullptr && (device_bytes > 0 || staging.runtime() != nullptr)) {
+    runtime = &DefaultRuntime();
+  }
+  // Pinned memory of another runtime goes now: that runtime need not outlive
+  // this save.
+  if (staging.runtime() != nullptr && staging.runtime() != runtime) {
+    RCKPT_RETURN_IF_ERROR(staging.Reserve(runtime, 0));
+  }
+  std::vector<Event> events;
+  if (device_bytes > 0) {
+    RCKPT_RETURN_IF_ERROR(staging.Reserve(runtime, device_bytes));
+    // Enqueue every copy first, then one event per device after its last.
+    std::map<Device, Stream> used;
+    Status s;
+    for (const Item& it : items) {
+      if (!it.device || it.source->nbytes() == 0) continue;
+      const Device d = it.source->device();
+      Result<Stream> stream = staging.StreamFor(d);
+      if (!stream.ok()) {
+        s = stream.status();
+        break;
+      }
+      used[d] = *stream;
+      s = runtime->CopyToHostAsync(d, *stream, staging.pinned() + it.offset, it.source->data(),
+                                   it.source->nbytes());
+      if (!s.ok()) break;
+    }
+    for (const auto& [d, stream] : used) {
+      Result<Event> e = runtime->RecordEvent(d, stream);
+      if (e.ok()) {
+        events.push_back(*e);
+      } else if (s.ok()) {
+        s = e.status();
+      }
+    }
+    if (!s.ok()) {
+      // Copies already enqueued write into the pinned buffer: let them end.
+      for (const auto& [d, stream] : used) (void)runtime->Synchronize(d, stream);
+      for (Event e : events) runtime->DestroyEvent(e);
+      return s.WithContext("asynchronous save: copying device tensors to the snapshot");
+    }
+    *fence_out = std::make_shared<SnapshotFence>(runtime, std::move(events));
+  }
+
+  std::vector<Segment> segments;
+  for (const Item& it : items) {
+    if (it.device || it.source->nbytes() == 0) continue;
+    segments.push_back(Segment{host.data.get() + it.offset,
+                               static_cast<const std::byte*>(it.source->data()),
+                               it.source->nbytes()});
+  }
+  uint64_t copied = 0;
+  for (const Segment& s : segments) copied += s.bytes;
+  ParallelCopy(segments, copied, CopyThreads(options.threads));
+
+  // The same checkpoint over the snapshot: every tensor a host view that
+  // records the original device as its origin.
+  size_t next = 0;
+  auto view_of = [&](const Tensor& t) {
+    const Item& it = items[next++];
+    std::byte* base = it.device ? staging.pinned() : host.data.get();
+    return Tensor::Borrow(TensorView{base + it.offset, t.dtype(), t.shape(), Device::Cpu()});
+  };
+  Checkpoint snap;
+  for (const SectionInfo& s : ck.sections()) {
+    RCKPT_RETURN_IF_ERROR(snap.AddSection(s.name, s.role));
+  }
+  for (const TensorEntry& e : ck.tensors()) {
+    RCKPT_RETURN_IF_ERROR(snap.AddTensor(e.section, e.name, view_of(e.tensor), e.role));
+    snap.mutable_tensors().back().origin = e.Origin();
+  }
+  for (const ShardedTensorEntry& e : ck.sharded_tensors()) {
+    std::vector<TensorShard> shards;
+    shards.reserve(e.shards.size());
+    for (const TensorShard& s : e.shards) {
+      shards.push_back(TensorShard{s.rank, s.offsets, view_of(s.block), s.Origin()});
+    }
+    RCKPT_RETURN_IF_ERROR(
+        snap.AddShardedTensor(e.section, e.name, e.dtype, e.shape, std::move(shards), e.role));
+  }
+  snap.mutable_rng() = ck.rng();
+  snap.Tree() = ck.Tree();
+  snap.Metadata() = ck.Metadata();
+
+  std::lock_guard<std::mutex> lock(stats_mu);
+  stats.snapshot_bytes = copied + device_bytes;
+  stats.snapshot_capacity = host.capacity + staging.capacity();
+  return snap;
+}
+
+AsyncSaver::AsyncSaver() : impl_(std::make_unique<Impl>()) {}
+
+AsyncSaver::~AsyncSaver() {
+  std::lock_guard<std::mutex> lock(impl_->call_mu);
+  impl_->Join();
+  Status s = impl_->TakeUnreported();
+  if (!s.ok()) {
+    std::fprintf(stderr, "rckpt: an asynchronous save failed and was never waited for: %s\n",
+                 s.ToString().c_str());
+  }
+}
+
+Status AsyncSaver::Save(const std::string& path, const Checkpoint& ck, SaveOptions options,
+                        DoneCallback done) {
+  std::lock_guard<std::mutex> lock(impl_->call_mu);
+  const Clock::time_point wait_start = Clock::now();
+  impl_->Join();
+  const double waited = SecondsSince(wait_start);
+  RCKPT_RETURN_IF_ERROR(impl_->TakeUnreported());
+  if (path.empty()) return Status::InvalidArgument("asynchronous save: the path is empty");
+
+  const Clock::time_point start = Clock::now();
+  std::shared_ptr<SnapshotFence> fence;
+  Result<Checkpoint> snap = impl_->Snapshot(ck, options, &fence);
+  if (!snap.ok()) return snap.status().WithContext("save to '" + path + "'");
+  {
+    std::lock_guard<std::mutex> stats_lock(impl_->stats_mu);
+    impl_->stats.wait_seconds = waited;
+    impl_->stats.snapshot_seconds = SecondsSince(start);
+    ++impl_->stats.saves;
+  }
+  {
+    std::lock_guard<std::mutex> fence_lock(impl_->fence_mu);
+    impl_->fence = fence;
+  }
+
+  impl_->cancel = false;
+  options.progress = [impl = impl_.get(), user = std::move(options.progress)](uint64_t d,
+                                                                              uint64_t t) {
+    if (impl->cancel) return false;
+    return user ? user(d, t) : true;
+  };
+  impl_->in_flight = true;
+  impl_->worker = std::thread([impl = impl_.get(), path, snap = std::move(*snap),
+                               options = std::move(options), fence = std::move(fence),
+                               done = std::move(done)]() mutable {
+    const Clock::time_point persist_start = Clock::now();
+    Status s = fence ? fence->Wait().WithContext("save to '" + path + "'") : Status::Ok();
+    if (s.ok() && impl->cancel) s = Status::IoError("save to '" + path + "': cancelled");
+    if (s.ok()) s = rckpt::Save(path, snap, options);
+    {
+      std::lock_guard<std::mutex> stats_lock(impl->stats_mu);
+      impl->stats.persist_seconds = SecondsSince(persist_start);
+    }
+    if (done) {
+      done(s);
+    } else {
+      impl->unreported = s;  // read only after join
+    }
+    impl->in_flight = false;
+  });
+  return Status::Ok();
+}
+
+Status AsyncSaver::Wait() {
+  std::lock_guard<std::mutex> lock(impl_->call_mu);
+  impl_->Join();
+  return impl_->TakeUnreported();
+}
+
+Status AsyncSaver::WaitSnapshot() {
+  std::shared_ptr<SnapshotFence> fence;
+  {
+    std::lock_guard<std::mutex> lock(impl_->fence_mu);
+    fence = impl_->fence;
+  }
+  return fence ? fence->Wait() : Status::Ok();
+}
+
+void AsyncSaver::Cancel() { impl_->cancel = true; }
+
+bool AsyncSaver::Done() const { return !impl_->in_flight; }
+
+AsyncSaveStats AsyncSaver::stats() const {
+  std::lock_guard<std::mutex> lock(impl_->stats_mu);
+  return impl_->stats;
+}
+
+}  // namespace rckpt
