@@ -11,6 +11,7 @@
 #include "rckpt/file.h"
 #include "rckpt/io.h"
 #include "rckpt/runtime.h"
+#include "runtime/emulated_runtime.h"
 #include "test_util.h"
 
 namespace rckpt {
@@ -330,7 +331,8 @@ TEST(AsyncSaverTest, DeviceTensorsAreCopiedToPinnedMemoryAndKeepTheirOrigin) {
 }
 
 TEST(AsyncSaverTest, FailedDeviceCopyFailsTheSaveAndWritesNothing) {
-  std::unique_ptr<DeviceRuntime> rt = NewEmulatedRuntime(1, /*fail_after_copies=*/2);
+  std::unique_ptr<DeviceRuntime> rt =
+      NewEmulatedRuntimeForTesting({.device_count = 1, .fail_after_copies = 2});
   MemFileSystem fs;
   std::vector<float> values(1000, 1.0f);
   DeviceTensor dev(rt.get(), Device::Cuda(0), values);  // copy 1
