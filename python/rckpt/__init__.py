@@ -11,7 +11,7 @@ the placement rules and the load engine are the library's. docs/PYTHON.md.
 
 import torch as _torch  # noqa: F401  (rckpt needs torch; loaded before the extension uses it)
 
-from . import _core
+from . import _core, data
 from .checkpoint import Checkpoint, load, load_into, save
 from .errors import (CorruptionError, DeviceError, DeviceUnavailableError, Error,
                      InvalidArgumentError, IoError, NotFoundError, OutOfMemoryError,
@@ -33,5 +33,5 @@ __all__ = [
     "Checkpoint", "CorruptionError", "DeviceError", "DeviceUnavailableError", "Error",
     "InertObject", "InvalidArgumentError", "IoError", "NotFoundError", "OutOfMemoryError",
     "ProgressBar", "RestoreReport", "RngRecord", "RngState", "UnsupportedError",
-    "capture_rng", "cuda_device_count", "load", "load_into", "restore_rng", "save",
+    "capture_rng", "cuda_device_count", "data", "load", "load_into", "restore_rng", "save",
 ]

@@ -1,0 +1,246 @@
+"""rckpt.data: a run stopped mid-epoch and resumed from an rckpt file with fresh objects sees
+exactly the remaining batches of the uninterrupted run, augmentations and training RNG included,
+with 0 and 2 workers, on 1 and 2 ranks."""
+
+import random
+
+import numpy
+import pytest
+import torch
+from conftest import assert_same
+
+import rckpt
+from rckpt.data import ResumableDataLoader, ResumableSampler
+
+
+class Augmented(torch.utils.data.Dataset):
+    """A random flip and noise from torch, a draw from Python's and NumPy's generators."""
+
+    def __init__(self, n=38):
+        self.x = torch.arange(n * 4, dtype=torch.float32).reshape(n, 4)
+
+    def __len__(self):
+        return len(self.x)
+
+    def __getitem__(self, i):
+        x = self.x[i]
+        if torch.rand(()) < 0.5:
+            x = x.flip(0)
+        x = x + torch.randn(4)
+        extra = torch.tensor([random.random(), numpy.random.rand()], dtype=torch.float64)
+        return x, torch.tensor(i), extra
+
+
+EPOCHS, BATCH = 2, 5
+
+
+def seed_everything(seed):
+    torch.manual_seed(seed)
+    random.seed(seed)
+    numpy.random.seed(seed)
+
+
+def make_loader(workers, **sampler_args):
+    sampler = ResumableSampler(38, shuffle=True, seed=7, **sampler_args)
+    return ResumableDataLoader(Augmented(), batch_size=BATCH, sampler=sampler, num_workers=workers)
+
+
+def train(loader, record, start_epoch=0, stop_after=None):
+    """Iterates like a training loop (which draws from the global RNG, as dropout does); returns
+    the epoch it stopped in when it stopped after stop_after batches, else None."""
+    for epoch in range(start_epoch, EPOCHS):
+        loader.set_epoch(epoch)
+        for batch in loader:
+            record.append((epoch, batch, torch.rand(3), random.random(), numpy.random.rand()))
+            if len(record) == stop_after:
+                return epoch
+    return None
+
+
+def uninterrupted(workers, **sampler_args):
+    seed_everything(0)
+    record = []
+    train(make_loader(workers, **sampler_args), record)
+    return record
+
+
+def interrupted(tmp, workers, resume_workers, stop_after, **sampler_args):
+    seed_everything(0)
+    record = []
+    loader = make_loader(workers, **sampler_args)
+    epoch = train(loader, record, stop_after=stop_after)
+    # The run stops in the middle of an epoch (the workers have prefetched batches beyond it).
+    rckpt.save(tmp / "last.rckpt", {"data": {"loader": loader.state_dict()},
+                                    "controller": {"epoch": epoch}}, rng=rckpt.capture_rng())
+    del loader
+    seed_everything(12345)  # a fresh process: nothing of the first run's RNG is left
+    ck = rckpt.load(tmp / "last.rckpt")
+    loader = make_loader(resume_workers, **sampler_args)
+    loader.load_state_dict(ck["data"]["loader"])
+    rckpt.restore_rng(ck.rng)
+    train(loader, record, start_epoch=ck["controller"]["epoch"])
+    return record
+
+
+@pytest.mark.parametrize("workers,resume_workers", [(0, 0), (2, 2), (2, 0)])
+@pytest.mark.parametrize("stop_after", [3, 9])  # in epoch 0, in epoch 1 (8 batches an epoch)
+def test_resumed_run_sees_the_remaining_batches_bit_for_bit(tmp, workers, resume_workers,
+                                                            stop_after):
+    reference = uninterrupted(workers)
+    assert len(reference) == EPOCHS * 8
+    assert_same(interrupted(tmp, workers, resume_workers, stop_after), reference)
+
+
+def test_batches_do_not_depend_on_num_workers():
+    assert_same(uninterrupted(0), uninterrupted(2))
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+@pytest.mark.parametrize("workers", [0, 2])
+def test_two_ranks_resume_each_their_share(tmp, rank, workers):
+    reference = uninterrupted(workers, num_replicas=2, rank=rank)
+    assert len(reference) == EPOCHS * 4  # 19 samples a rank: 4 batches
+    assert_same(interrupted(tmp, workers, workers, 6, num_replicas=2, rank=rank), reference)
+
+
+def test_two_ranks_cover_the_epoch_in_distributed_samplers_order():
+    for epoch in range(2):
+        shares = []
+        for rank in range(2):
+            ours = ResumableSampler(38, seed=7, num_replicas=2, rank=rank)
+            ours.set_epoch(epoch)
+            torchs = torch.utils.data.DistributedSampler(range(38), num_replicas=2, rank=rank,
+                                                         shuffle=True, seed=7)
+            torchs.set_epoch(epoch)
+            assert list(ours) == list(torchs)
+            shares += ours.indices(epoch)
+        assert sorted(shares) == list(range(38))
+
+
+@pytest.mark.parametrize("length,replicas,drop_last,shuffle",
+                         [(10, 3, False, True), (10, 3, True, True), (2, 5, False, True),
+                          (7, 1, False, False), (9, 4, True, False)])
+def test_order_is_distributed_samplers(length, replicas, drop_last, shuffle):
+    for rank in range(replicas):
+        ours = ResumableSampler(length, shuffle=shuffle, seed=3, num_replicas=replicas, rank=rank,
+                                drop_last=drop_last)
+        torchs = torch.utils.data.DistributedSampler(range(length), num_replicas=replicas,
+                                                     rank=rank, shuffle=shuffle, seed=3,
+                                                     drop_last=drop_last)
+        assert len(ours) == len(torchs) and list(ours) == list(torchs)
+
+
+def test_loading_data_leaves_the_global_generators_alone():
+    loader = make_loader(0)
+    seed_everything(1)
+    before = (torch.get_rng_state(), random.getstate(), numpy.random.get_state())
+    batches = list(loader)
+    assert len(batches) == 8
+    assert torch.equal(torch.get_rng_state(), before[0])
+    assert random.getstate() == before[1]
+    assert all(numpy.array_equal(a, b) for a, b in zip(numpy.random.get_state(), before[2]))
+
+
+def test_state_counts_received_batches_not_prefetched_ones():
+    loader = make_loader(2)
+    it = iter(loader)
+    for _ in range(3):
+        next(it)
+    assert loader.state_dict()["position"] == 3 * BATCH and loader.state_dict()["epoch"] == 0
+    assert len(it) == 8
+
+
+def test_a_finished_epoch_moves_on_and_set_epoch_keeps_or_restarts():
+    loader = make_loader(0)
+    epoch0 = [b[1] for b in loader]
+    assert (loader.state_dict()["epoch"], loader.state_dict()["position"]) == (1, 0)
+    it = iter(loader)
+    next(it)
+    loader.set_epoch(1)  # the current epoch: the position stays
+    assert loader.state_dict()["position"] == BATCH and len(loader) == 7
+    rest = [b[1] for b in loader]  # a new iter() continues where the loop stopped
+    assert len(rest) == 7
+    loader.set_epoch(0)  # another epoch: from its beginning, the same order as before
+    assert_same([b[1] for b in loader], epoch0)
+
+
+def test_a_state_loaded_mid_iteration_applies_at_the_next_iter():
+    loader = make_loader(0)
+    state = loader.state_dict()
+    first = [b[1] for b in loader]
+    it = iter(loader)
+    next(it)
+    loader.load_state_dict(state)
+    with pytest.raises(RuntimeError, match="made before load_state_dict"):
+        next(it)
+    assert_same([b[1] for b in loader], first)
+
+
+def test_plain_sampler_counts_what_it_handed_out():
+    s = ResumableSampler(10, seed=1)
+    it = iter(s)
+    head = [next(it) for _ in range(4)]
+    state = s.state_dict()
+    assert state["position"] == 4
+    fresh = ResumableSampler(10, seed=99)
+    fresh.load_state_dict(state)  # the saved seed replaces this sampler's
+    assert head + list(fresh) == s.indices(0)
+    assert fresh.state_dict()["epoch"] == 1
+
+
+def corrupt(**changes):
+    state = ResumableSampler(38, seed=7).state_dict()
+    state.update(changes)
+    return state
+
+
+@pytest.mark.parametrize("state,error,message", [
+    ([1, 2], TypeError, "expected the dict of state_dict"),
+    (corrupt(format="other/1"), ValueError, "format: expected"),
+    ({k: v for k, v in corrupt().items() if k != "epoch"}, ValueError, "field 'epoch' is missing"),
+    (corrupt(position="3"), TypeError, "position: expected int, got str"),
+    (corrupt(shuffle=1), TypeError, "shuffle: expected bool, got int"),
+    (corrupt(length=40), ValueError, "data set length: saved 40, this sampler 38"),
+    (corrupt(shuffle=False), ValueError, "shuffle: saved False, this sampler True"),
+    (corrupt(drop_last=True), ValueError, "drop_last: saved True, this sampler False"),
+    (corrupt(position=39), ValueError, r"position: expected 0\.\.38, got 39"),
+    (corrupt(epoch=-1), ValueError, "epoch: expected >= 0"),
+    (corrupt(num_replicas=2, position=5), ValueError,
+     "num_replicas: saved 2 in the middle of epoch 0 .position 5., this sampler 1"),
+])
+def test_load_state_dict_refuses_what_does_not_fit(state, error, message):
+    s = ResumableSampler(38, seed=7)
+    before = s.state_dict()
+    with pytest.raises(error, match=message):
+        s.load_state_dict(state)
+    assert s.state_dict() == before  # nothing changed
+
+
+def test_another_world_size_resumes_at_an_epoch_boundary():
+    s = ResumableSampler(38, seed=7, num_replicas=2, rank=1)
+    s.load_state_dict(corrupt(epoch=3, position=0))
+    assert s.state_dict()["epoch"] == 3 and list(s) == s.indices(3)
+
+
+def test_loader_refuses_what_it_cannot_resume():
+    data = Augmented()
+    with pytest.raises(TypeError, match="RandomSampler draws its seed from the global RNG"):
+        ResumableDataLoader(data, sampler=torch.utils.data.RandomSampler(data))
+    with pytest.raises(ValueError, match="batch_sampler is not accepted"):
+        ResumableDataLoader(data, batch_sampler=[[0, 1]])
+    with pytest.raises(ValueError, match="generator is not accepted"):
+        ResumableDataLoader(data, generator=torch.Generator())
+    with pytest.raises(ValueError, match="covers 10 samples, the data set has 38"):
+        ResumableDataLoader(data, sampler=ResumableSampler(10))
+    with pytest.raises(ValueError, match="shuffle=True with a sampler"):
+        ResumableDataLoader(data, shuffle=True, sampler=ResumableSampler(38))
+
+    class Stream(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            return iter(range(3))
+    with pytest.raises(TypeError, match="IterableDataset"):
+        ResumableDataLoader(Stream())
+    with pytest.raises(ValueError, match=r"rank must be in \[0, 2\), got 2"):
+        ResumableSampler(38, num_replicas=2, rank=2)
+    with pytest.raises(TypeError, match="seed: expected an int, got float"):
+        ResumableSampler(38, seed=1.5)
