@@ -320,6 +320,11 @@ class ResumableDataLoader(_tud.DataLoader):
         length = len(self)  # the batches of this iteration; len(loader) shrinks as it goes
         return _LoaderIterator(self, super().__iter__(), self._generation, length)
 
+    @property
+    def epoch(self):
+        """The epoch the next iter() continues or starts (the sampler's)."""
+        return self.sampler.epoch
+
     def set_epoch(self, epoch):
         """The sampler's set_epoch: another epoch starts from its beginning at the next iter()."""
         self.sampler.set_epoch(epoch)

@@ -2,12 +2,16 @@
 exactly the remaining batches of the uninterrupted run, augmentations and training RNG included,
 with 0 and 2 workers, on 1 and 2 ranks."""
 
+import os
 import random
+import signal
+import subprocess
+import sys
 
 import numpy
 import pytest
 import torch
-from conftest import assert_same
+from conftest import assert_same, doc_example
 
 import rckpt
 from rckpt.data import ResumableDataLoader, ResumableSampler
@@ -244,3 +248,22 @@ def test_loader_refuses_what_it_cannot_resume():
         ResumableSampler(38, num_replicas=2, rank=2)
     with pytest.raises(TypeError, match="seed: expected an int, got float"):
         ResumableSampler(38, seed=1.5)
+
+
+def run_example(script, run_dir, *args):
+    run_dir.mkdir(exist_ok=True)
+    return subprocess.run([sys.executable, str(script), str(run_dir), "2", *map(str, args)],
+                          capture_output=True, text=True, env=dict(os.environ))
+
+
+def test_restarting_example_resumes_bit_identically(tmp):
+    script = doc_example("RESTARTING.md", "train_data.py", tmp)
+    done = run_example(script, tmp / "reference")
+    assert done.returncode == 0, done.stderr
+    crashed = run_example(script, tmp / "crashed", 17)  # in epoch 1 (13 batches an epoch)
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr
+    assert (tmp / "crashed" / "last.rckpt").exists() and not (tmp / "crashed" / "final.rckpt").exists()
+    resumed = run_example(script, tmp / "crashed")
+    assert resumed.returncode == 0, resumed.stderr
+    reference = rckpt.load(tmp / "reference" / "final.rckpt")
+    assert_same(rckpt.load(tmp / "crashed" / "final.rckpt")["model"], reference["model"])
