@@ -297,6 +297,9 @@ class ResumableDataLoader(_tud.DataLoader):
         if sampler is None:
             sampler = ResumableSampler(dataset, shuffle=shuffle, seed=seed,
                                        num_replicas=num_replicas, rank=rank)
+        elif seed != 0 or num_replicas is not None or rank is not None:
+            raise ValueError(f"{where}: seed, num_replicas and rank are the sampler's: pass them "
+                             f"to the ResumableSampler, not beside it")
         elif not isinstance(sampler, ResumableSampler):
             raise TypeError(f"{where}: sampler must be a rckpt.data.ResumableSampler, got "
                             f"{type(sampler).__name__} (torch's samplers cannot say where an "

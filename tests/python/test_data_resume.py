@@ -99,6 +99,17 @@ def test_batches_do_not_depend_on_num_workers():
     assert_same(uninterrupted(0), uninterrupted(2))
 
 
+def test_persistent_workers_continue_a_stopped_iteration():
+    seed_everything(0)
+    record = []
+    sampler = ResumableSampler(38, shuffle=True, seed=7)
+    loader = ResumableDataLoader(Augmented(), batch_size=BATCH, sampler=sampler, num_workers=2,
+                                 persistent_workers=True)
+    epoch = train(loader, record, stop_after=3)  # the workers have prefetched past batch 3
+    train(loader, record, start_epoch=epoch)  # a new iter() of the same workers goes on from 3
+    assert_same(record, uninterrupted(0))
+
+
 @pytest.mark.parametrize("rank", [0, 1])
 @pytest.mark.parametrize("workers", [0, 2])
 def test_two_ranks_resume_each_their_share(tmp, rank, workers):
@@ -236,6 +247,8 @@ def test_loader_refuses_what_it_cannot_resume():
         ResumableDataLoader(data, generator=torch.Generator())
     with pytest.raises(ValueError, match="covers 10 samples, the data set has 38"):
         ResumableDataLoader(data, sampler=ResumableSampler(10))
+    with pytest.raises(ValueError, match="seed, num_replicas and rank are the sampler's"):
+        ResumableDataLoader(data, sampler=ResumableSampler(38), seed=3)
     with pytest.raises(ValueError, match="shuffle=True with a sampler"):
         ResumableDataLoader(data, shuffle=True, sampler=ResumableSampler(38))
 
