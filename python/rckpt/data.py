@@ -134,6 +134,7 @@ class ResumableSampler(_tud.Sampler):
         self.drop_last = bool(drop_last)
         self.epoch = 0
         self.position = 0
+        self._version = 0  # set_epoch and load_state_dict make older iterators stale
         self._in_loader = False  # set by ResumableDataLoader: yield keys, it counts the position
 
     @property
@@ -161,25 +162,26 @@ class ResumableSampler(_tud.Sampler):
         return self.num_samples - self.position
 
     def __iter__(self):
-        epoch, start = self.epoch, self.position
-        remaining = self.indices(epoch)[start:]
+        remaining = self.indices()[self.position:]
         if self._in_loader:
-            return iter([(i, _sample_seed(self.seed, epoch, i)) for i in remaining])
-        return self._counting(remaining, epoch)
+            seed, epoch = self.seed, self.epoch
+            return ((i, _sample_seed(seed, epoch, i)) for i in remaining)
+        return self._counting(remaining, self._version)
 
-    def _counting(self, remaining, epoch):
+    def _counting(self, remaining, version):
         for i in remaining:
-            if self.epoch == epoch:
+            if self._version == version:
                 self.position += 1
             yield i
-        if self.epoch == epoch:
-            self.epoch, self.position = epoch + 1, 0
+        if self._version == version:
+            self.epoch, self.position = self.epoch + 1, 0
 
     def set_epoch(self, epoch):
         """Starts ``epoch`` from its beginning at the next iter(); the current epoch: no change."""
         epoch = _int_arg(epoch, "epoch")
         if epoch != self.epoch:
             self.epoch, self.position = epoch, 0
+            self._version += 1
 
     def state_dict(self):
         """Plain ints, bools and strings (rckpt.save stores them as they are)."""
@@ -227,6 +229,7 @@ class ResumableSampler(_tud.Sampler):
         if state["epoch"] < 0:
             raise ValueError(f"{where}: epoch: expected >= 0, got {state['epoch']}")
         self.seed, self.epoch, self.position = state["seed"], state["epoch"], state["position"]
+        self._version += 1
 
 
 class _LoaderIterator:
@@ -234,6 +237,7 @@ class _LoaderIterator:
 
     def __init__(self, loader, inner, generation, length):
         self._loader, self._inner, self._generation = loader, inner, generation
+        self._version = loader.sampler._version
         self._length = length
         self._per_batch = loader.batch_size or 1
         self._done = False
@@ -248,11 +252,12 @@ class _LoaderIterator:
         loader = self._loader
         if self._done:
             raise StopIteration
-        if self._generation != loader._generation:
-            raise RuntimeError(
-                "ResumableDataLoader: this iterator was made before load_state_dict() or a newer "
-                "iter(); its batches would not follow the loader's state. Iterate the loader again")
         sampler = loader.sampler
+        if self._generation != loader._generation or self._version != sampler._version:
+            raise RuntimeError(
+                "ResumableDataLoader: this iterator was made before load_state_dict(), set_epoch() "
+                "with another epoch or a newer iter(); its batches would not follow the loader's "
+                "state. Iterate the loader again")
         try:
             batch = next(self._inner)
         except StopIteration:
@@ -339,7 +344,6 @@ class ResumableDataLoader(_tud.DataLoader):
     def load_state_dict(self, state):
         """Takes effect at the next iter(); an iterator made before raises if used again."""
         self.sampler.load_state_dict(state)
-        self._generation += 1
 
 
 def _length_of(data_source, where):

@@ -189,6 +189,13 @@ def test_a_state_loaded_mid_iteration_applies_at_the_next_iter():
     with pytest.raises(RuntimeError, match="made before load_state_dict"):
         next(it)
     assert_same([b[1] for b in loader], first)
+    it = iter(loader)
+    next(it)
+    loader.set_epoch(5)  # another epoch mid-iteration: the old iterator stops counting too
+    with pytest.raises(RuntimeError, match="set_epoch"):
+        next(it)
+    assert loader.state_dict()["position"] == 0
+    assert_same(torch.cat([b[1] for b in loader]).tolist(), loader.sampler.indices(5))
 
 
 def test_plain_sampler_counts_what_it_handed_out():
