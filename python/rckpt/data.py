@@ -46,7 +46,7 @@ def _mix(*values):
 
 
 def _sample_seed(seed, epoch, index):
-    """The seed of the generators that load sample ``index`` in ``epoch`` of a run seeded ``seed``."""
+    """The seed of the generators that load sample ``index`` in ``epoch`` of run ``seed``."""
     return _mix(seed, epoch, index)
 
 
@@ -127,7 +127,8 @@ class ResumableSampler(_tud.Sampler):
                                      "num_replicas")
         self.rank = _int_arg(_distributed_default(rank, "rank"), "rank")
         if self.num_replicas < 1:
-            raise ValueError(f"ResumableSampler: num_replicas must be >= 1, got {self.num_replicas}")
+            raise ValueError(f"ResumableSampler: num_replicas must be >= 1, got "
+                             f"{self.num_replicas}")
         if not 0 <= self.rank < self.num_replicas:
             raise ValueError(f"ResumableSampler: rank must be in [0, {self.num_replicas}), "
                              f"got {self.rank}")
@@ -197,7 +198,8 @@ class ResumableSampler(_tud.Sampler):
         """
         where = "ResumableSampler.load_state_dict"
         if not isinstance(state, dict):
-            raise TypeError(f"{where}: expected the dict of state_dict(), got {type(state).__name__}")
+            raise TypeError(f"{where}: expected the dict of state_dict(), got "
+                            f"{type(state).__name__}")
         if state.get("format") != _STATE_FORMAT:
             raise ValueError(f"{where}: format: expected {_STATE_FORMAT!r}, got "
                              f"{state.get('format')!r}")

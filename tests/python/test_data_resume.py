@@ -282,7 +282,8 @@ def test_restarting_example_resumes_bit_identically(tmp):
     assert done.returncode == 0, done.stderr
     crashed = run_example(script, tmp / "crashed", 17)  # in epoch 1 (13 batches an epoch)
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr
-    assert (tmp / "crashed" / "last.rckpt").exists() and not (tmp / "crashed" / "final.rckpt").exists()
+    assert (tmp / "crashed" / "last.rckpt").exists()
+    assert not (tmp / "crashed" / "final.rckpt").exists()
     resumed = run_example(script, tmp / "crashed")
     assert resumed.returncode == 0, resumed.stderr
     reference = rckpt.load(tmp / "reference" / "final.rckpt")
