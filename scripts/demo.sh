@@ -124,9 +124,15 @@ sources=(CMakeLists.txt pyproject.toml cmake cuda include python schema src tool
 stamp=$(cd "$ROOT" && { git ls-files -s -- "${sources[@]}"; git diff -- "${sources[@]}"
                         git ls-files -o --exclude-standard -- "${sources[@]}"; } 2>/dev/null |
         sha256sum | cut -c1-16)
+git -C "$ROOT" rev-parse --git-dir >/dev/null 2>&1 || stamp="unknown-$$"  # not a checkout: rebuild
 if [ -x "$VENV/bin/rckpt" ] && [ "$(cat "$VENV/.rckpt-source" 2>/dev/null)" = "$stamp" ]; then
   echo "$VENV has rckpt from this source already (rm -rf $VENV to rebuild it)"
 else
+  if ! "$PYTHON" -c "import torch" 2>/dev/null; then
+    echo "$PYTHON has no torch: rckpt imports the torch of the Python it is installed for;"
+    echo "run with PYTHON=/path/to/a/python/with/torch"
+    exit 1
+  fi
   echo "\$ $PYTHON -m venv --system-site-packages .venv   # sees the system's torch and numpy"
   "$PYTHON" -m venv --system-site-packages "$VENV"
   echo "\$ .venv/bin/pip install -v .   # builds the library, the extension and the CLI (minutes)"
