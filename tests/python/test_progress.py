@@ -55,18 +55,25 @@ def test_progress_bar_draws_binary_units_on_a_terminal(tmp):
 
 
 def test_progress_off_a_terminal_writes_whole_lines(tmp):
-    rckpt.save(tmp / "l.rckpt", state(8))
     log = io.StringIO()  # a job's log: lines, never a carriage return
-    rckpt.load(tmp / "l.rckpt", progress=rckpt.ProgressBar("load", stream=log, interval=0))
+    bar = rckpt.ProgressBar("save", stream=log, interval=0)
+    for done in (0, 3 << 20, 6 << 20, 8 << 20, 8 << 20):
+        assert bar(done, 8 << 20) is True
     lines = log.getvalue().split("\n")
     assert lines[-1] == "" and "\r" not in log.getvalue(), log.getvalue()
-    lines = lines[:-1]
-    assert len(lines) >= 2, lines  # lines while it runs, one at the end
-    percents = [int(line.split(":")[1].split("%")[0]) for line in lines]
-    assert percents == sorted(percents) and percents[-1] == 100, lines
-    assert all(line.startswith("load: ") for line in lines), lines
-    assert lines[-1].startswith("load: 100% 8.0 MiB / 8.0 MiB in "), lines
-    assert lines[-1].endswith("/s"), lines
+    assert [line.split(",")[0] for line in lines[:-2]] == [
+        "save:   0% 0 B / 8.0 MiB", "save:  38% 3.0 MiB / 8.0 MiB", "save:  75% 6.0 MiB / 8.0 MiB"]
+    assert lines[-2].startswith("save: 100% 8.0 MiB / 8.0 MiB in ") and lines[-2].endswith("/s")
+    # Between lines at least interval seconds pass; the end always has its line, once.
+    log = io.StringIO()
+    bar = rckpt.ProgressBar("load", stream=log, interval=3600)
+    for done in (0, 3 << 20, 8 << 20, 8 << 20):
+        bar(done, 8 << 20)
+    assert log.getvalue().count("\n") == 1 and log.getvalue().startswith("load: 100% "), log
+    rckpt.save(tmp / "l.rckpt", state(8))
+    log = io.StringIO()
+    rckpt.load(tmp / "l.rckpt", progress=rckpt.ProgressBar("load", stream=log, interval=3600))
+    assert log.getvalue().startswith("load: 100% 8.0 MiB / 8.0 MiB in "), log.getvalue()
 
 
 def test_progress_true_writes_lines_to_a_redirected_stderr(tmp):
