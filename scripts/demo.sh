@@ -10,6 +10,11 @@
 # The first run lives on emulated cuda:1 (--emulate-devices 2 --device cuda:1),
 # so the scenario is the same on a laptop and on a GPU server: on a machine
 # with a GPU, auto resumes on the real cuda:0, otherwise on the CPU.
+#
+# Last, the Python package is installed as README says (a venv over
+# Debian's torch in .venv, `pip install .`, which also installs the rckpt
+# CLI there) and reads the resumed run's checkpoint. PYTHON=... names another
+# interpreter with torch to make the venv from.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -19,7 +24,8 @@ STEPS=300 EVERY=50 STOP=175 HIDDEN=256
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 step "Installing what is missing, building rckpt in $BUILD"
-bash "$ROOT/scripts/install-deps.sh"
+# python3-torch, python3-venv, python3-pip: the Python package of step 9.
+bash "$ROOT/scripts/install-deps.sh" python3-torch python3-venv python3-pip
 build_log=$(mktemp)
 if ! BUILD_DIR="$BUILD" bash "$ROOT/scripts/build.sh" >"$build_log" 2>&1; then
   tail -40 "$build_log"; echo "build failed (full log: $build_log)"; exit 1
@@ -100,3 +106,64 @@ grep -h 'restored in' resume.log | sed 's/^/restore: /'
 grep -h '^final' resume.log | sed 's/^/final save: /'
 echo
 echo "files kept in $WORK"
+
+step "9. From Python: a venv over this machine's torch, pip install . (README, \"Use it from Python\")"
+PYTHON=${PYTHON:-/usr/bin/python3}
+pip_failed() {
+  tail -30 "$1"
+  if grep -qE "Could not find a version that satisfies|Failed to establish a new connection|Temporary failure in name resolution|Network is unreachable" "$1"; then
+    echo "pip could not fetch the build requirements (scikit-build-core, nanobind) from PyPI"
+  fi
+  echo "pip install failed (full log: $1)"
+  exit 1
+}
+VENV=$ROOT/.venv
+# The sources the package is built from, as they are now (committed or not):
+# an install from the same sources is not rebuilt.
+sources=(CMakeLists.txt pyproject.toml cmake cuda include python schema src tools)
+stamp=$(cd "$ROOT" && { git ls-files -s -- "${sources[@]}"; git diff -- "${sources[@]}"
+                        git ls-files -o --exclude-standard -- "${sources[@]}"; } 2>/dev/null |
+        sha256sum | cut -c1-16)
+git -C "$ROOT" rev-parse --git-dir >/dev/null 2>&1 || stamp="unknown-$$"  # not a checkout: rebuild
+if [ -x "$VENV/bin/rckpt" ] && [ "$(cat "$VENV/.rckpt-source" 2>/dev/null)" = "$stamp" ]; then
+  echo "$VENV has rckpt from this source already (rm -rf $VENV to rebuild it)"
+else
+  if ! "$PYTHON" -c "import torch" 2>/dev/null; then
+    echo "$PYTHON has no torch: rckpt imports the torch of the Python it is installed for;"
+    echo "run with PYTHON=/path/to/a/python/with/torch"
+    exit 1
+  fi
+  echo "\$ $PYTHON -m venv --system-site-packages .venv   # sees the system's torch and numpy"
+  "$PYTHON" -m venv --system-site-packages "$VENV"
+  echo "\$ .venv/bin/pip install -v .   # builds the library, the extension and the CLI (minutes)"
+  pip_log=$WORK/pip-install.log
+  launcher=()
+  if command -v ccache >/dev/null; then
+    # Reinstalls after a change recompile only what changed: CMake takes the
+    # launcher from the environment, and CCACHE_BASEDIR=/ lets ccache match
+    # the temporary build directory pip uses each time.
+    launcher=(env CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_C_COMPILER_LAUNCHER=ccache CCACHE_BASEDIR=/)
+  fi
+  # pip -v shows the build's own output; of it, scikit-build-core's *** stages and
+  # ninja's [done/total] steps, every 10 %.
+  if ! "${launcher[@]}" "$VENV/bin/pip" install -v --disable-pip-version-check "$ROOT" 2>&1 | tee "$pip_log" |
+       awk 'match($0, /\[[0-9]+\/[0-9]+\]/) {
+              split(substr($0, RSTART + 1, RLENGTH - 2), n, "/"); p = int(10 * n[1] / n[2]) * 10
+              if (p > shown) { shown = p; printf "  building: %3d%% (%s/%s steps)\n", p, n[1], n[2]; fflush() }
+            }
+            /\*\*\* / || /^Successfully installed/ { sub(/^ +/, ""); print "  " $0; fflush() }'; then
+    pip_failed "$pip_log"
+  fi
+  grep -q '^Successfully installed' "$pip_log" || pip_failed "$pip_log"
+  echo "$stamp" >"$VENV/.rckpt-source"
+fi
+"$VENV/bin/python" - resumed.rckpt <<'PY'
+import sys, rckpt, torch
+ck = rckpt.load(sys.argv[1], model_device="auto")
+print(f"import rckpt: rckpt {rckpt.__version__} over torch {torch.__version__} ({rckpt.__file__})")
+print(f"rckpt.load({sys.argv[1]!r}, model_device='auto'): sections {', '.join(ck.sections)}; "
+      f"{len(ck.tensors)} tensors, model.fc1.weight on {ck.placement['model.fc1.weight']}; "
+      f"RNG records {', '.join(ck.rng)}")
+PY
+echo "\$ .venv/bin/rckpt verify resumed.rckpt"
+"$VENV/bin/rckpt" verify resumed.rckpt

@@ -11,7 +11,7 @@ the placement rules and the load engine are the library's. docs/PYTHON.md.
 
 import torch as _torch  # noqa: F401  (rckpt needs torch; loaded before the extension uses it)
 
-from . import _core
+from . import _core, data
 from .async_save import SaveFuture, save_async
 from .checkpoint import Checkpoint, load, load_into, save
 from .errors import (CorruptionError, DeviceError, DeviceUnavailableError, Error,
@@ -36,6 +36,6 @@ __all__ = [
     "DeviceUnavailableError", "Error", "FunctionRef", "InertObject", "InvalidArgumentError",
     "IoError", "NotFoundError", "OutOfMemoryError",
     "ProgressBar", "RestoreReport", "RngRecord", "RngState", "SaveFuture", "UnsupportedError",
-    "capture_rng", "cuda_device_count", "load", "load_into", "restore_rng", "save",
+    "capture_rng", "cuda_device_count", "data", "load", "load_into", "restore_rng", "save",
     "save_async",
 ]

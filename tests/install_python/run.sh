@@ -1,22 +1,27 @@
 #!/usr/bin/env bash
-# `pip install .` from the repository root into a fresh venv (it sees the
-# system's torch, numpy and mpi4py), then `import rckpt` and a small
-# save/load from outside the source tree. Arguments: the source dir, the
-# interpreter to make the venv from, and where the build found MPI, mpiexec:
-# then the installed rckpt.distributed saves and loads on 2 ranks. The build
-# requirements (scikit-build-core, nanobind) come from PyPI or pip's cache.
+# `pip install -v .` from the repository root into a fresh venv (it sees the
+# system's torch, numpy and mpi4py), as README and docs/PYTHON.md say, then
+# `import rckpt` and a small save/load from outside the source tree, and the
+# rckpt CLI the wheel installs into the venv's bin/: its --help, and inspect
+# and verify printing what this build's CLI prints for the same file.
+# Arguments: the source dir, the interpreter to make the venv from, where the
+# build found MPI, mpiexec (then the installed rckpt.distributed saves and
+# loads on 2 ranks), and this build's CLI. The build requirements
+# (scikit-build-core, nanobind) come from PyPI or pip's cache.
 set -euo pipefail
-src="$1"; python="$2"; mpiexec="${3:-}"
+src="$1"; python="$2"; mpiexec="${3:-}"; built_cli="$4"
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 "$python" -m venv --system-site-packages "$tmp/venv"
-if ! "$tmp/venv/bin/pip" install -q --disable-pip-version-check "$src" >"$tmp/pip.log" 2>&1; then
+if ! "$tmp/venv/bin/pip" install -v --disable-pip-version-check "$src" >"$tmp/pip.log" 2>&1; then
   cat "$tmp/pip.log"
-  if grep -qiE "could not find a version|connection|network|resolve" "$tmp/pip.log"; then
+  if grep -qE "Could not find a version that satisfies|Failed to establish a new connection|Temporary failure in name resolution|Network is unreachable" "$tmp/pip.log"; then
     echo "SKIPPED: pip could not fetch the build requirements (no PyPI?)"
     exit 77
   fi
   exit 1
 fi
+# What -v shows of the build: scikit-build-core's stages and ninja's steps.
+grep -E '\*\*\* |\[[0-9]+/[0-9]+\] Linking' "$tmp/pip.log" || true
 cd "$tmp"
 "$tmp/venv/bin/python" - <<'PY'
 import rckpt, torch
@@ -28,6 +33,23 @@ assert torch.equal(ck["model"]["w"], state["model"]["w"]) and ck["controller"] =
 rckpt.restore_rng(ck.rng)
 print("pip install . works:", rckpt.__file__, "torch", torch.__version__)
 PY
+installed_cli="$tmp/venv/bin/rckpt"
+if [ ! -x "$installed_cli" ]; then
+  echo "FAIL: pip install . put no rckpt CLI into the venv ($installed_cli missing)"; exit 1
+fi
+# On PATH as an activated venv puts it, the installed tool answers as the built one.
+PATH="$tmp/venv/bin:$PATH" rckpt --help >help.txt
+grep -q "^  inspect " help.txt || { cat help.txt; echo "FAIL: rckpt --help lists no inspect"; exit 1; }
+"$built_cli" --help | diff - help.txt
+"$built_cli" --version | diff - <("$installed_cli" --version)
+untimed() { sed -E 's/; [0-9.]+ s, [^)]*\)$/)/'; }  # verify ends with its time and speed
+for command in "inspect ck.rckpt" "inspect ck.rckpt --json" "verify ck.rckpt"; do
+  # shellcheck disable=SC2086  # the command's words
+  if ! diff <("$built_cli" $command 2>&1 | untimed) <("$installed_cli" $command 2>&1 | untimed); then
+    echo "FAIL: the installed rckpt $command differs from the built one (above)"; exit 1
+  fi
+done
+echo "the installed rckpt CLI works: $installed_cli ($("$installed_cli" --version))"
 if [ -n "$mpiexec" ]; then
   cat >"$tmp/dist.py" <<'PY'
 from mpi4py import MPI

@@ -49,11 +49,46 @@ def test_progress_bar_draws_binary_units_on_a_terminal(tmp):
     out = FakeTerminal()
     rckpt.save(tmp / "b.rckpt", state(8), progress=rckpt.ProgressBar("save", stream=out))
     text = out.getvalue()
+    assert text.startswith("\rsave [") and text.endswith("\n"), text
     assert "100%" in text and "8.0 MiB / 8.0 MiB" in text, text
-    quiet = io.StringIO()  # not a terminal: nothing drawn
-    rckpt.load(tmp / "b.rckpt", progress=rckpt.ProgressBar("load", stream=quiet))
-    assert quiet.getvalue() == ""
-    rckpt.load(tmp / "b.rckpt", progress=True)  # the ready-made bar on stderr
+    assert text.count("\n") == 1, text  # one line, redrawn in place
+
+
+def test_progress_off_a_terminal_writes_whole_lines(tmp):
+    log = io.StringIO()  # a job's log: lines, never a carriage return
+    bar = rckpt.ProgressBar("save", stream=log, interval=0)
+    for done in (0, 3 << 20, 6 << 20, 8 << 20, 8 << 20):
+        assert bar(done, 8 << 20) is True
+    lines = log.getvalue().split("\n")
+    assert lines[-1] == "" and "\r" not in log.getvalue(), log.getvalue()
+    assert [line.split(",")[0] for line in lines[:-2]] == [
+        "save:   0% 0 B / 8.0 MiB", "save:  38% 3.0 MiB / 8.0 MiB", "save:  75% 6.0 MiB / 8.0 MiB"]
+    assert lines[-2].startswith("save: 100% 8.0 MiB / 8.0 MiB in ") and lines[-2].endswith("/s")
+    # Between lines at least interval seconds pass; the end always has its line, once.
+    log = io.StringIO()
+    bar = rckpt.ProgressBar("load", stream=log, interval=3600)
+    for done in (0, 3 << 20, 8 << 20, 8 << 20):
+        bar(done, 8 << 20)
+    assert log.getvalue().count("\n") == 1 and log.getvalue().startswith("load: 100% "), log
+    rckpt.save(tmp / "l.rckpt", state(8))
+    log = io.StringIO()
+    rckpt.load(tmp / "l.rckpt", progress=rckpt.ProgressBar("load", stream=log, interval=3600))
+    assert log.getvalue().startswith("load: 100% 8.0 MiB / 8.0 MiB in "), log.getvalue()
+
+
+def test_progress_true_writes_lines_to_a_redirected_stderr(tmp):
+    script = ("import sys, torch, rckpt\n"
+              "state = {'model': {'w': torch.ones(1 << 20)}}\n"
+              "rckpt.save(sys.argv[1], state, progress=True)\n"
+              "rckpt.load(sys.argv[1], progress=True)\n")
+    with open(tmp / "stderr.log", "w") as err:
+        subprocess.run([sys.executable, "-c", script, str(tmp / "r.rckpt")], stderr=err,
+                       check=True, env=dict(os.environ))
+    text = (tmp / "stderr.log").read_text()
+    assert "\r" not in text and text.endswith("\n"), repr(text)
+    lines = text.splitlines()
+    assert [line.split(":")[0] for line in lines if "100%" in line] == ["save", "load"], lines
+    assert all(" / 4.0 MiB" in line for line in lines), lines
 
 
 CHILD = r"""
