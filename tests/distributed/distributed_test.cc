@@ -92,7 +92,9 @@ TEST_F(DistributedTest, SingleProcessToolsSeeTheAssembledState) {
       EXPECT_EQ(t.shards[3].device, Device::Cuda(3));
       EXPECT_EQ(t.shards[3].offsets, (Shape{0, 53}));
     }
-    if (t.name == "embed.weight") EXPECT_TRUE(t.shards.empty()) << "replicated: written once";
+    if (t.name == "embed.weight") {
+      EXPECT_TRUE(t.shards.empty()) << "replicated: written once";
+    }
   }
 }
 

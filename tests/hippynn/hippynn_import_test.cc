@@ -287,7 +287,9 @@ TEST(HippynnStructure, ReportsThePickledClasses) {
   // global is reported.
   for (const std::string& c : report.inert_classes) EXPECT_THAT(globals, Contains(c));
   for (const std::string& g : globals) {
-    if (g.rfind("hippynn.", 0) == 0) EXPECT_THAT(report.inert_classes, Contains(g));
+    if (g.rfind("hippynn.", 0) == 0) {
+      EXPECT_THAT(report.inert_classes, Contains(g));
+    }
   }
   EXPECT_TRUE(std::is_sorted(report.inert_classes.begin(), report.inert_classes.end()));
   const Value* controller = ck.Tree().Find("controller");

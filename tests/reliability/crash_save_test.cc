@@ -145,7 +145,9 @@ TEST_F(CrashSaveTest, SaveKilledAtEveryStepLeavesTheOldCheckpointUntilTheRenameT
     for (size_t i = 0; i <= k; ++i) {
       ASSERT_TRUE(child.ReadLine(&line)) << when << ": the child ended early";
       ASSERT_EQ(line, "STEP " + std::to_string(i) + " " + steps[i]) << when;
-      if (i < k) ASSERT_TRUE(child.Send()) << when;
+      if (i < k) {
+        ASSERT_TRUE(child.Send()) << when;
+      }
     }
     child.Kill();
     const int status = child.Wait();

@@ -392,7 +392,9 @@ TEST(CliTest, EveryCommandPrintsBytesAndRatesInBinaryUnits) {
   for (const auto& [r, sizes, after_rate] : runs) {
     ASSERT_EQ(r.code, 0) << r.err;
     for (const std::string& e : sizes) EXPECT_NE(r.out.find(e), std::string::npos) << e;
-    if (!after_rate.empty()) EXPECT_TRUE(HasBinaryRate(r.out, after_rate)) << r.out;
+    if (!after_rate.empty()) {
+      EXPECT_TRUE(HasBinaryRate(r.out, after_rate)) << r.out;
+    }
     for (const char* decimal : {" kB", " KB", " MB", " GB", " TB"}) {
       EXPECT_EQ(r.out.find(decimal), std::string::npos) << decimal << " in\n" << r.out;
     }
