@@ -1,7 +1,10 @@
 """The progress bar ``progress=True`` draws for a save or load."""
 
+from __future__ import annotations
+
 import sys
 import time
+from typing import TextIO
 
 from . import _core
 
@@ -14,7 +17,8 @@ class ProgressBar:
     Sizes use the binary units of the rckpt CLI (KiB, MiB, GiB).
     """
 
-    def __init__(self, label, stream=None, width=30, interval=0.1):
+    def __init__(self, label: str, stream: TextIO | None = None, width: int = 30,
+                 interval: float = 0.1) -> None:
         self.label = label
         self.stream = stream if stream is not None else sys.stderr
         self.width = width
@@ -23,7 +27,7 @@ class ProgressBar:
         self._start = time.monotonic()
         self._enabled = hasattr(self.stream, "isatty") and self.stream.isatty()
 
-    def __call__(self, done, total):
+    def __call__(self, done: int, total: int) -> bool:
         if not self._enabled:
             return True
         now = time.monotonic()
