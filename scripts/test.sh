@@ -31,7 +31,7 @@ elif ! "$py" -c "import mypy" 2>/dev/null; then
   stage "type check: SKIPPED: mypy is not installed (no PyPI; scripts/python-env.sh)"
 else
   stage "type check (mypy)"
-  "$py" -m mypy "$root/build/python/rckpt" "$root/tests/python"
+  "$py" -m mypy --no-incremental "$root/build/python/rckpt" "$root/tests/python"
 fi
 
 # What a new user types, with no options: CMake's default generator (Unix
