@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping, MutableMapping
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
 
 from . import _core, _files
 from ._args import device_str, map_location_arg, progress_callback, rng_records, sync_cuda
@@ -236,9 +236,9 @@ def load(f: LoadSource, *, map_location: Optional[MapLocation] = None,
     return ck
 
 
-def load_into(f: LoadSource, state: Mapping[str, Any], *, strict: bool = True,
-              verify: bool = True, threads: int = 0, progress: Optional[Progress] = None,
-              emulate_devices: int = 0) -> None:
+def load_into(f: LoadSource, state: Union[dict[str, Any], Mapping[str, torch.Tensor]], *,
+              strict: bool = True, verify: bool = True, threads: int = 0,
+              progress: Optional[Progress] = None, emulate_devices: int = 0) -> None:
     """Restores tensors of ``f`` (a path or a file object) into the existing tensors of ``state``.
 
     ``state`` is a dict of sections as given to save (e.g.
