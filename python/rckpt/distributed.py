@@ -64,11 +64,10 @@ _distributed.init_torch()
 
 
 class Block(NamedTuple):
+    """Elements [offsets[d], offsets[d] + sizes[d]) of each dimension d of a tensor."""
+
     offsets: tuple[int, ...]
     sizes: tuple[int, ...]
-
-
-Block.__doc__ = "Elements [offsets[d], offsets[d] + sizes[d]) of each dimension d of a tensor."
 
 
 def part(shape: Sequence[int], rank: int, world: int, dim: int = 0) -> Block:
@@ -176,9 +175,9 @@ def _exception(module, qualname, message):
 
 
 def save(comm: MPI.Comm, path: Union[str, os.PathLike[str]], state: dict[str, Any], *,
-         rank_state: Any = None,
-         common: Optional[dict[str, Any]] = None, rng: Optional[Mapping[str, RngRecord]] = None,
-         codec: str = "none", level: int = 1, chunk_bytes: int = 4 << 20, threads: int = 0,
+         rank_state: Any = None, common: Optional[dict[str, Any]] = None,
+         rng: Optional[Mapping[str, RngRecord]] = None, codec: str = "none", level: int = 1,
+         chunk_bytes: int = 4 << 20, threads: int = 0,
          metadata: Optional[Mapping[str, object]] = None, origin: Optional[Origin] = None,
          progress: Optional[Progress] = None, emulate_devices: int = 0) -> None:
     """Saves the state of every rank of ``comm`` into one file at ``path``, atomically.

@@ -32,6 +32,7 @@ class RngRecord(NamedTuple):
     origin: str
     data: bytes
 
+
 # numpy records: a u32 layout tag, then the bit generator's state, little-endian.
 _NP_LEGACY, _NP_MT19937, _NP_PCG64, _NP_PCG64DXSM, _NP_SFC64, _NP_PHILOX = 1, 2, 3, 4, 5, 6
 _U128 = (1 << 128) - 1
