@@ -47,7 +47,7 @@ def test_round_trip_full_training_state(tmp, codec):
 
 
 def test_round_trip_every_tree_type(tmp):
-    state = {"controller": {  # type: ignore[var-annotated]
+    state = {"controller": {
         "none": None, "t": True, "f": False, "i": -3, "big": 2**100, "neg_big": -(2**70) - 5,
         "edge": [2**63 - 1, -2**63, 2**63, -2**63 - 1], "float": 1.5, "nan": float("nan"),
         "negzero": -0.0, "str": "héllo", "bytes": b"\x00\xff", "list": [1, [2, 3]],
@@ -69,7 +69,7 @@ def test_every_dtype_round_trips(tmp):
     for name in ("uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e5m2"):
         if hasattr(torch, name):
             dtypes.append(getattr(torch, name))
-    state = {"model": {}}  # type: ignore[var-annotated]
+    state = {"model": {}}
     for d in dtypes:
         t = (torch.arange(24, dtype=torch.int64).reshape(2, 3, 4) % 7).to(d)
         state["model"][str(d)] = t
@@ -123,7 +123,7 @@ def test_unsupported_value_is_type_error_naming_path_and_nothing_is_written(tmp)
         rckpt.save(path, {"controller": {"k": {frozenset(): 1}}})
     with pytest.raises(TypeError, match=r"controller: cannot store <class 'frozenset'>"):
         rckpt.save(path, {"controller": frozenset()})
-    cyc = []  # type: ignore[var-annotated]
+    cyc = []
     cyc.append(cyc)
     with pytest.raises(ValueError, match="contains itself"):
         rckpt.save(path, {"controller": cyc})
