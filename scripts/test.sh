@@ -23,6 +23,17 @@ BUILD_DIR="$root/build" bash scripts/build.sh -DRCKPT_PYTHON="$py"
 stage "tests (default)"
 ctest --test-dir "$root/build" -j"$(nproc)" --output-on-failure --timeout 600
 
+# mypy ([tool.mypy] in pyproject.toml) over the package as the build laid it
+# out, with the generated stubs of its extension modules, and the Python tests.
+if [ ! -f "$root/build/python/rckpt/_core.pyi" ]; then
+  stage "type check: SKIPPED: the Python package was not built"
+elif ! "$py" -c "import mypy" 2>/dev/null; then
+  stage "type check: SKIPPED: mypy is not installed (no PyPI; scripts/python-env.sh)"
+else
+  stage "type check (mypy)"
+  "$py" -m mypy --no-incremental "$root/build/python/rckpt" "$root/tests/python"
+fi
+
 # What a new user types, with no options: CMake's default generator (Unix
 # Makefiles unless CMAKE_GENERATOR says otherwise) configures every target,
 # which is where generator-specific errors show; only the library and the CLI

@@ -9,6 +9,8 @@ A compiled extension (rckpt._core) over the rckpt C++ library: the format,
 the placement rules and the load engine are the library's. docs/PYTHON.md.
 """
 
+from __future__ import annotations
+
 import torch as _torch  # noqa: F401  (rckpt needs torch; loaded before the extension uses it)
 
 from . import _core, data
@@ -26,7 +28,7 @@ __version__ = _core.version
 _core.init_torch()
 
 
-def cuda_device_count(emulate_devices=0):
+def cuda_device_count(emulate_devices: int = 0) -> int:
     """CUDA devices rckpt's runtime sees (or N emulated ones); what model_device="auto" uses."""
     return _core.cuda_device_count(emulate_devices)
 

@@ -1,11 +1,19 @@
 """save, load and load_into: the Python face of rckpt's C++ library."""
 
+from __future__ import annotations
+
 import re
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping
+from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
 
 from . import _core, _files
 from ._args import device_str, map_location_arg, progress_callback, rng_records, sync_cuda
 from .rng import RngRecord, RngState
+
+if TYPE_CHECKING:
+    import torch
+
+    from ._typing import Device, LoadSource, MapLocation, Origin, Progress, SaveTarget
 
 # Metadata naming the one section that holds what save was given when that
 # was not a dict of sections (a state_dict, a tensor, a list ...).
@@ -15,7 +23,7 @@ ROOT_KEY = "rckpt.python.root"
 _RANK_RNG = re.compile(r"rank(\d+)/(.+)", re.S)
 
 
-class Checkpoint(MutableMapping):
+class Checkpoint(MutableMapping[str, Any]):
     """What ``load`` returns for a dict of sections: the saved state, by section, plus what
     the file records.
 
@@ -41,6 +49,19 @@ class Checkpoint(MutableMapping):
       when one rank saved it, else empty, as rckpt.distributed.load gives a
       job of one rank. For other files ``saved_world_size`` is None.
     """
+
+    state: dict[str, Any]
+    tensors: dict[str, torch.Tensor]
+    placement: dict[str, str]
+    origin: dict[str, str]
+    sections: dict[str, str]
+    metadata: dict[str, str]
+    stats: dict[str, Any]
+    saved_world_size: Optional[int]
+    rank_states: list[Any]
+    rng: RngState
+    saved_rng: dict[int, RngState]
+    rank_state: Any
 
     def __init__(self, raw, file_tree=False):
         self.state = raw["state"]
@@ -68,26 +89,26 @@ class Checkpoint(MutableMapping):
         one_rank = self.saved_world_size == 1 and self.rank_states
         self.rank_state = self.rank_states[0] if one_rank else None
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: str) -> Any:
         return self.state[key]
 
-    def __setitem__(self, key, value):
+    def __setitem__(self, key: str, value: Any) -> None:
         self.state[key] = value
 
-    def __delitem__(self, key):
+    def __delitem__(self, key: str) -> None:
         del self.state[key]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self.state)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.state)
 
-    def to_dict(self):
+    def to_dict(self) -> dict[str, Any]:
         """The sections as a plain dict (the same section objects, not copies)."""
         return dict(self.state)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         nbytes = sum(t.numel() * t.element_size() for t in self.tensors.values())
         world = "" if self.saved_world_size is None else \
             f" saved_world_size={self.saved_world_size}"
@@ -95,7 +116,8 @@ class Checkpoint(MutableMapping):
                 f"({_core.human_bytes(nbytes)}) rng={list(self.rng)}{world}>")
 
 
-def _sections_to_save(state, rng, metadata):
+def _sections_to_save(state: Any, rng: Any, metadata: Optional[Mapping[str, object]]
+                      ) -> tuple[dict[str, Any], dict[str, object]]:
     """(dict of sections, metadata) for what save was given.
 
     A dict (or Mapping) with str keys is a dict of sections. A mapping of
@@ -128,8 +150,10 @@ def _sections_to_save(state, rng, metadata):
     return {root: state}, metadata
 
 
-def save(f, state, *, rng=None, codec="none", level=1, chunk_bytes=4 << 20, threads=0,
-         metadata=None, origin=None, progress=None, emulate_devices=0):
+def save(f: SaveTarget, state: Any, *, rng: Optional[Mapping[str, RngRecord]] = None,
+         codec: str = "none", level: int = 1, chunk_bytes: int = 4 << 20, threads: int = 0,
+         metadata: Optional[Mapping[str, object]] = None, origin: Optional[Origin] = None,
+         progress: Optional[Progress] = None, emulate_devices: int = 0) -> None:
     """Saves ``state`` to ``f`` (a path or a file object) atomically.
 
     ``state`` is a dict of sections ({"model": model.state_dict(),
@@ -163,9 +187,11 @@ def save(f, state, *, rng=None, codec="none", level=1, chunk_bytes=4 << 20, thre
                    origin, progress, emulate_devices)
 
 
-def load(f, *, map_location=None, model_device=None, sections=None, skip_sections=None,
-         verify=True, map_file=True, threads=0, progress=None, emulate_devices=0,
-         file_tree=False):
+def load(f: LoadSource, *, map_location: Optional[MapLocation] = None,
+         model_device: Optional[Device] = None, sections: Optional[Sequence[str]] = None,
+         skip_sections: Optional[Sequence[str]] = None, verify: bool = True,
+         map_file: bool = True, threads: int = 0, progress: Optional[Progress] = None,
+         emulate_devices: int = 0, file_tree: bool = False) -> Any:
     """Loads a checkpoint from ``f`` (a path or a file object).
 
     Returns a :class:`Checkpoint` for a dict of sections, and what save
@@ -210,8 +236,9 @@ def load(f, *, map_location=None, model_device=None, sections=None, skip_section
     return ck
 
 
-def load_into(f, state, *, strict=True, verify=True, threads=0, progress=None,
-              emulate_devices=0):
+def load_into(f: LoadSource, state: Union[dict[str, Any], Mapping[str, torch.Tensor]], *,
+              strict: bool = True, verify: bool = True, threads: int = 0,
+              progress: Optional[Progress] = None, emulate_devices: int = 0) -> None:
     """Restores tensors of ``f`` (a path or a file object) into the existing tensors of ``state``.
 
     ``state`` is a dict of sections as given to save (e.g.

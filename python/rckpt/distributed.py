@@ -23,16 +23,24 @@ every rank raises the same exception when any rank fails. The C++ library
 (rckpt/distributed.h) does the work; docs/DISTRIBUTED.md, "From Python".
 """
 
+from __future__ import annotations
+
 import importlib
 import importlib.util
 import os
 import re
-from collections import namedtuple
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union
 
 from ._args import device_str, map_location_arg, progress_callback, rng_records, sync_cuda
 from .errors import Error
 from .rng import RngRecord, RngState
+
+if TYPE_CHECKING:
+    import torch
+    from mpi4py import MPI
+
+    from ._typing import Device, MapLocation, Origin, Progress
 
 if importlib.util.find_spec(f"{__package__}._distributed") is None:
     raise ImportError(
@@ -54,11 +62,15 @@ if _distributed.mpi_library_version() != _MPI.Get_library_version():
         f"{_distributed.mpi_library_version().strip()}")
 _distributed.init_torch()
 
-Block = namedtuple("Block", ["offsets", "sizes"])
-Block.__doc__ = "Elements [offsets[d], offsets[d] + sizes[d]) of each dimension d of a tensor."
+
+class Block(NamedTuple):
+    """Elements [offsets[d], offsets[d] + sizes[d]) of each dimension d of a tensor."""
+
+    offsets: tuple[int, ...]
+    sizes: tuple[int, ...]
 
 
-def part(shape, rank, world, dim=0):
+def part(shape: Sequence[int], rank: int, world: int, dim: int = 0) -> Block:
     """Part ``rank`` of ``world`` equal parts of dimension ``dim`` of ``shape``, as a Block.
 
     When the dimension does not divide, the first parts are one larger (as
@@ -91,7 +103,11 @@ class Shard:
 
     __slots__ = ("block", "offsets", "shape")
 
-    def __init__(self, block, offsets, shape):
+    block: torch.Tensor
+    offsets: tuple[int, ...]
+    shape: tuple[int, ...]
+
+    def __init__(self, block: torch.Tensor, offsets: Sequence[int], shape: Sequence[int]) -> None:
         import torch
         if not isinstance(block, torch.Tensor):
             raise TypeError(f"a Shard's block must be a torch.Tensor, not {type(block)}")
@@ -104,12 +120,12 @@ class Shard:
                              f"shape {self.shape}")
 
     @classmethod
-    def split(cls, tensor, rank, world, dim=0):
+    def split(cls, tensor: torch.Tensor, rank: int, world: int, dim: int = 0) -> Shard:
         """Part ``rank`` of ``world`` of a whole ``tensor`` along ``dim`` (a view, no copy)."""
         b = part(tensor.shape, rank, world, dim)
         return cls(tensor.narrow(dim, b.offsets[dim], b.sizes[dim]), b.offsets, tensor.shape)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"Shard({self.block.dtype} block {tuple(self.block.shape)} at {self.offsets} "
                 f"of {self.shape})")
 
@@ -158,9 +174,12 @@ def _exception(module, qualname, message):
     return Error(f"{qualname}: {message}")
 
 
-def save(comm, path, state, *, rank_state=None, common=None, rng=None, codec="none", level=1,
-         chunk_bytes=4 << 20, threads=0, metadata=None, origin=None, progress=None,
-         emulate_devices=0):
+def save(comm: MPI.Comm, path: Union[str, os.PathLike[str]], state: dict[str, Any], *,
+         rank_state: Any = None, common: Optional[dict[str, Any]] = None,
+         rng: Optional[Mapping[str, RngRecord]] = None, codec: str = "none", level: int = 1,
+         chunk_bytes: int = 4 << 20, threads: int = 0,
+         metadata: Optional[Mapping[str, object]] = None, origin: Optional[Origin] = None,
+         progress: Optional[Progress] = None, emulate_devices: int = 0) -> None:
     """Saves the state of every rank of ``comm`` into one file at ``path``, atomically.
 
     Collective: every rank calls it with the same path. What each rank gives:
@@ -212,7 +231,7 @@ def save(comm, path, state, *, rank_state=None, common=None, rng=None, codec="no
     _agree(comm, lambda: _distributed.save(plan))
 
 
-class RankLoad(Mapping):
+class RankLoad(Mapping[str, Any]):
     """What :func:`load` returns on each rank.
 
     ``back["optimizer"]`` is a section of the common state (rank 0's state
@@ -232,6 +251,18 @@ class RankLoad(Mapping):
       and ``bytes_needed`` (raw bytes of its blocks).
     """
 
+    common: dict[str, Any]
+    blocks: dict[str, torch.Tensor]
+    placement: dict[str, str]
+    origin: dict[str, str]
+    rank_states: list[Any]
+    saved_world_size: int
+    rank_state: Any
+    rng: RngState
+    saved_rng: dict[int, RngState]
+    bytes_read: int
+    bytes_needed: int
+
     def __init__(self, raw, rank, world_size):
         self.common = raw["common"] if raw["common"] is not None else {}
         self.blocks = raw["blocks"]
@@ -246,16 +277,16 @@ class RankLoad(Mapping):
         self.bytes_read = raw["bytes_read"]
         self.bytes_needed = raw["bytes_needed"]
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: str) -> Any:
         return self.common[key]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self.common)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.common)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"<rckpt.distributed.RankLoad sections={list(self.common)} "
                 f"blocks={list(self.blocks)} saved_world_size={self.saved_world_size}>")
 
@@ -264,8 +295,11 @@ def _rng_state(records):
     return RngState((name, RngRecord(kind, origin, data)) for name, kind, origin, data in records)
 
 
-def load(comm, path, wants, *, map_location=None, model_device=None, verify=True, threads=0,
-         progress=None, emulate_devices=0):
+def load(comm: MPI.Comm, path: Union[str, os.PathLike[str]],
+         wants: Mapping[str, Union[Block, tuple[Sequence[int], Sequence[int]], None]], *,
+         map_location: Optional[MapLocation] = None, model_device: Optional[Device] = None,
+         verify: bool = True, threads: int = 0, progress: Optional[Progress] = None,
+         emulate_devices: int = 0) -> RankLoad:
     """Reads the blocks this rank wants from ``path``; returns a :class:`RankLoad`.
 
     Collective: every rank calls it with the same path, a job of any size.

@@ -6,11 +6,13 @@ and ``except ValueError`` keep working. ``code`` is the status code's name as
 the C++ library and the CLI spell it ("Corruption", "NotFound", ...).
 """
 
+from __future__ import annotations
+
 
 class Error(Exception):
     """Any error reported by rckpt."""
 
-    code = "Unknown"
+    code: str = "Unknown"
 
 
 class InvalidArgumentError(Error, ValueError):
@@ -66,6 +68,6 @@ _BY_CODE = {cls.code: cls for cls in (
     DeviceUnavailableError, DeviceError, OutOfMemoryError)}
 
 
-def error_class(code):
+def error_class(code: str) -> type[Error]:
     """The exception class of a status code name (used by the extension)."""
     return _BY_CODE.get(code, Error)

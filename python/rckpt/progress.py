@@ -1,7 +1,10 @@
 """The progress report ``progress=True`` gives a save or load: a bar or log lines."""
 
+from __future__ import annotations
+
 import sys
 import time
+from typing import TextIO
 
 from . import _core
 
@@ -18,7 +21,8 @@ class ProgressBar:
     seconds. Sizes use the binary units of the rckpt CLI (KiB, MiB, GiB).
     """
 
-    def __init__(self, label, stream=None, width=30, interval=None):
+    def __init__(self, label: str, stream: TextIO | None = None, width: int = 30,
+                 interval: float | None = None) -> None:
         self.label = label
         self.stream = stream if stream is not None else sys.stderr
         self.width = width
@@ -28,7 +32,7 @@ class ProgressBar:
         self._last = self._start if not self.terminal else 0.0
         self._finished = False
 
-    def __call__(self, done, total):
+    def __call__(self, done: int, total: int) -> bool:
         if self._finished:
             return True
         now = time.monotonic()

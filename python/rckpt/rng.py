@@ -12,13 +12,26 @@ names), ``torch.cpu`` (torch's default CPU generator) and ``torch.cuda.<i>``
 (the default generator of CUDA device i).
 """
 
+from __future__ import annotations
+
 import random
 import struct
-from collections import namedtuple
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional
 
 from . import _core
 
-RngRecord = namedtuple("RngRecord", ["kind", "origin", "data"])
+if TYPE_CHECKING:
+    import torch as _torch
+
+
+class RngRecord(NamedTuple):
+    """One generator's state: rckpt RNG kind, the device it belongs to, the state's bytes."""
+
+    kind: str
+    origin: str
+    data: bytes
+
 
 # numpy records: a u32 layout tag, then the bit generator's state, little-endian.
 _NP_LEGACY, _NP_MT19937, _NP_PCG64, _NP_PCG64DXSM, _NP_SFC64, _NP_PHILOX = 1, 2, 3, 4, 5, 6
@@ -99,10 +112,10 @@ def _encode_numpy_legacy(state):
                        int(has_gauss), float(gauss))
 
 
-class RngState(dict):
+class RngState(dict[str, RngRecord]):
     """Named RNG records (name -> RngRecord), in capture order."""
 
-    def records(self):
+    def records(self) -> list[tuple[str, str, str, bytes]]:
         return [(name, r.kind, r.origin, bytes(r.data)) for name, r in self.items()]
 
 
@@ -115,7 +128,8 @@ def _torch_record(generator_state, device):
     return RngRecord("torch_cuda" if len(data) == 16 else "opaque", device, data)
 
 
-def capture_rng(generators=None, *, python=True, numpy=True, torch=True, cuda=True):
+def capture_rng(generators: Optional[Mapping[str, Any]] = None, *, python: bool = True,
+                numpy: bool = True, torch: bool = True, cuda: bool = True) -> RngState:
     """Captures the state of every generator a training run draws from.
 
     Python's ``random``, NumPy's legacy global state, torch's CPU generator
@@ -163,10 +177,17 @@ def _try_import(name):
         return None
 
 
-RestoreReport = namedtuple("RestoreReport", ["restored", "skipped"])
+class RestoreReport(NamedTuple):
+    """What restore_rng did: the names of the records restored and of those skipped."""
+
+    restored: list[str]
+    skipped: list[str]
 
 
-def restore_rng(state, generators=None, *, device_count=None, cuda_set_state=None):
+def restore_rng(state: Mapping[str, RngRecord], generators: Optional[Mapping[str, Any]] = None,
+                *, device_count: Optional[int] = None,
+                cuda_set_state: Optional[Callable[[_torch.Tensor, int], object]] = None
+                ) -> RestoreReport:
     """Restores what capture_rng captured; returns RestoreReport(restored, skipped).
 
     ``generators`` names the generators to restore ``numpy.<name>`` and
@@ -186,7 +207,8 @@ def restore_rng(state, generators=None, *, device_count=None, cuda_set_state=Non
     """
     import torch as th
     generators = generators or {}
-    actions, skipped = [], []
+    actions: list[tuple[str, Callable[..., object]]] = []
+    skipped: list[str] = []
     if device_count is None:
         device_count = th.cuda.device_count() if th.cuda.is_available() else 0
     set_cuda = cuda_set_state or (lambda s, i: th.cuda.set_rng_state(s, i))

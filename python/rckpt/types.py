@@ -1,5 +1,9 @@
 """Values of the state tree that have no Python class of their own."""
 
+from __future__ import annotations
+
+from typing import Any, Optional
+
 
 class InertObject:
     """An object of a class rckpt does not rebuild: its class path and fields.
@@ -11,15 +15,15 @@ class InertObject:
 
     __slots__ = ("class_path", "fields")
 
-    def __init__(self, class_path, fields=None):
+    def __init__(self, class_path: str, fields: Any = None) -> None:
         self.class_path = class_path
         self.fields = fields
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return (isinstance(other, InertObject) and self.class_path == other.class_path
                 and self.fields == other.fields)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"InertObject({self.class_path!r}, {self.fields!r})"
 
 
@@ -34,17 +38,17 @@ class FunctionRef:
 
     __slots__ = ("name", "bound_to")
 
-    def __init__(self, name, bound_to=None):
+    def __init__(self, name: str, bound_to: Optional[str] = None) -> None:
         self.name = name
         self.bound_to = bound_to
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return (isinstance(other, FunctionRef) and self.name == other.name
                 and self.bound_to == other.bound_to)
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash((self.name, self.bound_to))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         bound = f", bound_to={self.bound_to!r}" if self.bound_to else ""
         return f"FunctionRef({self.name!r}{bound})"

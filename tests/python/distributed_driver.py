@@ -122,8 +122,8 @@ _results = None  # this rank's OUT/<rank>.jsonl
 
 
 def report(**fields):
-    _results.write(json.dumps(fields) + "\n")
-    _results.flush()
+    _results.write(json.dumps(fields) + "\n")  # type: ignore[union-attr]
+    _results.flush()  # type: ignore[union-attr]
 
 
 def scenario_save(comm, rd, directory):

@@ -40,8 +40,8 @@ def mpirun(ranks, script, *args):
         cmd.append("--allow-run-as-root")
     # One machine, no network: shared memory between the ranks.
     cmd += ["--mca", "btl", "self,vader", sys.executable, str(script), *map(str, args)]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, f"{' '.join(cmd)} exited {p.returncode}\n{p.stdout}\n{p.stderr}"
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)  # type: ignore[arg-type]
+    assert p.returncode == 0, f"{' '.join(cmd)} exited {p.returncode}\n{p.stdout}\n{p.stderr}"  # type: ignore[arg-type]
     return p.stdout
 
 

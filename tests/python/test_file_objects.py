@@ -115,6 +115,6 @@ def test_errors_name_the_file_object_not_a_temporary_path(tmp):
 def test_objects_that_are_neither_are_refused():
     with pytest.raises(TypeError, match=r"path must be a path \(str, bytes, os\.PathLike\) or "
                                         r"a file object with write\(\), not <class 'int'>"):
-        rckpt.save(3, _state())
+        rckpt.save(3, _state())  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"file object with read\(\), not <class 'NoneType'>"):
-        rckpt.load(None)
+        rckpt.load(None)  # type: ignore[arg-type]

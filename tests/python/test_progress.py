@@ -122,7 +122,7 @@ def test_ctrl_c_cancels_cleanly(tmp, op):
     before = path.read_bytes()
     p = subprocess.Popen([sys.executable, "-c", CHILD, op, str(path)], stdout=subprocess.PIPE,
                          text=True, env=dict(os.environ))
-    assert p.stdout.readline().strip() == "started"
+    assert p.stdout.readline().strip() == "started"  # type: ignore[union-attr]
     time.sleep(0.05)
     p.send_signal(signal.SIGINT)
     out, _ = p.communicate(timeout=120)

@@ -40,7 +40,7 @@ def test_round_trip_full_training_state(tmp, codec):
     assert all(type(k) is int for k in ck["optimizer"]["state"])
     # state_dict's module versions (OrderedDict attributes) come back.
     assert isinstance(ck["model"], collections.OrderedDict)
-    assert ck["model"]._metadata == state["model"]._metadata
+    assert ck["model"]._metadata == state["model"]._metadata  # type: ignore[attr-defined]
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.BatchNorm1d(16),
                                 torch.nn.ReLU(), torch.nn.Dropout(0.1), torch.nn.Linear(16, 2))
     model.load_state_dict(ck["model"])

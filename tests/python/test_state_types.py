@@ -29,13 +29,13 @@ def _loss(params):
 OPTIMIZERS = {
     "ASGD": lambda p: torch.optim.ASGD(p, lr=0.01),
     "Adadelta": lambda p: torch.optim.Adadelta(p),
-    "Adafactor": lambda p: torch.optim.Adafactor(p),
+    "Adafactor": lambda p: torch.optim.Adafactor(p),  # type: ignore[attr-defined]
     "Adagrad": lambda p: torch.optim.Adagrad(p, lr=0.1),
     "Adam": lambda p: torch.optim.Adam(p, lr=0.01, amsgrad=True),
     "AdamW": lambda p: torch.optim.AdamW(p, lr=0.01),
     "Adamax": lambda p: torch.optim.Adamax(p),
     "LBFGS": lambda p: torch.optim.LBFGS(p, lr=0.1, history_size=3),
-    "Muon": lambda p: torch.optim.Muon([x for x in p if x.dim() == 2], lr=0.02),  # 2-d only
+    "Muon": lambda p: torch.optim.Muon([x for x in p if x.dim() == 2], lr=0.02),  # type: ignore[attr-defined]  # 2-d only
     "NAdam": lambda p: torch.optim.NAdam(p),
     "RAdam": lambda p: torch.optim.RAdam(p),
     "RMSprop": lambda p: torch.optim.RMSprop(p, momentum=0.9, centered=True),
@@ -123,7 +123,7 @@ SCHEDULER_MAKERS = {
         [SCHEDULERS.ExponentialLR(o, gamma=0.9),
          SCHEDULERS.CyclicLR(o, base_lr=0.01, max_lr=0.1, step_size_up=2)]),
     "ReduceLROnPlateau": lambda o: SCHEDULERS.ReduceLROnPlateau(o, patience=0, factor=0.5),
-    "SWALR": lambda o: torch.optim.swa_utils.SWALR(o, swa_lr=0.05, anneal_epochs=4),
+    "SWALR": lambda o: torch.optim.swa_utils.SWALR(o, swa_lr=0.05, anneal_epochs=4),  # type: ignore[call-arg]
 }
 
 
@@ -160,12 +160,12 @@ def test_every_scheduler_continues_identically_after_a_round_trip(tmp, name):
     for i in range(5):
         opt.step()
         _sched_step(sched, i)
-    rckpt.save(tmp / "s.rckpt", {"optimizer": opt.state_dict(), "scheduler": sched.state_dict()})
+    rckpt.save(tmp / "s.rckpt", {"optimizer": opt.state_dict(), "scheduler": sched.state_dict()})  # type: ignore[attr-defined]
     ck = rckpt.load(tmp / "s.rckpt")
     opt2 = _sched_opt()
     sched2 = SCHEDULER_MAKERS[name](opt2)
     opt2.load_state_dict(ck["optimizer"])
-    sched2.load_state_dict(ck["scheduler"])
+    sched2.load_state_dict(ck["scheduler"])  # type: ignore[attr-defined]
     assert _lrs(opt2) == _lrs(opt), name
     for i in range(5, 12):
         opt.step()
@@ -178,7 +178,7 @@ def test_every_scheduler_continues_identically_after_a_round_trip(tmp, name):
 def test_a_bound_method_is_stored_as_an_inert_reference_and_left_out_on_load(tmp):
     opt = _sched_opt()
     sched = SCHEDULERS.OneCycleLR(opt, max_lr=0.5, total_steps=20)
-    state = {"scheduler": {"fn": sched._annealing_cos, "plain": _cyclic_fn,
+    state = {"scheduler": {"fn": sched._annealing_cos, "plain": _cyclic_fn,  # type: ignore[attr-defined]
                            "listed": [_cyclic_fn], "epoch": 3}}
     rckpt.save(tmp / "m.rckpt", state)
     ck = rckpt.load(tmp / "m.rckpt")

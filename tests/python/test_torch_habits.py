@@ -27,7 +27,7 @@ def test_a_flat_state_dict_restores_the_model(tmp):
     other = _net(1)
     back = rckpt.load(tmp / "m.rckpt")
     assert type(back) is collections.OrderedDict
-    assert back._metadata == model.state_dict()._metadata, "module versions kept"
+    assert back._metadata == model.state_dict()._metadata, "module versions kept"  # type: ignore[attr-defined]
     other.load_state_dict(back)
     assert_same(dict(other.state_dict()), dict(model.state_dict()))
     # One "model" section (model role: map_location and model_device apply); load_into too.

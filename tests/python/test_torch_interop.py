@@ -46,7 +46,7 @@ def test_python_loads_a_converted_torch_file_with_its_rng(tmp):
     torch.save(state, tmp / "h.pt")
     assert run_cli("convert", tmp / "h.pt", tmp / "h.rckpt").returncode == 0
     ck = rckpt.load(tmp / "h.rckpt")
-    assert torch.equal(ck["model"]["w"], state["model"]["w"])
+    assert torch.equal(ck["model"]["w"], state["model"]["w"])  # type: ignore[index]
     # The RNG record comes back as torch's form: a uint8 CPU tensor.
     torch.set_rng_state(ck["torch_rng_state"])
-    assert torch.equal(torch.get_rng_state(), state["torch_rng_state"])
+    assert torch.equal(torch.get_rng_state(), state["torch_rng_state"])  # type: ignore[arg-type]
