@@ -627,10 +627,10 @@ Report Bench::Run() {
   auto ck = data_.ToCheckpoint();
   if (!ck.ok()) Die(ck.status(), "build the checkpoint");
   ck_ = std::move(ck).value();
-  codecs_ = {{"none", Codec::kNone, 0, Shuffle::kOff},
-             {"zstd1+shuffle", Codec::kZstd, 1, Shuffle::kOn},
-             {"zstd1", Codec::kZstd, 1, Shuffle::kOff},
-             {"zstd3+shuffle", Codec::kZstd, 3, Shuffle::kOn}};
+  codecs_ = {{"none", Codec::kNone, 0, Shuffle::kOff, "", {}},
+             {"zstd1+shuffle", Codec::kZstd, 1, Shuffle::kOn, "", {}},
+             {"zstd1", Codec::kZstd, 1, Shuffle::kOff, "", {}},
+             {"zstd3+shuffle", Codec::kZstd, 3, Shuffle::kOn, "", {}}};
   for (CodecCase& c : codecs_) c.path = dir_ + "/" + c.name + ".rckpt";
   // Limits need the uncompressed file; the saves produce every file.
   Log(f_, "saving");

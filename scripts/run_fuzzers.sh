@@ -35,7 +35,7 @@ done
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 CC=clang CXX=clang++ cmake -S "${root}" -B "${build}" "${generator[@]}" \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRCKPT_BUILD_FUZZERS=ON \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRCKPT_BUILD_FUZZERS=ON -DRCKPT_WERROR=ON \
   -DRCKPT_SANITIZE=ON -DRCKPT_ENABLE_CUDA=OFF -DRCKPT_BUILD_TESTS=ON \
   -DRCKPT_BUILD_TOOLS=OFF -DRCKPT_BUILD_EXAMPLES=OFF -DRCKPT_BUILD_BENCH=OFF \
   >/dev/null

@@ -26,7 +26,7 @@ import torch.utils.data as _tud
 try:
     import numpy as _numpy
 except ImportError:  # numpy is optional for torch
-    _numpy = None
+    _numpy = None  # type: ignore[assignment]
 
 __all__ = ["ResumableSampler", "ResumableDataLoader"]
 

@@ -338,16 +338,21 @@ class CollectiveSave {
     uint64_t size = 0;
     const bool raw = o_.codec == Codec::kNone;
     // A temporary name of the checkpoint's own: a crash leaves nothing that
-    // the next save to this path does not clean up.
+    // the next save to this path does not clean up; any other way out of
+    // here removes it.
     const std::string spill = raw ? std::string() : TempPathFor(path_);
+    struct SpillRemover {
+      const std::string& path;
+      ~SpillRemover() {
+        if (!path.empty()) (void)RemoveIfExists(PosixFileSystem(), path);
+      }
+    } remove_spill{spill};
     if (raw) {
       Result<uint64_t> end = RawRegionEnd(plan.sources, o_, start);
       if (end.ok()) size = *end - start;
       RCKPT_RETURN_IF_ERROR(Agree(comm_, end.status()));
     } else {
-      Status s = EncodeToSpill(plan, spill, start, &region);
-      if (!s.ok()) (void)RemoveIfExists(PosixFileSystem(), spill);
-      RCKPT_RETURN_IF_ERROR(Agree(comm_, s));
+      RCKPT_RETURN_IF_ERROR(Agree(comm_, EncodeToSpill(plan, spill, start, &region)));
       size = region.end - start;
     }
     std::vector<uint64_t> sizes(size_);
@@ -375,8 +380,6 @@ class CollectiveSave {
       if (s.ok() && o_.progress && !o_.progress(size, size)) {
         s = Status::IoError("save cancelled by the progress callback");
       }
-      Status removed = RemoveIfExists(PosixFileSystem(), spill);
-      if (s.ok()) s = removed;
     }
     RCKPT_RETURN_IF_ERROR(Agree(comm_, s));
     Result<FlatTree> tree = EncodeTree(state_.local.Tree());

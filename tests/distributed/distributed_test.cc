@@ -1,11 +1,14 @@
 // Collective saves and resharded loads, driven through mpirun with 1 to 4
 // ranks (rckpt-mpi-driver does the MPI side and checks every rank's blocks
 // bit for bit); this side checks what single-process tools see.
+#include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <thread>
 
 #include "distributed/mpi_state.h"
 #include "format/format_test_util.h"
@@ -60,6 +63,15 @@ class DistributedTest : public ::testing::Test {
     ASSERT_EQ(r.exit_code, 0) << r.Describe();
   }
   std::string File() const { return dir_ + "/ck.rckpt"; }
+  // Names of the temporaries (and spill files) in the directory.
+  std::vector<std::string> Temporaries() const {
+    std::vector<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator(dir_)) {
+      const std::string name = e.path().filename().string();
+      if (name.find(".tmp-") != std::string::npos) out.push_back(name);
+    }
+    return out;
+  }
   std::string Assembled(int step) const {
     return dir_ + "/assembled-" + std::to_string(step) + ".rckpt";
   }
@@ -116,19 +128,25 @@ TEST_F(DistributedTest, KilledRankMidSaveLeavesThePreviousCheckpoint) {
     ExpectSameState(File(), Assembled(1));
   }
   // The next save removes what the killed jobs left (their temporaries and
-  // spill files, named as temporaries of the path).
-  SaveStep(2, "zstd");
-  for (const auto& e : std::filesystem::directory_iterator(dir_)) {
-    EXPECT_EQ(e.path().string().find(".tmp-"), std::string::npos) << e.path();
+  // spill files, named as temporaries of the path) once their processes are
+  // gone: mpirun may return while the other ranks are still being torn down.
+  std::vector<std::string> left = Temporaries();
+  EXPECT_FALSE(left.empty()) << "the killed jobs left nothing to clean up";
+  for (const std::string& name : left) {
+    const std::string after = name.substr(name.find(".tmp-") + 5);
+    const pid_t pid = static_cast<pid_t>(std::stol(after.substr(0, after.find('-'))));
+    for (int i = 0; i < 1000 && ::kill(pid, 0) == 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
   }
+  SaveStep(2, "zstd");
+  EXPECT_THAT(Temporaries(), ::testing::IsEmpty());
 }
 
 TEST_F(DistributedTest, CompressedSaveLeavesNoSpillFiles) {
   SaveStep(4, "zstd");
   ExpectSameState(File(), Assembled(4));
-  for (const auto& e : std::filesystem::directory_iterator(dir_)) {
-    EXPECT_EQ(e.path().string().find(".tmp-"), std::string::npos) << e.path();
-  }
+  EXPECT_THAT(Temporaries(), ::testing::IsEmpty());
 }
 
 TEST_F(DistributedTest, FileSizeLimitOnOneRankIsIoErrorOnEveryRank) {

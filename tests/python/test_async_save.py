@@ -110,7 +110,11 @@ def test_done_callback_runs_once_the_file_is_durable(tmp_path):
         return True
 
     fut = rckpt.save_async(tmp_path / "ck.rckpt", {"model": {"w": torch.ones(5)}}, progress=hold)
-    fut.add_done_callback(lambda f: (seen.append(os.path.exists(f.path)), called.set()))
+    def on_done(f):
+        seen.append(os.path.exists(f.path))
+        called.set()
+
+    fut.add_done_callback(on_done)
     assert not fut.done() and seen == []
     release.set()
     assert called.wait(60)

@@ -124,7 +124,8 @@ def test_two_ranks_cover_the_epoch_in_distributed_samplers_order():
         for rank in range(2):
             ours = ResumableSampler(38, seed=7, num_replicas=2, rank=rank)
             ours.set_epoch(epoch)
-            torchs = torch.utils.data.DistributedSampler(range(38), num_replicas=2, rank=rank,
+            torchs = torch.utils.data.DistributedSampler(range(38),  # type: ignore[arg-type]
+                                                         num_replicas=2, rank=rank,
                                                          shuffle=True, seed=7)
             torchs.set_epoch(epoch)
             assert list(ours) == list(torchs)
@@ -139,7 +140,8 @@ def test_order_is_distributed_samplers(length, replicas, drop_last, shuffle):
     for rank in range(replicas):
         ours = ResumableSampler(length, shuffle=shuffle, seed=3, num_replicas=replicas, rank=rank,
                                 drop_last=drop_last)
-        torchs = torch.utils.data.DistributedSampler(range(length), num_replicas=replicas,
+        torchs = torch.utils.data.DistributedSampler(range(length),  # type: ignore[arg-type]
+                                                     num_replicas=replicas,
                                                      rank=rank, shuffle=shuffle, seed=3,
                                                      drop_last=drop_last)
         assert len(ours) == len(torchs) and list(ours) == list(torchs)

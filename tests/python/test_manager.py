@@ -212,6 +212,7 @@ m.wait()
 def test_sigkill_during_a_background_save_keeps_every_earlier_checkpoint(tmp_path, point):
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path), point],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert child.stdout is not None and child.stderr is not None
     line = child.stdout.readline()
     assert line == f"at {point}\n", child.stderr.read()
     child.send_signal(signal.SIGKILL)

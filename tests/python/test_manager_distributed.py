@@ -55,8 +55,8 @@ def rank_main(directory, out):
               "warned": [str(w.message) for w in caught],
               "files": sorted(os.listdir(directory))}
     m.close()
-    with open(os.path.join(out, f"{rank}.json"), "w") as f:
-        json.dump(record, f)
+    with open(os.path.join(out, f"{rank}.json"), "w") as record_file:
+        json.dump(record, record_file)
 
 
 if __name__ == "__main__":
@@ -77,6 +77,7 @@ if not MPIEXEC:
 def test_ranks_agree_on_steps_rank0_prunes_and_all_fall_back_together(tmp_path, ranks):
     directory, out = tmp_path / "ckpt", tmp_path / "out"
     out.mkdir()
+    assert MPIEXEC is not None
     cmd = [MPIEXEC, "--oversubscribe", "-np", str(ranks)]
     if os.geteuid() == 0:
         cmd.append("--allow-run-as-root")
