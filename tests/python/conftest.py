@@ -1,7 +1,9 @@
 """Shared helpers of the Python package's tests."""
 
 import os
+import importlib.util
 import re
+import shutil
 import subprocess
 import sys
 
@@ -72,3 +74,19 @@ def assert_same(a, b, path="state"):
 @pytest.fixture
 def tmp(tmp_path):
     return tmp_path
+
+
+def mpiexec_or_skip(what):
+    """mpiexec for a suite that runs under mpirun, or a skip of the whole
+    module (``what`` says which suite) naming what is missing."""
+    skip = f"{what} skipped: "
+    mpiexec = os.environ.get("RCKPT_MPIEXEC") or shutil.which("mpiexec")
+    if importlib.util.find_spec("rckpt._distributed") is None:
+        pytest.skip(skip + "rckpt was built without MPI (no rckpt._distributed)",
+                    allow_module_level=True)
+    if importlib.util.find_spec("mpi4py") is None:
+        pytest.skip(skip + "mpi4py is not installed (Debian: python3-mpi4py)",
+                    allow_module_level=True)
+    if not mpiexec:
+        pytest.skip(skip + "no mpiexec on PATH", allow_module_level=True)
+    return mpiexec

@@ -4,10 +4,8 @@ checks each rank's blocks bit for bit; this side compares what every rank
 reported and checks what a single process sees of the file."""
 
 import collections
-import importlib.util
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -15,18 +13,9 @@ import tempfile
 import pytest
 
 import rckpt
-from conftest import DATA, assert_same, doc_example, run_cli
+from conftest import DATA, assert_same, doc_example, mpiexec_or_skip, run_cli
 
-SKIP = "distributed tests skipped: "
-MPIEXEC = os.environ.get("RCKPT_MPIEXEC") or shutil.which("mpiexec")
-if importlib.util.find_spec("rckpt._distributed") is None:
-    pytest.skip(SKIP + "rckpt was built without MPI (no rckpt._distributed)",
-                allow_module_level=True)
-if importlib.util.find_spec("mpi4py") is None:
-    pytest.skip(SKIP + "mpi4py is not installed (Debian: python3-mpi4py)",
-                allow_module_level=True)
-if not MPIEXEC:
-    pytest.skip(SKIP + "no mpiexec on PATH", allow_module_level=True)
+MPIEXEC = mpiexec_or_skip("distributed tests")
 
 import distributed_driver as driver  # noqa: E402  (imports no MPI)
 

@@ -3,17 +3,15 @@ mpirun: every rank agrees on the steps, rank 0 alone prunes and writes
 "latest", and a damaged newest checkpoint makes every rank fall back to the
 same older step. Run as a script (under mpirun) this file is the MPI side."""
 
-import importlib.util
 import json
 import os
-import shutil
 import subprocess
 import sys
 
 import pytest
 
-SKIP = "distributed manager tests skipped: "
-MPIEXEC = os.environ.get("RCKPT_MPIEXEC") or shutil.which("mpiexec")
+from conftest import mpiexec_or_skip
+
 
 
 def rank_main(directory, out):
@@ -63,21 +61,13 @@ if __name__ == "__main__":
     rank_main(sys.argv[1], sys.argv[2])
     sys.exit(0)
 
-if importlib.util.find_spec("rckpt._distributed") is None:
-    pytest.skip(SKIP + "rckpt was built without MPI (no rckpt._distributed)",
-                allow_module_level=True)
-if importlib.util.find_spec("mpi4py") is None:
-    pytest.skip(SKIP + "mpi4py is not installed (Debian: python3-mpi4py)",
-                allow_module_level=True)
-if not MPIEXEC:
-    pytest.skip(SKIP + "no mpiexec on PATH", allow_module_level=True)
+MPIEXEC = mpiexec_or_skip("distributed manager tests")
 
 
 @pytest.mark.parametrize("ranks", [2, 3])
 def test_ranks_agree_on_steps_rank0_prunes_and_all_fall_back_together(tmp_path, ranks):
     directory, out = tmp_path / "ckpt", tmp_path / "out"
     out.mkdir()
-    assert MPIEXEC is not None
     cmd = [MPIEXEC, "--oversubscribe", "-np", str(ranks)]
     if os.geteuid() == 0:
         cmd.append("--allow-run-as-root")
