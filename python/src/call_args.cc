@@ -6,6 +6,7 @@
 #include <map>
 
 #include "errors.h"
+#include "to_checkpoint.h"
 #include "torch_api.h"
 
 namespace rckpt::python {
@@ -93,6 +94,15 @@ void AddRngRecords(nb::handle records, Checkpoint* ck) {
     ThrowIfError(ck->AddRng(nb::cast<std::string>(t[0]), kind,
                             {reinterpret_cast<const std::byte*>(b.c_str()), b.size()}, dev));
   }
+}
+
+Checkpoint CheckpointToSave(nb::handle state, nb::handle rng, nb::dict metadata,
+                            nb::handle origin, std::vector<nb::object>* keep_alive) {
+  Checkpoint ck;
+  BuildCheckpoint(state, origin, &ck, keep_alive);
+  AddRngRecords(rng, &ck);
+  AddMetadata(metadata, &ck);
+  return ck;
 }
 
 nb::list RngTuples(const std::vector<RngRecord>& records) {

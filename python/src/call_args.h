@@ -67,6 +67,12 @@ void AddMetadata(nb::dict metadata, Checkpoint* ck);
 // to `ck`. InvalidArgument for an unknown kind or device.
 void AddRngRecords(nb::handle records, Checkpoint* ck);
 
+// The checkpoint a single-process save of `state` writes: its sections,
+// tensors and tree (BuildCheckpoint), its RNG records and its metadata.
+// `keep_alive` holds the Python objects whose memory its tensors view.
+Checkpoint CheckpointToSave(nb::handle state, nb::handle rng, nb::dict metadata,
+                            nb::handle origin, std::vector<nb::object>* keep_alive);
+
 // The inverse: RNG records as tuples (name, kind, origin, bytes).
 nb::list RngTuples(const std::vector<RngRecord>& records);
 

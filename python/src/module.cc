@@ -32,11 +32,8 @@ namespace {
 void Save(const std::string& path, nb::handle state, nb::list rng, const std::string& codec,
           int level, uint64_t chunk_bytes, int threads, nb::dict metadata, nb::handle origin,
           nb::object progress, int emulate_devices) {
-  Checkpoint ck;
   std::vector<nb::object> keep_alive;
-  BuildCheckpoint(state, origin, &ck, &keep_alive);
-  AddRngRecords(rng, &ck);
-  AddMetadata(metadata, &ck);
+  Checkpoint ck = CheckpointToSave(state, rng, metadata, origin, &keep_alive);
 
   std::shared_ptr<DeviceRuntime> runtime = RuntimeFor(emulate_devices);
   Progress p(std::move(progress));
