@@ -24,7 +24,7 @@
 
 #include "bench_limits.h"
 #include "core/shard_geometry.h"
-#include "rckpt/distributed.h"
+#include "rckpt/mpi.h"
 
 namespace rckpt::bench {
 namespace {

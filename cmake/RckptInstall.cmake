@@ -3,17 +3,17 @@ include(CMakePackageConfigHelpers)
 install(TARGETS rckpt EXPORT rckptTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
-if(TARGET rckpt_distributed)
-  # rckpt::distributed for consumers, exported beside rckpt::rckpt.
-  set_target_properties(rckpt_distributed PROPERTIES EXPORT_NAME distributed)
-  install(TARGETS rckpt_distributed EXPORT rckptTargets
+if(TARGET rckpt_mpi)
+  # rckpt::mpi for consumers, exported beside rckpt::rckpt.
+  set_target_properties(rckpt_mpi PROPERTIES EXPORT_NAME mpi)
+  install(TARGETS rckpt_mpi EXPORT rckptTargets
     ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
     LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
-  set(RCKPT_EXPORTS_DISTRIBUTED ON)
+  set(RCKPT_EXPORTS_MPI ON)
 else()
-  set(RCKPT_EXPORTS_DISTRIBUTED OFF)
+  set(RCKPT_EXPORTS_MPI OFF)
   # Without MPI the header would name a library that is not installed.
-  set(rckpt_header_exclude PATTERN distributed.h EXCLUDE)
+  set(rckpt_header_exclude PATTERN mpi.h EXCLUDE)
 endif()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/rckpt DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
   ${rckpt_header_exclude})

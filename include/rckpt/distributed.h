@@ -1,7 +1,9 @@
-// Sharded checkpoints for multi-process jobs over MPI: every rank of a
-// communicator writes its part of the state into one .rckpt file in
-// parallel, and a job of any size reads back the blocks each of its ranks
-// wants. Built only where MPI is found (library rckpt::distributed).
+// Sharded checkpoints for multi-process jobs: every rank of a job writes
+// its part of the state into one .rckpt file in parallel, and a job of any
+// size reads back the blocks each of its ranks wants. The ranks talk through
+// a Communicator: MPI's (rckpt/mpi.h, library rckpt::mpi, built where MPI is
+// found), torch.distributed's (filled by the Python package), or one of the
+// caller's own.
 //
 // The model. A rank holds
 //   - sharded tensors: its block of a tensor with a global name, global shape
@@ -18,23 +20,47 @@
 // "rckpt.world_size". Single-process tools (inspect, verify, diff, convert,
 // load) see every sharded tensor as one whole tensor.
 //
-// Thread-safety: the functions are collective: every rank of `comm` calls
-// them, with the same path and options, from one thread at a time.
+// Thread-safety: the functions are collective: every rank of the
+// communicator calls them, with the same path and options, from one thread
+// at a time.
 #ifndef RCKPT_DISTRIBUTED_H_
 #define RCKPT_DISTRIBUTED_H_
-
-#include <mpi.h>
 
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "rckpt/checkpoint.h"
 #include "rckpt/options.h"
 
 namespace rckpt {
+
+// The collectives a sharded save and load need, over whatever connects the
+// ranks of a job. Every rank of the job calls each collective in the same
+// order. A collective that cannot complete returns an error instead of
+// waiting forever: an implementation bounds each call by a timeout (a rank
+// that died, or never came, is reported with the rank that noticed), after
+// which the communicator need not be usable again. Implementations:
+// MpiCommunicator (rckpt/mpi.h); the Python package's over torch.distributed
+// process groups and mpi4py communicators.
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Every rank's `bytes`, by rank, on every rank.
+  virtual Result<std::vector<std::string>> AllGather(std::string_view bytes) = 0;
+  // `root`'s `bytes` on every rank (other ranks' `bytes` are ignored).
+  virtual Result<std::string> Broadcast(int root, std::string_view bytes) = 0;
+  // Every rank's `bytes`, by rank, on `root`; empty elsewhere. The default
+  // gathers on every rank (AllGather).
+  virtual Result<std::vector<std::string>> Gather(int root, std::string_view bytes);
+  // Returns once every rank called it. The default: AllGather of nothing.
+  virtual Status Barrier();
+};
 
 // This rank's block of a sharded tensor.
 struct ShardPart {
@@ -60,18 +86,22 @@ struct RankState {
 
 // Saves the state of every rank of `comm` into one file at `path`: the ranks
 // agree on where each rank's chunks go (an exclusive scan of their aligned
-// sizes), write them into one temporary file with MPI-IO, and rank 0 gathers
+// sizes), write them into one temporary file (positioned writes, each rank
+// into its own extent; MPI-IO through rckpt/mpi.h), and rank 0 gathers
 // the shard metadata and writes manifest and footer; every rank syncs the
 // file, and rank 0 renames it over `path` only after every rank succeeded.
+// The ranks must see the same file system at `path` (one node, or a shared
+// file system).
 // Every rank returns the same result: on any rank's failure, every rank
 // returns that error (prefixed "rank <r>: "), the temporary is removed, and
 // a previous file at `path` is intact. Errors: InvalidArgument (bad options;
 // blocks that overlap, leave a gap or disagree on a tensor's shape, dtype or
 // section across ranks), IoError (a write, sync or rename failed on some
-// rank, or options.progress cancelled), DeviceError. options.fs is not used
-// (MPI-IO writes the file); options.progress is called with this rank's
-// bytes while it encodes, and once more after its bytes are written.
-Status SaveDistributed(MPI_Comm comm, const std::string& path, const RankState& state,
+// rank, options.progress cancelled, or a collective failed or timed out),
+// DeviceError. options.fs is not used (every rank writes the file directly);
+// options.progress is called with this rank's bytes while it encodes, and
+// once more after its bytes are written.
+Status SaveDistributed(Communicator& comm, const std::string& path, const RankState& state,
                        const SaveOptions& options = {});
 
 // A block a rank wants: elements [offsets[d], offsets[d] + sizes[d]) of the
@@ -80,6 +110,13 @@ struct BlockRequest {
   std::string name;
   Shape offsets;
   Shape sizes;
+  // Caller-owned memory to read the block into instead of a new tensor (as
+  // a DCP storage reader fills the planner's tensors): the tensor's dtype
+  // and the block's sizes, row-major, in host memory or on a device of
+  // options.runtime; it stays valid until the load returns, and the
+  // returned block borrows it. map_location / model_device do not apply to
+  // it. A tensor may be asked for several times, in several blocks.
+  std::optional<TensorView> into;
 };
 
 struct RankLoad {
@@ -103,12 +140,15 @@ struct RankLoad {
 // Reads the blocks this rank wants from a file written by SaveDistributed
 // (or any .rckpt file: unsharded tensors are one block), reading only the
 // chunks that hold elements of them, and places each block as Load would
-// place its tensor (map_location / model_device; sections do not apply).
-// Every rank returns an error when any rank fails (prefixed "rank <r>: "):
-// NotFound (no such file or tensor), InvalidArgument (a block outside its
-// tensor), Corruption, Unsupported, DeviceUnavailable, DeviceError,
-// OutOfMemory.
-Result<RankLoad> LoadDistributed(MPI_Comm comm, const std::string& path,
+// place its tensor (map_location / model_device; sections do not apply), or
+// into its request's `into`. With options.map_file (the default) raw chunks
+// are checked and copied straight out of the mapped file; the returned
+// blocks never alias it. Every rank returns an error when any rank fails
+// (prefixed "rank <r>: "): NotFound (no such file or tensor),
+// InvalidArgument (a block outside its tensor; an `into` of another dtype
+// or shape), Corruption, Unsupported, DeviceUnavailable, DeviceError,
+// OutOfMemory; IoError when a collective failed or timed out.
+Result<RankLoad> LoadDistributed(Communicator& comm, const std::string& path,
                                  const std::vector<BlockRequest>& wants,
                                  const LoadOptions& options = {});
 

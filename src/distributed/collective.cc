@@ -1,21 +1,10 @@
 #include "distributed/collective.h"
 
-#include <numeric>
+#include <cstdint>
+#include <cstring>
 
 namespace rckpt {
 namespace {
-
-int RankOf(MPI_Comm comm) {
-  int rank = 0;
-  MPI_Comm_rank(comm, &rank);
-  return rank;
-}
-
-int SizeOf(MPI_Comm comm) {
-  int size = 0;
-  MPI_Comm_size(comm, &size);
-  return size;
-}
 
 // Whether `message` starts "rank <r>: ".
 bool NamesRank(const std::string& message) {
@@ -25,71 +14,80 @@ bool NamesRank(const std::string& message) {
   return i > 5 && message.compare(i, 2, ": ") == 0;
 }
 
+// One rank's message: 'o' and the payload when its outcome is OK, else 'e',
+// the status code (4 bytes) and the message.
+std::string EncodeOutcome(const Status& local, std::string_view payload) {
+  std::string out;
+  if (local.ok()) {
+    out.reserve(1 + payload.size());
+    out += 'o';
+    out += payload;
+    return out;
+  }
+  const int32_t code = static_cast<int32_t>(local.code());
+  out += 'e';
+  out.append(reinterpret_cast<const char*>(&code), sizeof code);
+  out += local.message();
+  return out;
+}
+
+// The lowest failing rank's error among `all`, rank-prefixed; else OK, and
+// each message reduced to its payload.
+Status FirstFailure(std::vector<std::string>& all) {
+  for (size_t r = 0; r < all.size(); ++r) {
+    const std::string& o = all[r];
+    if (o.empty() || (o[0] != 'o' && (o[0] != 'e' || o.size() < 1 + sizeof(int32_t)))) {
+      return Status::IoError("collective agreement: a malformed outcome from rank " +
+                             std::to_string(r));
+    }
+    if (o[0] == 'o') continue;
+    int32_t code = 0;
+    std::memcpy(&code, o.data() + 1, sizeof code);
+    // An error that names its rank already (agreed on in an earlier step, or
+    // rank 0's verdict on another rank's part) keeps that rank.
+    return Status(static_cast<StatusCode>(code),
+                  WithRank(static_cast<int>(r), o.substr(1 + sizeof code)));
+  }
+  for (std::string& o : all) o.erase(0, 1);
+  return Status::Ok();
+}
+
 }  // namespace
 
-Status Agree(MPI_Comm comm, const Status& local) {
-  // The lowest failing rank, or `size` when none failed.
-  const int size = SizeOf(comm);
-  int mine = local.ok() ? size : RankOf(comm);
-  int first = size;
-  MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm);
-  if (first == size) return Status::Ok();
-  int code = static_cast<int>(local.code());
-  MPI_Bcast(&code, 1, MPI_INT, first, comm);
-  const std::string message = BroadcastString(comm, first, local.message());
-  // An error that names its rank already (agreed on in an earlier step, or
-  // rank 0's verdict on another rank's part) keeps that rank.
-  if (NamesRank(message)) return Status(static_cast<StatusCode>(code), message);
-  return Status(static_cast<StatusCode>(code), "rank " + std::to_string(first) + ": " + message);
+Result<std::vector<std::string>> Communicator::Gather(int root, std::string_view bytes) {
+  RCKPT_ASSIGN_OR_RETURN(std::vector<std::string> all, AllGather(bytes));
+  if (rank() != root) all.clear();
+  return all;
 }
 
-Status MpiStatus(int rc, const std::string& what) {
-  if (rc == MPI_SUCCESS) return Status::Ok();
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(rc, text, &len);
-  return Status::IoError(what + ": " + std::string(text, len));
+Status Communicator::Barrier() { return AllGather({}).status(); }
+
+std::string WithRank(int rank, const std::string& message) {
+  return NamesRank(message) ? message : "rank " + std::to_string(rank) + ": " + message;
 }
 
-std::vector<std::string> AllGatherBytes(MPI_Comm comm, const std::string& bytes) {
-  const int size = SizeOf(comm);
-  int n = static_cast<int>(bytes.size());
-  std::vector<int> counts(size), displs(size);
-  MPI_Allgather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, comm);
-  std::exclusive_scan(counts.begin(), counts.end(), displs.begin(), 0);
-  std::string all(static_cast<size_t>(displs.back() + counts.back()), '\0');
-  MPI_Allgatherv(bytes.data(), n, MPI_BYTE, all.data(), counts.data(), displs.data(), MPI_BYTE,
-                 comm);
-  std::vector<std::string> out(size);
-  for (int r = 0; r < size; ++r) out[r] = all.substr(displs[r], counts[r]);
-  return out;
+Result<std::vector<std::string>> AgreeAndAllGather(Communicator& comm, const Status& local,
+                                                   std::string_view payload) {
+  RCKPT_ASSIGN_OR_RETURN(std::vector<std::string> all,
+                         comm.AllGather(EncodeOutcome(local, payload)));
+  RCKPT_RETURN_IF_ERROR(FirstFailure(all));
+  return all;
 }
 
-std::vector<std::string> GatherBytes(MPI_Comm comm, int root, const std::string& bytes) {
-  const int size = SizeOf(comm);
-  const bool is_root = RankOf(comm) == root;
-  int n = static_cast<int>(bytes.size());
-  std::vector<int> counts(is_root ? size : 0), displs(is_root ? size : 0);
-  MPI_Gather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, root, comm);
-  std::string all;
-  if (is_root) {
-    std::exclusive_scan(counts.begin(), counts.end(), displs.begin(), 0);
-    all.resize(static_cast<size_t>(displs.back() + counts.back()));
+Status Agree(Communicator& comm, const Status& local) {
+  return AgreeAndAllGather(comm, local, {}).status();
+}
+
+Result<std::vector<std::string>> GatherOutcomes(Communicator& comm, int root, const Status& local,
+                                                std::string_view payload) {
+  RCKPT_ASSIGN_OR_RETURN(std::vector<std::string> all,
+                         comm.Gather(root, EncodeOutcome(local, payload)));
+  if (comm.rank() != root) {
+    if (!local.ok()) return local;
+    return std::vector<std::string>();
   }
-  MPI_Gatherv(bytes.data(), n, MPI_BYTE, all.data(), counts.data(), displs.data(), MPI_BYTE, root,
-              comm);
-  std::vector<std::string> out;
-  if (!is_root) return out;
-  for (int r = 0; r < size; ++r) out.push_back(all.substr(displs[r], counts[r]));
-  return out;
-}
-
-std::string BroadcastString(MPI_Comm comm, int root, const std::string& value) {
-  uint64_t n = value.size();
-  MPI_Bcast(&n, 1, MPI_UINT64_T, root, comm);
-  std::string out = RankOf(comm) == root ? value : std::string(n, '\0');
-  MPI_Bcast(out.data(), static_cast<int>(n), MPI_BYTE, root, comm);
-  return out;
+  RCKPT_RETURN_IF_ERROR(FirstFailure(all));
+  return all;
 }
 
 }  // namespace rckpt

@@ -1,7 +1,5 @@
 // LoadDistributed (distributed.h): each rank reads the chunks that hold its
 // wanted blocks, places them, and picks up its RNG records and trees.
-#include <mpi.h>
-
 #include <map>
 
 #include "distributed/collective.h"
@@ -47,6 +45,29 @@ void TakeRankState(const Manifest& m, int rank, int world_size, RankLoad* out) {
   if (out->saved_world_size == world_size) out->rng = out->saved_rng[rank];
 }
 
+// InvalidArgument unless `into` fits block `b` of tensor `t` on a device that
+// exists.
+Status CheckInto(const TensorMeta& t, const Block& b, const TensorView& into, int devices) {
+  const std::string what = "tensor '" + t.name + "': the block's destination";
+  if (into.dtype != t.dtype) {
+    return Status::InvalidArgument(what + " has dtype " + std::string(DTypeName(into.dtype)) +
+                                   ", the tensor " + std::string(DTypeName(t.dtype)));
+  }
+  if (into.shape != b.sizes) {
+    return Status::InvalidArgument(what + " has shape " + ShapeToString(into.shape) +
+                                   ", the block " + ShapeToString(b.sizes));
+  }
+  if (into.data == nullptr && into.nbytes() != 0) {
+    return Status::InvalidArgument(what + " has no memory");
+  }
+  if (!into.device.is_cpu() && into.device.index >= devices) {
+    return Status::DeviceUnavailable(what + " is on " + into.device.ToString() + ", which the " +
+                                     "runtime does not have (" + std::to_string(devices) +
+                                     " CUDA devices)");
+  }
+  return Status::Ok();
+}
+
 Result<RankLoad> LoadOnRank(int rank, int world_size, const std::string& path,
                             const std::vector<BlockRequest>& wants, const LoadOptions& o) {
   DeviceRuntime& runtime = o.runtime != nullptr ? *o.runtime : DefaultRuntime();
@@ -57,7 +78,8 @@ Result<RankLoad> LoadOnRank(int rank, int world_size, const std::string& path,
   const Manifest& m = reader->manifest();
   std::map<std::string_view, size_t> by_name;
   for (size_t i = 0; i < m.tensors.size(); ++i) by_name[m.tensors[i].name] = i;
-  std::vector<size_t> indices;
+  std::vector<size_t> indices;  // of each request's tensor
+  std::vector<size_t> placed;   // of the requests without `into`: placed by the policy
   std::vector<Block> blocks;
   for (const BlockRequest& w : wants) {
     auto it = by_name.find(w.name);
@@ -67,26 +89,45 @@ Result<RankLoad> LoadOnRank(int rank, int world_size, const std::string& path,
     const TensorMeta& t = m.tensors[it->second];
     Block b = w.offsets.empty() && w.sizes.empty() ? WholeBlock(t.shape) : Block{w.offsets, w.sizes};
     RCKPT_RETURN_IF_ERROR(CheckBlockInShape("tensor '" + t.name + "'", t.shape, b));
+    if (w.into) {
+      RCKPT_RETURN_IF_ERROR(CheckInto(t, b, *w.into, devices));
+    } else {
+      placed.push_back(it->second);
+    }
     indices.push_back(it->second);
     blocks.push_back(std::move(b));
   }
   RCKPT_ASSIGN_OR_RETURN(LoadPlan plan,
-                         PlanPlacements(m.sections, m.tensors, m.rng, o, devices, &indices));
+                         PlanPlacements(m.sections, m.tensors, m.rng, o, devices, &placed));
+  // Each request's target device, and where its bytes are read to: the
+  // request's host memory, or a new host tensor (uploaded afterwards when
+  // its target is a device).
+  std::vector<Device> targets(wants.size());
+  for (size_t k = 0, p = 0; k < wants.size(); ++k) {
+    targets[k] = wants[k].into ? wants[k].into->device : plan.placements[p++].target;
+  }
   RankLoad out;
   std::vector<BlockRead> reads;
   std::vector<Tensor> host(wants.size());
   for (size_t k = 0; k < wants.size(); ++k) {
     const TensorMeta& t = m.tensors[indices[k]];
-    RCKPT_ASSIGN_OR_RETURN(host[k], Tensor::Empty(t.dtype, blocks[k].sizes));
+    if (wants[k].into && targets[k].is_cpu()) {
+      host[k] = Tensor::Borrow(*wants[k].into);
+    } else {
+      RCKPT_ASSIGN_OR_RETURN(host[k], Tensor::Empty(t.dtype, blocks[k].sizes));
+    }
     out.bytes_needed += host[k].nbytes();
     reads.push_back(BlockRead{&t, blocks[k], static_cast<std::byte*>(host[k].data())});
   }
+  // The mapping lives until the blocks are read: they are copies.
+  const std::shared_ptr<std::byte> mapping = MapForLoad(*reader, o);
   PipelineStats stats;
-  RCKPT_RETURN_IF_ERROR(ReadBlocks(*reader, reads, PipelineOptionsOf(o, runtime), &stats));
+  RCKPT_RETURN_IF_ERROR(
+      ReadBlocks(*reader, reads, PipelineOptionsOf(o, runtime, mapping.get()), &stats));
   out.bytes_read = stats.bytes_read;
   for (size_t k = 0; k < wants.size(); ++k) {
     const TensorMeta& t = m.tensors[indices[k]];
-    const Device target = plan.placements[k].target;
+    const Device target = targets[k];
     TensorEntry e;
     e.name = t.name;
     e.section = t.section;
@@ -95,7 +136,12 @@ Result<RankLoad> LoadOnRank(int rank, int world_size, const std::string& path,
     if (target.is_cpu()) {
       e.tensor = std::move(host[k]);
     } else {
-      RCKPT_ASSIGN_OR_RETURN(e.tensor, AllocateBlock(runtime, t.dtype, blocks[k].sizes, target));
+      if (wants[k].into) {
+        e.tensor = Tensor::Borrow(*wants[k].into);
+      } else {
+        RCKPT_ASSIGN_OR_RETURN(e.tensor,
+                               AllocateBlock(runtime, t.dtype, blocks[k].sizes, target));
+      }
       RCKPT_RETURN_IF_ERROR(UploadToDevice(runtime, target, e.tensor.data(),
                                            static_cast<const std::byte*>(host[k].data()),
                                            host[k].nbytes())
@@ -109,13 +155,10 @@ Result<RankLoad> LoadOnRank(int rank, int world_size, const std::string& path,
 
 }  // namespace
 
-Result<RankLoad> LoadDistributed(MPI_Comm comm, const std::string& path,
+Result<RankLoad> LoadDistributed(Communicator& comm, const std::string& path,
                                  const std::vector<BlockRequest>& wants,
                                  const LoadOptions& options) {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
-  Result<RankLoad> r = LoadOnRank(rank, size, path, wants, options);
+  Result<RankLoad> r = LoadOnRank(comm.rank(), comm.size(), path, wants, options);
   RCKPT_RETURN_IF_ERROR(Agree(comm, r.status()));
   return r;
 }

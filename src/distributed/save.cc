@@ -1,16 +1,20 @@
 // SaveDistributed (distributed.h): agree on each rank's extent of the file,
-// stream every rank's chunks into its extent with MPI-IO, gather the
-// metadata on rank 0, which builds the manifest once, closes the file and
-// renames it.
-#include <mpi.h>
+// stream every rank's chunks into its extent, gather the metadata on rank 0,
+// which builds the manifest once, closes the file and renames it.
+#include "distributed/save.h"
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <set>
+#include <string_view>
+
+#include <unistd.h>
 
 #include "distributed/collective.h"
+#include "distributed/shared_file.h"
 #include "distributed/rank_names.h"
 #include "core/shard_geometry.h"
 #include "engine/encode.h"
@@ -20,39 +24,18 @@
 #include "io/atomic_write.h"
 #include "rckpt/distributed.h"
 #include "rckpt/file.h"
+#include "util/thread_pool.h"
 
 namespace rckpt {
 namespace {
-
-// MPI counts are ints: large regions are written in pieces of this size.
-constexpr uint64_t kMaxWriteBytes = 1ull << 30;
-
-Status WriteAt(MPI_File fh, uint64_t offset, std::span<const std::byte> data) {
-  for (uint64_t done = 0; done < data.size();) {
-    const int n = static_cast<int>(std::min<uint64_t>(kMaxWriteBytes, data.size() - done));
-    MPI_Status st;
-    RCKPT_RETURN_IF_ERROR(MpiStatus(
-        MPI_File_write_at(fh, static_cast<MPI_Offset>(offset + done), data.data() + done, n,
-                          MPI_BYTE, &st),
-        "write at offset " + std::to_string(offset + done)));
-    int written = 0;
-    MPI_Get_count(&st, MPI_BYTE, &written);
-    if (written != n) {
-      return Status::IoError("short write at offset " + std::to_string(offset + done) + ": " +
-                             std::to_string(written) + " of " + std::to_string(n) + " bytes");
-    }
-    done += static_cast<uint64_t>(n);
-  }
-  return Status::Ok();
-}
 
 // A rank's extent of the shared file as a WritableFile: appends go to
 // consecutive offsets from `offset` (the encoder gathers small appends).
 class ExtentFile : public WritableFile {
  public:
-  ExtentFile(MPI_File fh, uint64_t offset) : fh_(fh), offset_(offset) {}
+  ExtentFile(SharedFile& file, uint64_t offset) : file_(file), offset_(offset) {}
   Status Append(std::span<const std::byte> data) override {
-    RCKPT_RETURN_IF_ERROR(WriteAt(fh_, offset_, data));
+    RCKPT_RETURN_IF_ERROR(file_.WriteAt(offset_, data));
     offset_ += data.size();
     return Status::Ok();
   }
@@ -61,13 +44,13 @@ class ExtentFile : public WritableFile {
   Status Close() override { return Status::Ok(); }
 
  private:
-  MPI_File fh_;
+  SharedFile& file_;
   uint64_t offset_;
 };
 
 // Copies the bytes [from_offset, from_offset + size) of the local file
 // `from` into the shared file at `offset` through one bounded buffer.
-Status CopyInto(MPI_File fh, uint64_t offset, const std::string& from, uint64_t from_offset,
+Status CopyInto(SharedFile& file, uint64_t offset, const std::string& from, uint64_t from_offset,
                 uint64_t size) {
   constexpr uint64_t kPiece = 8ull << 20;
   RCKPT_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> in, PosixFileSystem().OpenForRead(from));
@@ -76,7 +59,7 @@ Status CopyInto(MPI_File fh, uint64_t offset, const std::string& from, uint64_t 
     const uint64_t n = std::min<uint64_t>(buf.size(), size - done);
     const std::span<std::byte> piece(buf.data(), n);
     RCKPT_RETURN_IF_ERROR(in->ReadAt(from_offset + done, piece));
-    RCKPT_RETURN_IF_ERROR(WriteAt(fh, offset + done, piece));
+    RCKPT_RETURN_IF_ERROR(file.WriteAt(offset + done, piece));
     done += n;
   }
   return Status::Ok();
@@ -89,23 +72,15 @@ struct LocalPlan {
   std::vector<SaveSource> sources;  // whole tensors, then shard blocks
 };
 
-Result<LocalPlan> PlanLocal(MPI_Comm comm, int rank, const RankState& state) {
-  LocalPlan plan;
+// This rank's whole tensors' names, as E1 carries them.
+std::string WholeNames(const RankState& state) {
   std::string mine;
   for (const TensorEntry& e : state.local.tensors()) mine += e.name + '\0';
-  const std::vector<std::string> all = AllGatherBytes(comm, mine);
-  std::set<std::string, std::less<>> lower;
-  for (int r = 0; r < rank; ++r) {
-    for (size_t p = 0, q; p < all[r].size(); p = q + 1) {
-      q = all[r].find('\0', p);
-      lower.insert(all[r].substr(p, q - p));
-    }
-  }
-  for (const TensorEntry& e : state.local.tensors()) {
-    if (lower.count(e.name) != 0) continue;  // a lower rank writes it
-    plan.whole.push_back(&e);
-    plan.sources.push_back({&e.tensor, e.name});
-  }
+  return mine;
+}
+
+// The shard blocks' names and geometry, checked before anything is written.
+Status CheckShards(int rank, const RankState& state) {
   for (const ShardPart& p : state.shards) {
     const std::string where = "sharded tensor '" + p.name + "'";
     std::string problem = NameProblem(p.name);
@@ -117,8 +92,19 @@ Result<LocalPlan> PlanLocal(MPI_Comm comm, int rank, const RankState& state) {
     if (p.block.nbytes() > 0 && p.block.data() == nullptr) {
       return Status::InvalidArgument(where + ": block has no data");
     }
-    plan.sources.push_back({&p.block, p.name});
   }
+  return Status::Ok();
+}
+
+// `lower`: the names of the whole tensors of the lower ranks (WholeNames).
+LocalPlan PlanLocal(const RankState& state, const std::set<std::string, std::less<>>& lower) {
+  LocalPlan plan;
+  for (const TensorEntry& e : state.local.tensors()) {
+    if (lower.count(e.name) != 0) continue;  // a lower rank writes it
+    plan.whole.push_back(&e);
+    plan.sources.push_back({&e.tensor, e.name});
+  }
+  for (const ShardPart& p : state.shards) plan.sources.push_back({&p.block, p.name});
   return plan;
 }
 
@@ -268,75 +254,142 @@ Result<std::vector<uint8_t>> MergeParts(const std::vector<std::string>& parts,
 }
 
 // Rank 0 closes the file: header at 0, manifest and footer after the data.
-Status WriteFrame(MPI_File fh, uint64_t data_end, const std::vector<uint8_t>& manifest,
+Status WriteFrame(SharedFile& file, uint64_t data_end, const std::vector<uint8_t>& manifest,
                   uint32_t alignment) {
   Header header;
   header.alignment = alignment;
   header.version_minor = static_cast<uint16_t>(kFormatMinorSharded);
-  RCKPT_RETURN_IF_ERROR(WriteAt(fh, 0, EncodeHeader(header)));
+  RCKPT_RETURN_IF_ERROR(file.WriteAt(0, EncodeHeader(header)));
   const Footer footer = FooterFor(data_end, manifest, header.version_minor);
-  RCKPT_RETURN_IF_ERROR(
-      WriteAt(fh, footer.manifest_offset, std::as_bytes(std::span<const uint8_t>(manifest))));
-  return WriteAt(fh, footer.manifest_offset + manifest.size(), EncodeFooter(footer));
+  RCKPT_RETURN_IF_ERROR(file.WriteAt(footer.manifest_offset,
+                                     std::as_bytes(std::span<const uint8_t>(manifest))));
+  return file.WriteAt(footer.manifest_offset + manifest.size(), EncodeFooter(footer));
 }
 
+// Fields of one message: each a 32-bit length and its bytes.
+void PutField(std::string* out, std::string_view field) {
+  const uint32_t n = static_cast<uint32_t>(field.size());
+  out->append(reinterpret_cast<const char*>(&n), sizeof n);
+  out->append(field);
+}
+
+// The fields of `message`, or nullopt when it is not `count` of them.
+std::optional<std::vector<std::string_view>> Fields(std::string_view message, size_t count) {
+  std::vector<std::string_view> out;
+  while (!message.empty()) {
+    uint32_t n = 0;
+    if (message.size() < sizeof n) return std::nullopt;
+    std::memcpy(&n, message.data(), sizeof n);
+    message.remove_prefix(sizeof n);
+    if (message.size() < n) return std::nullopt;
+    out.push_back(message.substr(0, n));
+    message.remove_prefix(n);
+  }
+  if (out.size() != count) return std::nullopt;
+  return out;
+}
+
+// The name of the machine this rank runs on, as the ranks compare it.
+std::string HostName() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return std::string();
+  return name;
+}
+
+// The steps, each ending in the one collective that both exchanges what the
+// next step needs and agrees on every rank's outcome so far, so no rank
+// waits on a failed one:
+//   1. options and shard blocks checked, rank 0 creates the temporary:
+//      exchange the whole tensors' names, the host names, the temporary's
+//      name;
+//   2. every rank opens the temporary and sizes its region (compressed
+//      chunks: encodes them into a spill file): exchange the sizes (an
+//      exclusive scan of them places each rank's extent);
+//   3. every rank writes its extent: gather the manifest parts on rank 0,
+//      which merges them and writes header, manifest and footer;
+//   4. every rank syncs and closes the file: agree;
+//   5. rank 0 renames it over the path: agree.
 class CollectiveSave {
  public:
-  CollectiveSave(MPI_Comm comm, const std::string& path, const RankState& state,
-                 const SaveOptions& o)
-      : comm_(comm), path_(path), state_(state), o_(o) {
-    MPI_Comm_rank(comm, &rank_);
-    MPI_Comm_size(comm, &size_);
-  }
+  CollectiveSave(Communicator& comm, const SharedFileOpener& open, const std::string& path,
+                 const RankState& state, const SaveOptions& o)
+      : comm_(comm), open_(open), path_(path), state_(state), o_(o),
+        rank_(comm.rank()), size_(comm.size()) {}
 
   Status Run() {
+    // Step 1.
     Status s = ValidateSaveOptions(o_);
     if (s.ok() && path_.empty()) s = Status::InvalidArgument("save path is empty");
-    RCKPT_RETURN_IF_ERROR(Agree(comm_, s));
-    Result<LocalPlan> plan = PlanLocal(comm_, rank_, state_);
-    RCKPT_RETURN_IF_ERROR(Agree(comm_, plan.status()));
-    // Rank 0 owns the temporary: it names it for every rank, removes it on
-    // failure (when `target_` goes) and renames it on success.
-    if (rank_ == 0) target_.emplace(PosixFileSystem(), path_);
-    tmp_ = BroadcastString(comm_, 0, rank_ == 0 ? target_->temp_path() : std::string());
-    RCKPT_RETURN_IF_ERROR(Agree(comm_, MpiStatus(MPI_File_open(comm_, tmp_.c_str(),
-                                                               MPI_MODE_CREATE | MPI_MODE_WRONLY,
-                                                               MPI_INFO_NULL, &fh_),
-                                                 "open '" + tmp_ + "'")));
-    open_ = true;
-    Status written = WriteAll(*plan);
-    // Every writer's bytes reach the disk before the rename makes them the
-    // checkpoint; MPI_File_sync is collective, so every rank calls it.
-    Status synced = MpiStatus(MPI_File_sync(fh_), "sync '" + tmp_ + "'");
-    if (written.ok()) written = synced;
-    Status closed = MpiStatus(MPI_File_close(&fh_), "close '" + tmp_ + "'");
-    open_ = false;
+    if (s.ok()) s = CheckShards(rank_, state_);
+    // Rank 0 owns the temporary: it creates and names it for every rank,
+    // removes it on failure (when `target_` goes) and renames it on success.
+    if (s.ok() && rank_ == 0) {
+      target_.emplace(PosixFileSystem(), path_);
+      Result<std::unique_ptr<WritableFile>> f = target_->Open();
+      s = f.ok() ? (*f)->Close() : f.status();
+    }
+    std::string hello;
+    PutField(&hello, WholeNames(state_));
+    PutField(&hello, HostName());
+    PutField(&hello, rank_ == 0 && s.ok() ? target_->temp_path() : std::string());
+    Result<std::vector<std::string>> all = AgreeAndAllGather(comm_, s, hello);
+    RCKPT_RETURN_IF_ERROR(Cleanup(all.status()));
+    std::set<std::string, std::less<>> lower;
+    const std::string host = HostName();
+    int on_this_host = 0;
+    for (int r = 0; r < size_; ++r) {
+      std::optional<std::vector<std::string_view>> f = Fields((*all)[r], 3);
+      if (!f) return Cleanup(Status::IoError("collective save: a malformed message"));
+      if (r < rank_) {
+        for (size_t p = 0, q; p < (*f)[0].size(); p = q + 1) {
+          q = (*f)[0].find('\0', p);
+          lower.insert(std::string((*f)[0].substr(p, q - p)));
+        }
+      }
+      if ((*f)[1] == host) ++on_this_host;
+      if (r == 0) tmp_ = std::string((*f)[2]);
+    }
+    // threads = 0 (all cores) shares the machine's cores among its ranks.
+    opts_ = o_;
+    if (opts_.threads <= 0) opts_.threads = std::max(1, ResolveThreads(0) / std::max(1, on_this_host));
+
+    // Step 2, and from there on every rank syncs and closes the file it
+    // opened whatever happened, and takes part in every agreement.
+    Result<std::unique_ptr<SharedFile>> file = open_(comm_, tmp_);
+    const LocalPlan plan = PlanLocal(state_, lower);
+    Status written = WriteAll(file.ok() ? file->get() : nullptr, file.status(), plan);
+    // A failure before any rank wrote was agreed on in step 2: every rank
+    // returns it, the file closed unsynced (and removed by rank 0).
+    if (!extents_agreed_) return Cleanup(written);
+    // Step 4: every writer's bytes reach the disk before the rename makes
+    // them the checkpoint; every rank syncs and closes (collective for
+    // MPI-IO).
+    Status closed = (*file)->SyncAndClose();
     if (written.ok()) written = closed;
     RCKPT_RETURN_IF_ERROR(Cleanup(Agree(comm_, written)));
+    // Step 5.
     Status renamed;
     if (rank_ == 0) renamed = target_->Commit();
     return Cleanup(Agree(comm_, renamed));
   }
 
-  ~CollectiveSave() {
-    if (open_) MPI_File_close(&fh_);
-  }
-
  private:
-  // The extents, this rank's data, the metadata: each step's outcome is
-  // agreed on before the next, so no rank waits on a failed one. A rank's
+  // Steps 2 and 3: this rank's extent, its data, the metadata. A rank's
   // chunks stream to the file through the encoder's bounded buffers: raw
   // chunks straight into its extent, whose size is known before encoding;
   // compressed ones, whose sizes are known only once compressed, through a
   // spill file beside the checkpoint, then copied into the extent. Either
   // way a rank's memory does not grow with its share of the checkpoint.
-  Status WriteAll(const LocalPlan& plan) {
+  // `file`: the file this rank opened, null when `opened` failed. Returns
+  // the agreed failure of step 2, or this rank's outcome of step 3 (rank 0:
+  // every rank's), not yet agreed on.
+  Status WriteAll(SharedFile* file, const Status& opened, const LocalPlan& plan) {
     // Rank 0's region follows the header; the others' start aligned, so a
     // region laid out from offset 0 keeps every chunk's alignment anywhere.
     const uint64_t start = rank_ == 0 ? kHeaderSize : 0;
     EncodedRegion region;
     uint64_t size = 0;
-    const bool raw = o_.codec == Codec::kNone;
+    const bool raw = opts_.codec == Codec::kNone;
     // A temporary name of the checkpoint's own: a crash leaves nothing that
     // the next save to this path does not clean up; any other way out of
     // here removes it.
@@ -347,26 +400,34 @@ class CollectiveSave {
         if (!path.empty()) (void)RemoveIfExists(PosixFileSystem(), path);
       }
     } remove_spill{spill};
-    if (raw) {
-      Result<uint64_t> end = RawRegionEnd(plan.sources, o_, start);
+    Status sized = opened;
+    if (sized.ok() && raw) {
+      Result<uint64_t> end = RawRegionEnd(plan.sources, opts_, start);
       if (end.ok()) size = *end - start;
-      RCKPT_RETURN_IF_ERROR(Agree(comm_, end.status()));
-    } else {
-      RCKPT_RETURN_IF_ERROR(Agree(comm_, EncodeToSpill(plan, spill, start, &region)));
+      sized = end.status();
+    } else if (sized.ok()) {
+      sized = EncodeToSpill(plan, spill, start, &region);
       size = region.end - start;
     }
-    std::vector<uint64_t> sizes(size_);
-    MPI_Allgather(&size, 1, MPI_UINT64_T, sizes.data(), 1, MPI_UINT64_T, comm_);
+    // The exclusive scan of the ranks' sizes, every rank's aligned.
+    RCKPT_ASSIGN_OR_RETURN(
+        const std::vector<std::string> sizes,
+        AgreeAndAllGather(comm_, sized,
+                          std::string_view(reinterpret_cast<const char*>(&size), sizeof size)));
+    extents_agreed_ = true;  // every rank has its file open
     uint64_t base = kHeaderSize, data_end = kHeaderSize;
     for (int r = 0; r < size_; ++r) {
-      const uint64_t b = r == 0 ? kHeaderSize : AlignUp(data_end, o_.alignment);
+      uint64_t n = 0;
+      if (sizes[r].size() != sizeof n) return Status::IoError("size exchange: short message");
+      std::memcpy(&n, sizes[r].data(), sizeof n);
+      const uint64_t b = r == 0 ? kHeaderSize : AlignUp(data_end, opts_.alignment);
       if (r == rank_) base = b;
-      data_end = b + sizes[r];
+      data_end = b + n;
     }
     Status s;
     if (raw) {
-      ExtentFile extent(fh_, base);
-      s = EncodeRegion(plan.sources, o_, extent, base, &region);
+      ExtentFile extent(*file, base);
+      s = EncodeRegion(plan.sources, opts_, extent, base, &region);
       if (s.ok() && region.end != base + size) {
         s = Status::IoError("rank " + std::to_string(rank_) + " encoded " +
                             std::to_string(region.end - base) + " bytes into an extent of " +
@@ -376,25 +437,27 @@ class CollectiveSave {
       if (rank_ != 0) {
         for (ChunkMeta& c : region.chunks) c.offset += base;
       }
-      s = CopyInto(fh_, base, spill, start, size);
-      if (s.ok() && o_.progress && !o_.progress(size, size)) {
+      s = CopyInto(*file, base, spill, start, size);
+      if (s.ok() && opts_.progress && !opts_.progress(size, size)) {
         s = Status::IoError("save cancelled by the progress callback");
       }
     }
-    RCKPT_RETURN_IF_ERROR(Agree(comm_, s));
-    Result<FlatTree> tree = EncodeTree(state_.local.Tree());
-    RCKPT_RETURN_IF_ERROR(Agree(comm_, tree.status()));
-    const std::vector<std::string> parts = GatherBytes(
-        comm_, 0, PartManifest(rank_, state_, plan, region, o_, data_end, *tree));
-    Status closed;
-    if (rank_ == 0) {
-      const std::string writer =
-          o_.writer.empty() ? std::string("rckpt ") + RCKPT_VERSION_STRING : o_.writer;
-      Result<std::vector<uint8_t>> manifest = MergeParts(parts, state_, o_, data_end, writer);
-      closed = manifest.ok() ? WriteFrame(fh_, data_end, *manifest, o_.alignment)
-                             : manifest.status();
+    std::string part;
+    if (s.ok()) {
+      Result<FlatTree> tree = EncodeTree(state_.local.Tree());
+      if (tree.ok()) {
+        part = PartManifest(rank_, state_, plan, region, opts_, data_end, *tree);
+      } else {
+        s = tree.status();
+      }
     }
-    return Agree(comm_, closed);
+    Result<std::vector<std::string>> parts = GatherOutcomes(comm_, 0, s, part);
+    if (!parts.ok() || rank_ != 0) return parts.status();
+    const std::string writer =
+        opts_.writer.empty() ? std::string("rckpt ") + RCKPT_VERSION_STRING : opts_.writer;
+    Result<std::vector<uint8_t>> manifest = MergeParts(*parts, state_, opts_, data_end, writer);
+    return manifest.ok() ? WriteFrame(*file, data_end, *manifest, opts_.alignment)
+                         : manifest.status();
   }
 
   // Encodes this rank's chunks into a local spill file, laid out as its
@@ -407,7 +470,7 @@ class CollectiveSave {
     // before it are never read.
     static const std::byte kZeros[kHeaderSize] = {};
     Status s = file->Append({kZeros, start});
-    if (s.ok()) s = EncodeRegion(plan.sources, o_, *file, start, region);
+    if (s.ok()) s = EncodeRegion(plan.sources, opts_, *file, start, region);
     Status closed = file->Close();
     return s.ok() ? closed : s;
   }
@@ -418,24 +481,30 @@ class CollectiveSave {
     return s.ok() ? s : s.WithContext("save to '" + path_ + "'");
   }
 
-  MPI_Comm comm_;
+  Communicator& comm_;
+  const SharedFileOpener& open_;
   const std::string& path_;
   const RankState& state_;
   const SaveOptions& o_;
-  int rank_ = 0;
-  int size_ = 1;
+  SaveOptions opts_;  // o_, with its threads resolved for this rank
+  const int rank_;
+  const int size_;
   std::optional<AtomicFile> target_;  // rank 0
   std::string tmp_;
-  MPI_File fh_ = MPI_FILE_NULL;
-  bool open_ = false;
+  bool extents_agreed_ = false;  // step 2 succeeded on every rank
 };
 
 }  // namespace
 
-Status SaveDistributed(MPI_Comm comm, const std::string& path, const RankState& state,
-                       const SaveOptions& options) {
-  CollectiveSave save(comm, path, state, options);
+Status SaveDistributedTo(Communicator& comm, const SharedFileOpener& open, const std::string& path,
+                         const RankState& state, const SaveOptions& options) {
+  CollectiveSave save(comm, open, path, state, options);
   return save.Run();
+}
+
+Status SaveDistributed(Communicator& comm, const std::string& path, const RankState& state,
+                       const SaveOptions& options) {
+  return SaveDistributedTo(comm, OpenPositionedFile, path, state, options);
 }
 
 }  // namespace rckpt

@@ -44,6 +44,10 @@ struct Piece {
   uint64_t skip = 0;
   TensorMeta chunks;  // tensor_offset counted from the first of them
   std::unique_ptr<std::byte[]> scratch;
+  // The chunks' raw bytes in the mapped file, used where `scratch` would
+  // be (set when the file is mapped and the chunks are stored raw, one
+  // after another): nothing is decoded, the checksums are verified there.
+  const std::byte* mapped = nullptr;
   std::byte* in_place = nullptr;
   std::byte* copy_to = nullptr;  // set for a chunk crossing a contiguous region's end
   uint64_t copy_from = 0;
@@ -106,7 +110,25 @@ void PlanPieces(const BlockRead& r, const StoredBlock& sb, const Block& region,
   if (!inside.chunks.chunks.empty()) out->push_back(std::move(inside));
 }
 
+// Where the piece's chunks lie raw and in order in the mapped file, or null.
+const std::byte* MappedSource(const Piece& p, const std::byte* mapped_file) {
+  if (mapped_file == nullptr || p.chunks.chunks.empty()) return nullptr;
+  const uint64_t first = p.chunks.chunks.front().offset;
+  for (const ChunkMeta& c : p.chunks.chunks) {
+    if (c.codec != Codec::kNone || c.shuffle_elem != 0 || c.offset != first + c.tensor_offset) {
+      return nullptr;
+    }
+  }
+  return mapped_file + first;
+}
+
 }  // namespace
+
+std::shared_ptr<std::byte> MapForLoad(const FileReader& reader, const LoadOptions& o) {
+  if (!o.map_file) return nullptr;
+  Result<std::shared_ptr<std::byte>> m = reader.file().MapPrivate();
+  return m.ok() ? *m : nullptr;
+}
 
 Status ReadBlocks(const FileReader& reader, const std::vector<BlockRead>& reads,
                   const PipelineOptions& options, PipelineStats* stats) {
@@ -120,17 +142,29 @@ Status ReadBlocks(const FileReader& reader, const std::vector<BlockRead>& reads,
   std::vector<TensorDest> dests;
   dests.reserve(pieces.size());
   for (Piece& p : pieces) {
-    if (p.in_place == nullptr) p.scratch.reset(new std::byte[p.chunks.nbytes]);
-    dests.push_back(TensorDest{&p.chunks, Device::Cpu(), p.in_place ? p.in_place : p.scratch.get()});
+    if (p.in_place != nullptr) {
+      dests.push_back(TensorDest{&p.chunks, Device::Cpu(), p.in_place});
+      continue;
+    }
+    p.mapped = MappedSource(p, options.mapped_file);
+    if (p.mapped != nullptr) {
+      // The pipeline only verifies the mapped bytes; nothing moves.
+      dests.push_back(TensorDest{&p.chunks, Device::Cpu(), const_cast<std::byte*>(p.mapped),
+                                 /*in_place=*/true});
+      continue;
+    }
+    p.scratch.reset(new std::byte[p.chunks.nbytes]);
+    dests.push_back(TensorDest{&p.chunks, Device::Cpu(), p.scratch.get()});
   }
   RCKPT_RETURN_IF_ERROR(RunLoadPipeline(reader, dests, options, stats));
   for (const Piece& p : pieces) {
     if (p.in_place != nullptr) continue;
+    const std::byte* src = p.mapped != nullptr ? p.mapped : p.scratch.get();
     if (p.copy_to != nullptr) {
-      std::memcpy(p.copy_to, p.scratch.get() + p.copy_from, p.copy_bytes);
+      std::memcpy(p.copy_to, src + p.copy_from, p.copy_bytes);
       continue;
     }
-    CopyRegion(p.region, p.stored, p.scratch.get(), p.skip, p.read->block, p.read->dst,
+    CopyRegion(p.region, p.stored, src, p.skip, p.read->block, p.read->dst,
                DTypeSize(p.read->tensor->dtype));
   }
   return Status::Ok();

@@ -7,6 +7,7 @@
 #define RCKPT_SRC_ENGINE_BLOCK_READ_H_
 
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 #include "engine/pipeline.h"
@@ -26,11 +27,18 @@ struct BlockRead {
 
 // Fills every `dst`: decodes, through the load pipeline into host scratch
 // memory, the chunks that meet the wanted blocks (checksums verified as
-// options say), then copies each intersection into place. Peak extra memory
-// is the decoded bytes of those chunks. `stats` (may be null) counts the
-// bytes read and restored. Errors as RunLoadPipeline.
+// options say), then copies each intersection into place. Raw chunks of a
+// mapped file (options.mapped_file) are verified and copied from the mapping
+// instead, with no scratch. Peak extra memory is the decoded bytes of the
+// other chunks. `stats` (may be null) counts the bytes read and restored.
+// Errors as RunLoadPipeline.
 Status ReadBlocks(const FileReader& reader, const std::vector<BlockRead>& reads,
                   const PipelineOptions& options, PipelineStats* stats);
+
+// The file mapped for a load with `o.map_file` (RandomAccessFile::MapPrivate),
+// or null: not asked for, or the file cannot be mapped (the load then reads
+// as usual).
+std::shared_ptr<std::byte> MapForLoad(const FileReader& reader, const LoadOptions& o);
 
 // The pipeline settings a load with `o` uses (`mapped_file`: the file mapped
 // for LoadOptions::map_file, or null).

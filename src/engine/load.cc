@@ -102,15 +102,6 @@ bool CanAliasFile(const TensorMeta& t) {
   return true;
 }
 
-// The file mapped for a load with map_file, or null (not asked for, or the
-// file cannot be mapped: the load then reads as usual).
-std::shared_ptr<std::byte> MapForLoad(const FileReader& reader,
-                                      const LoadOptions& o) {
-  if (!o.map_file) return nullptr;
-  Result<std::shared_ptr<std::byte>> m = reader.file().MapPrivate();
-  return m.ok() ? *m : nullptr;
-}
-
 // A sharded tensor (format 1.1) to be assembled at `data` on `device`.
 struct ShardedDest {
   const TensorMeta* tensor = nullptr;

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <random>
 
@@ -61,7 +62,14 @@ bool ParseTempSuffix(std::string_view s, pid_t* pid) {
 
 bool ProcessIsDead(pid_t pid) {
   // EPERM means the process exists under another user: alive.
-  return ::kill(pid, 0) == -1 && errno == ESRCH;
+  if (::kill(pid, 0) == -1) return errno == ESRCH;
+  // A zombie (exited, not yet reaped: its parent died and no init reaps it,
+  // as in some containers) never writes again.
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const size_t comm_end = line.rfind(')');
+  return comm_end != std::string::npos && comm_end + 2 < line.size() && line[comm_end + 2] == 'Z';
 }
 
 }  // namespace

@@ -23,7 +23,7 @@
 #include "format/file_reader.h"
 #include "format/manifest.h"
 #include "format/writer.h"
-#include "rckpt/distributed.h"
+#include "rckpt/mpi.h"
 #include "rckpt/io.h"
 #include "rckpt/runtime.h"
 

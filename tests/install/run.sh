@@ -11,7 +11,7 @@ test -f "$tmp/prefix/include/rckpt/io.h"
 # against the installed tree, and none declares a CLI or test-only seam.
 for h in "$tmp/prefix/include/rckpt/"*.h; do
   flags=()
-  if [ "$(basename "$h")" = distributed.h ]; then
+  if [ "$(basename "$h")" = mpi.h ]; then
     # Open MPI's own headers are the system's: their warnings are not ours.
     for d in $(mpicxx --showme:incdirs); do flags+=(-isystem "$d"); done
   fi
@@ -28,12 +28,12 @@ cmake -S "$src/tests/install/consumer" -B "$tmp/consumer" -G Ninja \
 cmake --build "$tmp/consumer" >/dev/null
 "$tmp/consumer/consumer" "$tmp/ck.rckpt"
 "$tmp/prefix/bin/rckpt" verify "$tmp/ck.rckpt"
-if [ -f "$tmp/prefix/include/rckpt/distributed.h" ]; then
-  # Built with MPI: rckpt::distributed is installed and exported too.
+if [ -f "$tmp/prefix/include/rckpt/mpi.h" ]; then
+  # Built with MPI: rckpt::mpi is installed and exported too.
   test -x "$tmp/consumer/distributed_consumer"
   as_root=(); [ "$(id -u)" = 0 ] && as_root=(--allow-run-as-root)
   mpirun --oversubscribe "${as_root[@]}" -np 2 "$tmp/consumer/distributed_consumer" "$tmp/sharded.rckpt"
   "$tmp/prefix/bin/rckpt" verify "$tmp/sharded.rckpt"
 fi
 PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig" pkg-config --cflags --libs rckpt | grep -q -- "-lrckpt"
-echo "install: find_package(rckpt) (with rckpt::distributed where MPI is) and pkg-config work"
+echo "install: find_package(rckpt) (with rckpt::mpi where MPI is) and pkg-config work"

@@ -83,6 +83,23 @@ TEST(RemoveStaleTempsTest, RemovesDeadPidTempsOnPosixFs) {
                                    Temp("ck.rckpt", 1), "unrelated"));
 }
 
+TEST(RemoveStaleTempsTest, AZombiesTempIsStale) {
+  // A process that exited and was not reaped (its parent died where no init
+  // reaps, as a killed job's rank in some containers) never writes again.
+  const std::string dir = testing::NewTempDir("zombie");
+  const std::string path = dir + "/ck.rckpt";
+  const pid_t zombie = ::fork();
+  if (zombie == 0) ::_exit(0);
+  // Not reaped yet: wait until it has exited, leaving it a zombie.
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(zombie), &info, WEXITED | WNOWAIT), 0);
+  std::ofstream(Temp(path, zombie)) << "x";
+  RemoveStaleTemps(PosixFileSystem(), path);
+  ASSERT_OK_AND_ASSIGN(std::vector<std::string> names, PosixFileSystem().ListDir(dir));
+  EXPECT_TRUE(names.empty()) << names.size();
+  ::waitpid(zombie, nullptr, 0);
+}
+
 TEST(RemoveStaleTempsTest, PathWithoutDirectoryUsesCurrentDirectory) {
   MemFileSystem fsys;
   const pid_t dead = DeadPid();

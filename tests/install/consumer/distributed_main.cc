@@ -1,4 +1,4 @@
-// A two-rank collective save through the installed rckpt::distributed: each
+// A two-rank collective save through the installed rckpt::mpi: each
 // rank writes its half of one row-sharded tensor; then every rank loads the
 // whole tensor back and checks it.
 #include <mpi.h>
@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "rckpt/distributed.h"
+#include "rckpt/mpi.h"
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);

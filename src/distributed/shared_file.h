@@ -1,0 +1,44 @@
+// The one file every rank of a collective save writes: each rank its own
+// extent, at offsets the ranks agreed on.
+#ifndef RCKPT_SRC_DISTRIBUTED_SHARED_FILE_H_
+#define RCKPT_SRC_DISTRIBUTED_SHARED_FILE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "rckpt/distributed.h"
+#include "rckpt/status.h"
+
+namespace rckpt {
+
+class SharedFile {
+ public:
+  virtual ~SharedFile() = default;
+  // Writes all of `data` at `offset` (not thread-safe).
+  virtual Status WriteAt(uint64_t offset, std::span<const std::byte> data) = 0;
+  // Syncs this rank's writes to stable storage and closes the file.
+  // Collective: every rank that opened it calls it, whatever happened
+  // before (an implementation may need every rank for the sync).
+  virtual Status SyncAndClose() = 0;
+};
+
+// Opens the file `path`, which rank 0 has created, for writing on every
+// rank of `comm`. Every rank calls it, once the ranks agreed to go on (an
+// implementation may need all of them, as MPI_File_open does); it returns
+// this rank's own outcome, which the caller agrees on with its next step.
+using SharedFileOpener =
+    std::function<Result<std::unique_ptr<SharedFile>>(Communicator& comm, const std::string& path)>;
+
+// Positioned writes (pwrite) through each rank's own descriptor, fsync on
+// each rank: every rank opens the file after rank 0 created it. Writeback
+// of each write starts at once, so that the final sync waits for little.
+Result<std::unique_ptr<SharedFile>> OpenPositionedFile(Communicator& comm,
+                                                       const std::string& path);
+
+}  // namespace rckpt
+
+#endif  // RCKPT_SRC_DISTRIBUTED_SHARED_FILE_H_

@@ -1,0 +1,411 @@
+// Collective saves and loads over the Communicator interface, without MPI:
+// the ranks are threads of this process, joined by an in-process
+// communicator, and the file is written with positioned writes (the path
+// the Python package's torch.distributed and mpi4py communicators take).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "distributed/collective.h"
+#include "distributed/save.h"
+#include "distributed/shared_file.h"
+#include "mpi_state.h"
+#include "rckpt/distributed.h"
+#include "rckpt/io.h"
+#include "test_util.h"
+
+namespace rckpt::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+// Threads that meet at every collective: each deposits its bytes, the last
+// to come completes the round, every one takes all the bytes. A rank that
+// does not come within `timeout` makes the others fail the collective.
+class ThreadGroup {
+ public:
+  ThreadGroup(int size, std::chrono::milliseconds timeout) : size_(size), timeout_(timeout) {}
+
+  Result<std::vector<std::string>> Exchange(int rank, std::string_view bytes) {
+    std::unique_lock lock(mu_);
+    if (broken_) return Status::IoError("rank " + std::to_string(rank) + ": group is broken");
+    const uint64_t round = round_;
+    if (pending_.empty()) pending_.resize(size_);
+    pending_[rank] = std::string(bytes);
+    if (++arrived_ == size_) {
+      done_ = std::move(pending_);
+      pending_.clear();
+      arrived_ = 0;
+      ++round_;
+      cv_.notify_all();
+      return done_;
+    }
+    if (!cv_.wait_for(lock, timeout_, [&] { return round_ != round || broken_; }) || broken_) {
+      broken_ = true;
+      cv_.notify_all();
+      return Status::IoError("rank " + std::to_string(rank) + ": allgather timed out");
+    }
+    return done_;
+  }
+
+  int size() const { return size_; }
+
+ private:
+  const int size_;
+  const std::chrono::milliseconds timeout_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::string> pending_, done_;
+  int arrived_ = 0;
+  uint64_t round_ = 0;
+  bool broken_ = false;
+};
+
+class ThreadCommunicator : public Communicator {
+ public:
+  ThreadCommunicator(ThreadGroup& group, int rank) : group_(group), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override { return group_.size(); }
+  Result<std::vector<std::string>> AllGather(std::string_view bytes) override {
+    ++collectives_;
+    return group_.Exchange(rank_, bytes);
+  }
+  Result<std::string> Broadcast(int root, std::string_view bytes) override {
+    RCKPT_ASSIGN_OR_RETURN(std::vector<std::string> all, AllGather(bytes));
+    return all[root];
+  }
+  int collectives() const { return collectives_; }
+
+ private:
+  ThreadGroup& group_;
+  int rank_;
+  int collectives_ = 0;
+};
+
+// Runs fn(comm) on `size` threads, one rank each; their results by rank.
+template <typename T>
+std::vector<T> OnRanks(int size, const std::function<T(Communicator&)>& fn,
+                       std::chrono::milliseconds timeout = 60s) {
+  ThreadGroup group(size, timeout);
+  std::vector<std::optional<T>> results(size);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r) {
+    threads.emplace_back([&, r] {
+      ThreadCommunicator comm(group, r);
+      results[r].emplace(fn(comm));
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  std::vector<T> out;
+  for (std::optional<T>& r : results) out.push_back(std::move(*r));
+  return out;
+}
+
+// The state rank `rank` of `world` saves: every global tensor split by rows
+// (or replicated), its RNG record and its own tree.
+RankState StateOf(int rank, int world) {
+  RankState s;
+  for (const GlobalTensor& g : GlobalTensors()) {
+    const Tensor global = GlobalValue(g);
+    if (g.split_dim < 0) {
+      EXPECT_TRUE(s.local.AddTensor(g.section, g.name, global).ok());
+      continue;
+    }
+    const Block b = PartOf(g.shape, g.split_dim, rank, world);
+    s.shards.push_back(ShardPart{g.section, g.name, g.shape, b.offsets, Slice(global, b), {}, {}});
+  }
+  EXPECT_TRUE(s.local.AddRng("cuda", RngKind::kTorchCuda, RankRngBytes(rank, 1)).ok());
+  s.local.Tree() = RankTree(rank, 1);
+  s.common_tree = CommonTree(1);
+  return s;
+}
+
+std::string Bytes(const Tensor& t) {
+  auto b = t.host_bytes();
+  return std::string(reinterpret_cast<const char*>(b.data()), b.size());
+}
+
+std::string FileBytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+class CommunicatorSaveTest : public ::testing::TestWithParam<Codec> {};
+
+TEST_P(CommunicatorSaveTest, SavedOnThreeRanksLoadsReshardedOnTwoAndWholeInOneProcess) {
+  const std::string path = NewTempDir("comm") + "/ck.rckpt";
+  SaveOptions o;
+  o.codec = GetParam();
+  o.chunk_bytes = 4096;
+  const std::vector<Status> saved = OnRanks<Status>(3, [&](Communicator& comm) {
+    return SaveDistributed(comm, path, StateOf(comm.rank(), comm.size()), o);
+  });
+  for (const Status& s : saved) ASSERT_TRUE(s.ok()) << s.ToString();
+
+  // Two ranks, each half of every tensor along its first dimension.
+  const auto loaded = OnRanks<Result<RankLoad>>(2, [&](Communicator& comm) {
+    std::vector<BlockRequest> wants;
+    for (const GlobalTensor& g : GlobalTensors()) {
+      if (g.shape.empty()) {
+        wants.push_back({g.name, {}, {}});
+      } else {
+        const Block b = PartOf(g.shape, 0, comm.rank(), comm.size());
+        wants.push_back({g.name, b.offsets, b.sizes});
+      }
+    }
+    return LoadDistributed(comm, path, wants);
+  });
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(loaded[r].ok()) << loaded[r].status().ToString();
+    const RankLoad& back = *loaded[r];
+    EXPECT_EQ(back.saved_world_size, 3);
+    EXPECT_TRUE(back.rng.empty()) << "another world size: no own RNG";
+    ASSERT_EQ(back.saved_rng.size(), 3u);
+    size_t k = 0;
+    for (const GlobalTensor& g : GlobalTensors()) {
+      const Tensor global = GlobalValue(g);
+      const Tensor expected =
+          g.shape.empty() ? global : Slice(global, PartOf(g.shape, 0, r, 2));
+      EXPECT_EQ(Bytes(back.blocks[k].tensor), Bytes(expected)) << g.name << " on rank " << r;
+      ++k;
+    }
+  }
+  // One process: whole tensors.
+  Result<Checkpoint> whole = Load(path);
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  for (const GlobalTensor& g : GlobalTensors()) {
+    const TensorEntry* e = whole->FindTensor(g.name);
+    ASSERT_NE(e, nullptr) << g.name;
+    EXPECT_EQ(Bytes(e->tensor), Bytes(GlobalValue(g))) << g.name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Codecs, CommunicatorSaveTest,
+                         ::testing::Values(Codec::kNone, Codec::kZstd));
+
+TEST(CommunicatorSaveTest, AnErrorOnOneRankIsEveryRanksAndKeepsThePreviousFile) {
+  const std::string dir = NewTempDir("comm-err");
+  const std::string path = dir + "/ck.rckpt";
+  for (const Status& s : OnRanks<Status>(2, [&](Communicator& comm) {
+         return SaveDistributed(comm, path, StateOf(comm.rank(), 2));
+       })) {
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+  const std::string before = FileBytes(path);
+  // Rank 1's block of fc1 starts one row early: it overlaps rank 0's.
+  const std::vector<Status> failed = OnRanks<Status>(2, [&](Communicator& comm) {
+    RankState s = StateOf(comm.rank(), 2);
+    if (comm.rank() == 1) s.shards[0].offsets[0] -= 1;
+    return SaveDistributed(comm, path, s);
+  });
+  EXPECT_EQ(failed[0].code(), StatusCode::kInvalidArgument) << failed[0].ToString();
+  EXPECT_EQ(failed[0].ToString(), failed[1].ToString());
+  EXPECT_EQ(FileBytes(path), before);
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    EXPECT_EQ(entry.path().filename().string().find(".tmp-"), std::string::npos)
+        << entry.path();
+  }
+}
+
+TEST(CommunicatorSaveTest, ARankThatNeverComesMakesTheOthersFailInsteadOfWaiting) {
+  const std::string dir = NewTempDir("comm-vanish");
+  const std::string path = dir + "/ck.rckpt";
+  const std::vector<Status> out = OnRanks<Status>(
+      3,
+      [&](Communicator& comm) {
+        if (comm.rank() == 2) return Status::Ok();  // never enters the save
+        return SaveDistributed(comm, path, StateOf(comm.rank(), 3));
+      },
+      300ms);
+  for (int r : {0, 1}) {
+    EXPECT_EQ(out[r].code(), StatusCode::kIoError) << out[r].ToString();
+    EXPECT_NE(out[r].message().find("rank " + std::to_string(r) + ": "), std::string::npos)
+        << out[r].ToString();
+  }
+  EXPECT_FALSE(fs::exists(path));
+}
+
+int CollectivesOf(Communicator& comm) { return dynamic_cast<ThreadCommunicator&>(comm).collectives(); }
+
+TEST(CommunicatorSaveTest, ASaveCostsFiveCollectivesAndALoadOne) {
+  // Each collective is a round trip through the process group (two for an
+  // allgather over torch.distributed): each step of the save exchanges what
+  // the next needs together with every rank's outcome.
+  const std::string path = NewTempDir("comm-count") + "/ck.rckpt";
+  for (SaveOptions o : {SaveOptions{}, SaveOptions{.codec = Codec::kZstd}}) {
+    const std::vector<int> counts = OnRanks<int>(3, [&](Communicator& comm) {
+      const Status s = SaveDistributed(comm, path, StateOf(comm.rank(), 3), o);
+      EXPECT_TRUE(s.ok()) << s.ToString();
+      return CollectivesOf(comm);
+    });
+    for (int c : counts) EXPECT_EQ(c, 5) << CodecName(o.codec);
+  }
+  const std::vector<int> loads = OnRanks<int>(2, [&](Communicator& comm) {
+    EXPECT_TRUE(LoadDistributed(comm, path, {{"fc1.weight", {}, {}}}).ok());
+    return CollectivesOf(comm);
+  });
+  for (int c : loads) EXPECT_EQ(c, 1);
+}
+
+// A file whose every write fails when `fail` is set (a full disk on one rank).
+class FailingWrites : public SharedFile {
+ public:
+  FailingWrites(std::unique_ptr<SharedFile> file, bool fail) : file_(std::move(file)), fail_(fail) {}
+  Status WriteAt(uint64_t offset, std::span<const std::byte> data) override {
+    if (fail_) return Status::IoError("write at offset " + std::to_string(offset) + ": no space");
+    return file_->WriteAt(offset, data);
+  }
+  Status SyncAndClose() override { return file_->SyncAndClose(); }
+
+ private:
+  std::unique_ptr<SharedFile> file_;
+  bool fail_;
+};
+
+TEST(CommunicatorSaveTest, AFailedOpenOrWriteOnOneRankIsEveryRanksErrorAndKeepsThePreviousFile) {
+  const std::string dir = NewTempDir("comm-open");
+  const std::string path = dir + "/ck.rckpt";
+  for (const Status& s : OnRanks<Status>(3, [&](Communicator& comm) {
+         return SaveDistributed(comm, path, StateOf(comm.rank(), 3));
+       })) {
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+  const std::string before = FileBytes(path);
+  const SharedFileOpener no_open = [](Communicator& comm, const std::string& tmp)
+      -> Result<std::unique_ptr<SharedFile>> {
+    if (comm.rank() == 1) return Status::IoError("open '" + tmp + "': permission denied");
+    return OpenPositionedFile(comm, tmp);
+  };
+  const SharedFileOpener no_write = [](Communicator& comm, const std::string& tmp)
+      -> Result<std::unique_ptr<SharedFile>> {
+    RCKPT_ASSIGN_OR_RETURN(std::unique_ptr<SharedFile> f, OpenPositionedFile(comm, tmp));
+    return std::unique_ptr<SharedFile>(std::make_unique<FailingWrites>(std::move(f), comm.rank() == 2));
+  };
+  for (const auto& [opener, rank, what] :
+       {std::tuple{no_open, 1, "permission denied"}, std::tuple{no_write, 2, "no space"}}) {
+    const std::vector<Status> out = OnRanks<Status>(
+        3,
+        [&](Communicator& comm) {
+          return SaveDistributedTo(comm, opener, path, StateOf(comm.rank(), 3), {});
+        },
+        10s);
+    for (const Status& s : out) {
+      EXPECT_EQ(s.code(), StatusCode::kIoError) << s.ToString();
+      EXPECT_NE(s.message().find("rank " + std::to_string(rank) + ": "), std::string::npos)
+          << s.ToString();
+      EXPECT_NE(s.message().find(what), std::string::npos) << s.ToString();
+      EXPECT_EQ(s.ToString(), out[0].ToString());
+    }
+    EXPECT_EQ(FileBytes(path), before);
+    for (const auto& entry : fs::directory_iterator(dir)) {
+      EXPECT_EQ(entry.path().filename().string().find(".tmp-"), std::string::npos)
+          << entry.path();
+    }
+  }
+}
+
+TEST(CommunicatorLoadTest, BlocksAreReadIntoTheCallersMemoryAsOftenAsAsked) {
+  const std::string path = NewTempDir("comm-into") + "/ck.rckpt";
+  for (const Status& s : OnRanks<Status>(3, [&](Communicator& comm) {
+         return SaveDistributed(comm, path, StateOf(comm.rank(), 3));
+       })) {
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+  const GlobalTensor fc1 = GlobalTensors()[0];  // f32 [96, 40], saved by rows
+  const Tensor global = GlobalValue(fc1);
+  // Two column halves of fc1 (each crosses all three saved shards), one into
+  // the caller's memory, one as a new block; a whole tensor into memory too.
+  const Block left = PartOf(fc1.shape, 1, 0, 2), right = PartOf(fc1.shape, 1, 1, 2);
+  for (bool map_file : {true, false}) {
+    Tensor into_left = *Tensor::Zeros(DType::kF32, left.sizes);
+    Tensor into_right = *Tensor::Zeros(DType::kF32, right.sizes);
+    Tensor into_step = *Tensor::Zeros(DType::kI64, {});
+    const std::vector<BlockRequest> wants = {
+        {fc1.name, left.offsets, left.sizes, into_left.view()},
+        {fc1.name, right.offsets, right.sizes, into_right.view()},
+        {fc1.name, right.offsets, right.sizes, std::nullopt},
+        {GlobalTensors()[5].name, {}, {}, into_step.view()},
+    };
+    LoadOptions o;
+    o.map_file = map_file;
+    const auto out = OnRanks<Result<RankLoad>>(
+        1, [&](Communicator& comm) { return LoadDistributed(comm, path, wants, o); });
+    ASSERT_TRUE(out[0].ok()) << out[0].status().ToString();
+    const RankLoad& back = *out[0];
+    ASSERT_EQ(back.blocks.size(), 4u);
+    EXPECT_EQ(Bytes(into_left), Bytes(Slice(global, left))) << "map_file " << map_file;
+    EXPECT_EQ(Bytes(into_right), Bytes(Slice(global, right)));
+    EXPECT_EQ(Bytes(back.blocks[2].tensor), Bytes(Slice(global, right)));
+    EXPECT_EQ(Bytes(into_step), Bytes(GlobalValue(GlobalTensors()[5])));
+    EXPECT_EQ(back.blocks[0].tensor.data(), into_left.data()) << "the block borrows the memory";
+    EXPECT_EQ(back.blocks[3].tensor.data(), into_step.data());
+    EXPECT_NE(back.blocks[2].tensor.data(), into_right.data());
+    EXPECT_EQ(back.bytes_needed, into_left.nbytes() + 2 * into_right.nbytes() + 8);
+  }
+}
+
+TEST(CommunicatorLoadTest, MemoryOfAnotherDtypeOrShapeIsRefusedBeforeAnyRead) {
+  const std::string path = NewTempDir("comm-into-bad") + "/ck.rckpt";
+  for (const Status& s : OnRanks<Status>(2, [&](Communicator& comm) {
+         return SaveDistributed(comm, path, StateOf(comm.rank(), 2));
+       })) {
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+  Tensor f64 = *Tensor::Zeros(DType::kF64, {96, 40});
+  Tensor small = *Tensor::Zeros(DType::kF32, {96, 39});
+  Tensor device = *Tensor::Zeros(DType::kF32, {96, 40});
+  TensorView on_gpu = device.view();
+  on_gpu.device = Device::Cuda(3);
+  for (const auto& [into, code, says] :
+       {std::tuple{f64.view(), StatusCode::kInvalidArgument, "has dtype f64, the tensor f32"},
+        std::tuple{small.view(), StatusCode::kInvalidArgument, "has shape [96, 39], the block [96, 40]"},
+        std::tuple{on_gpu, StatusCode::kDeviceUnavailable, "is on cuda:3"}}) {
+    const auto out = OnRanks<Result<RankLoad>>(2, [&](Communicator& comm) {
+      return LoadDistributed(comm, path, {{"fc1.weight", {}, {}, into}});
+    });
+    for (const auto& r : out) {
+      EXPECT_EQ(r.status().code(), code) << r.status().ToString();
+      EXPECT_NE(r.status().message().find(says), std::string::npos) << r.status().ToString();
+      EXPECT_NE(r.status().message().find("'fc1.weight'"), std::string::npos);
+    }
+  }
+}
+
+TEST(AgreeTest, EveryRankGetsTheLowestFailingRanksErrorPrefixedWithItsRank) {
+  const std::vector<Status> out = OnRanks<Status>(3, [](Communicator& comm) {
+    Status mine;
+    if (comm.rank() == 1) mine = Status::NotFound("no such tensor");
+    if (comm.rank() == 2) mine = Status::IoError("disk full");
+    return Agree(comm, mine);
+  });
+  for (const Status& s : out) {
+    EXPECT_EQ(s.code(), StatusCode::kNotFound);
+    EXPECT_EQ(s.message(), "rank 1: no such tensor");
+  }
+  const std::vector<Status> fine =
+      OnRanks<Status>(2, [](Communicator& comm) { return Agree(comm, Status::Ok()); });
+  for (const Status& s : fine) EXPECT_TRUE(s.ok());
+}
+
+TEST(CommunicatorTest, DefaultGatherAndBarrierGoThroughAllGather) {
+  const auto out = OnRanks<std::vector<std::string>>(3, [](Communicator& comm) {
+    EXPECT_TRUE(comm.Barrier().ok());
+    Result<std::vector<std::string>> g = comm.Gather(1, "r" + std::to_string(comm.rank()));
+    EXPECT_TRUE(g.ok());
+    return g.ok() ? *g : std::vector<std::string>{"error"};
+  });
+  EXPECT_TRUE(out[0].empty());
+  EXPECT_EQ(out[1], (std::vector<std::string>{"r0", "r1", "r2"}));
+  EXPECT_TRUE(out[2].empty());
+}
+
+}  // namespace
+}  // namespace rckpt::testing
