@@ -66,8 +66,9 @@ Status CheckInputNamesAFormat(const std::string& in) {
   }
   return Status::Unsupported(
       "input '" + in +
-      "': not a recognised checkpoint (rckpt, PyTorch zip or safetensors) and no known "
-      "extension: if it is one of them, name its format with --from rckpt|pt|safetensors");
+      "': not a recognised checkpoint (rckpt, PyTorch zip, safetensors or a DCP directory) "
+      "and no known extension: if it is one of them, name its format with --from "
+      "rckpt|pt|safetensors");
 }
 
 int RunConvert(std::vector<std::string> words) {
@@ -105,6 +106,11 @@ int RunConvert(std::vector<std::string> words) {
   if (to) {
     auto f = ParseFormat(*to);
     if (!f.ok()) return Fail("convert", f.status());
+    if (*f == CheckpointFormat::kDcp) {
+      return Fail("convert", Status::InvalidArgument(
+                                 "--to dcp: rckpt convert reads DCP directories but does not "
+                                 "write them (rckpt.dcp.Reader loads a .rckpt into dcp.load)"));
+    }
     out_format = *f;
   }
   if (codec) {
@@ -141,6 +147,9 @@ int RunConvert(std::vector<std::string> words) {
   if (out_ok.ok() && !out_format) out_ok = CheckOutputNamesAFormat(out);
   if (!out_ok.ok()) return Fail("convert", out_ok);
   auto start = std::chrono::steady_clock::now();
+  // A DCP directory's tensors are staged beside the output, one at a time.
+  in_opts.scratch_dir = std::filesystem::path(out).parent_path().string();
+  if (in_opts.scratch_dir.empty()) in_opts.scratch_dir = ".";
   ImportReport report;
   if (!in_format) {
     Status in_ok = CheckInputNamesAFormat(in);
@@ -192,9 +201,21 @@ executes anything; unknown classes are kept as inert objects (listed as a
 warning) unless --strict. Every tensor is kept bit for bit with the device it
 was saved on; RNG states under well-known keys become RNG records.
 
+IN may also be a torch.distributed.checkpoint (DCP) directory, as
+dcp.save(state_dict, checkpoint_id=DIR) leaves it (DIR/.metadata and
+__<rank>_<n>.distcp files). Its .metadata is read by the same unpickler with
+only DCP's metadata classes allowed. The output holds the original nested
+state dict: each tensor at its key path, named by DCP's fqn ("model.w"), in
+the section of its first key; a tensor saved sharded over ranks is assembled
+whole; other values as they were. Memory holds one tensor at a time: each
+is staged in a scratch file beside OUT (.rckpt-dcp-scratch-<pid>-<n>, removed
+when done; it needs as much free disk as the tensors take) and read back
+through a mapping while OUT is written. rckpt.dcp.Reader and rckpt.load read
+the result.
+
 input options:
-  --from FMT, --to FMT   rckpt, pt or safetensors: the input's / output's
-                         format whatever its name
+  --from FMT, --to FMT   rckpt, pt or safetensors (and dcp for --from): the
+                         input's / output's format whatever its name
   --strict               refuse files holding classes outside the known set
   --rng-key KEY          also treat uint8 tensors under KEY as RNG states
                          (repeatable)
@@ -211,6 +232,7 @@ output options:
 examples:
   rckpt convert best_checkpoint.pt best.rckpt
   rckpt convert best.rckpt best.safetensors
+  rckpt convert checkpoints/step_1000 step_1000.rckpt      (a DCP directory)
   rckpt convert run.rckpt run-gpu0.rckpt --set-device cuda:1=cuda:0
 
 Exit codes: 0 ok, 2 usage, 3 not found, 4 corrupt input, 5 unsupported

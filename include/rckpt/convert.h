@@ -66,11 +66,16 @@ struct ImportOptions {
   // write files without CRCs), Corruption when true.
   bool require_crc32 = false;
   PickleLimits limits;
+  // ImportDcp only: a directory (the output's, say) where each tensor is
+  // staged, one at a time, in a scratch file that is then mapped back and
+  // removed, so memory holds one tensor (and one chunk) rather than the whole
+  // checkpoint. Empty: tensors are held in memory.
+  std::string scratch_dir;
   FileSystem* fs = nullptr;  // nullptr: the POSIX file system
 };
 
 struct ImportReport {
-  std::string format;  // "pytorch", "safetensors" or "rckpt"
+  std::string format;  // "pytorch", "safetensors", "rckpt" or "dcp"
   // Class paths kept as inert objects, sorted, without duplicates.
   std::vector<std::string> inert_classes;
   std::vector<std::string> warnings;
@@ -129,15 +134,34 @@ Result<Checkpoint> ImportSafetensorsFromBytes(std::span<const std::byte> bytes,
 Status ExportSafetensors(const Checkpoint& ck, const std::string& path,
                          const ExportOptions& options = {});
 
-enum class CheckpointFormat { kUnknown, kRckpt, kPyTorch, kSafetensors };
-std::string_view CheckpointFormatName(CheckpointFormat f);  // "rckpt" "pytorch" ...
+// Imports a torch.distributed.checkpoint (DCP) directory as DCP's
+// FileSystemWriter leaves it: `dir`/.metadata (a pickle read by the
+// restricted unpickler with DCP's metadata classes on an allow-list, never
+// executed) and the __<rank>_<n>.distcp files holding each item as a
+// torch.save archive. The tree is the original nested state dict rebuilt
+// from the planner's key paths; each tensor sits at its path, named by the
+// path's components joined with '.' (DCP's fqn), in the section of its first
+// component, assembled whole from its chunks when it was saved sharded;
+// other values are tree values. Metadata "rckpt.dcp.version" is DCP's
+// metadata version. NotFound for a missing .metadata or .distcp file;
+// Corruption for damaged metadata, byte ranges past a file's end, chunks
+// whose dtype or shape disagree with .metadata or that do not tile their
+// tensor; Unsupported for globals off the allow-list, stream transforms
+// (DCP extensions), items that are not torch.save archives (DCP's
+// safetensors serialization) and values rckpt cannot hold.
+Result<Checkpoint> ImportDcp(const std::string& dir, const ImportOptions& options = {},
+                             ImportReport* report = nullptr);
+
+enum class CheckpointFormat { kUnknown, kRckpt, kPyTorch, kSafetensors, kDcp };
+std::string_view CheckpointFormatName(CheckpointFormat f);  // "rckpt" "pytorch" ... "dcp"
 
 // The format by file name: .rckpt; .pt .pth .bin .ckpt .tar (pytorch);
 // .safetensors. kUnknown otherwise.
 CheckpointFormat FormatFromExtension(const std::string& path);
 
-// The format by content: the rckpt magic, a zip local header (pytorch), or a
-// plausible safetensors header. Also recognises, and refuses with an
+// The format by content: the rckpt magic, a zip local header (pytorch), a
+// plausible safetensors header, or a directory holding .metadata (dcp; a
+// directory without one is InvalidArgument). Also recognises, and refuses with an
 // Unsupported message saying what they are and how to re-save them, legacy
 // pre-1.6 torch files, tar-format torch files and the preview format.
 Result<CheckpointFormat> DetectFormat(const std::string& path, FileSystem* fs = nullptr);

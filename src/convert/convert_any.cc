@@ -3,6 +3,7 @@
 #include <cctype>
 
 #include "convert/bytes.h"
+#include "convert/dcp_import.h"
 #include "format/layout.h"
 #include "rckpt/convert.h"
 #include "rckpt/file.h"
@@ -27,6 +28,7 @@ std::string_view CheckpointFormatName(CheckpointFormat f) {
     case CheckpointFormat::kRckpt: return "rckpt";
     case CheckpointFormat::kPyTorch: return "pytorch";
     case CheckpointFormat::kSafetensors: return "safetensors";
+    case CheckpointFormat::kDcp: return "dcp";
     default: return "unknown";
   }
 }
@@ -43,7 +45,16 @@ CheckpointFormat FormatFromExtension(const std::string& path) {
 
 Result<CheckpointFormat> DetectFormat(const std::string& path, FileSystem* fs_opt) {
   FileSystem& fs = fs_opt ? *fs_opt : PosixFileSystem();
-  RCKPT_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> f, fs.OpenForRead(path));
+  Result<std::unique_ptr<RandomAccessFile>> opened = fs.OpenForRead(path);
+  if (!opened.ok() && opened.status().code() == StatusCode::kInvalidArgument &&
+      fs.ListDir(path).ok()) {
+    if (fs.Exists(convert::DcpMetadataPath(path))) return CheckpointFormat::kDcp;
+    return Status::InvalidArgument("'" + path +
+                            "' is a directory without .metadata: not a "
+                            "torch.distributed.checkpoint (DCP) checkpoint, whose directory "
+                            "holds .metadata and __<rank>_<n>.distcp files");
+  }
+  RCKPT_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> f, std::move(opened));
   std::string head(std::min<uint64_t>(f->Size(), 512), '\0');
   RCKPT_RETURN_IF_ERROR(f->ReadAt(0, {reinterpret_cast<std::byte*>(head.data()), head.size()}));
   auto starts = [&](std::string_view m) { return head.compare(0, m.size(), m) == 0; };
@@ -83,6 +94,7 @@ Result<Checkpoint> ReadAnyCheckpoint(const std::string& path, const ImportOption
   switch (format) {
     case CheckpointFormat::kPyTorch: return ImportPyTorch(path, options, report);
     case CheckpointFormat::kSafetensors: return ImportSafetensors(path, options, report);
+    case CheckpointFormat::kDcp: return ImportDcp(path, options, report);
     case CheckpointFormat::kRckpt: {
       LoadOptions lo;
       lo.map_location = MapLocation::To(Device::Cpu());
@@ -91,8 +103,8 @@ Result<Checkpoint> ReadAnyCheckpoint(const std::string& path, const ImportOption
       return Load(path, lo);
     }
     default:
-      return Status::Unsupported(path + ": not a recognised checkpoint (rckpt, PyTorch zip or "
-                                 "safetensors)");
+      return Status::Unsupported(path + ": not a recognised checkpoint (rckpt, PyTorch zip, "
+                                 "safetensors or a DCP directory)");
   }
 }
 

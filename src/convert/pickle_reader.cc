@@ -203,8 +203,9 @@ bool ValidIdentifierPath(string_view s) {
 
 class Machine {
  public:
-  Machine(std::span<const std::byte> data, const PickleLimits& limits, bool strict)
-      : data_(data), limits_(limits), strict_(strict) {}
+  Machine(std::span<const std::byte> data, const PickleLimits& limits, bool strict,
+          const std::set<std::string>* allowed = nullptr)
+      : data_(data), limits_(limits), strict_(strict), allowed_(allowed) {}
 
   Result<PickleResult> Run();
 
@@ -335,6 +336,8 @@ class Machine {
   std::span<const std::byte> data_;
   PickleLimits limits_;
   bool strict_;
+  // Non-null: the only globals a plain (non-torch.save) pickle may name.
+  const std::set<std::string>* allowed_;
   size_t pos_ = 0;
   size_t op_pos_ = 0;
   bool stopped_ = false;
@@ -418,6 +421,16 @@ Status Machine::PushGlobal(const std::string& raw_module, const std::string& nam
                    Printable(name) + "'");
   }
   std::string module = NormaliseModule(raw_module);
+  if (allowed_ != nullptr) {
+    std::string path = module + "." + name;
+    if (allowed_->count(path) == 0) {
+      return Status::Unsupported("pickle: global '" + Printable(path) + "' at offset " +
+                                 std::to_string(op_pos_) +
+                                 " is not on the allow-list of this file's classes; nothing "
+                                 "was imported or executed");
+    }
+    return Push(NewStr(std::move(path), PyKind::kGlobal));
+  }
   RCKPT_RETURN_IF_ERROR(CheckGlobal(module, name, op_pos_));
   return Push(NewStr(module + "." + name, PyKind::kGlobal));
 }
@@ -693,7 +706,7 @@ Result<PyNode*> Machine::Reduce(const std::string& path, PyNode* args_node) {
     o->args = rest;
     return o;
   }
-  if (!IsClassLike(path)) {
+  if (!IsClassLike(path) && !(allowed_ != nullptr && allowed_->count(path))) {
     return Status::Unsupported("pickle: refusing to call '" + Printable(path) + "' at offset " +
                                std::to_string(op_pos_) +
                                ": a function outside the allowlist; nothing was executed");
@@ -711,6 +724,20 @@ Status Machine::Call(PyNode* callable, PyNode* args, bool newobj) {
                                std::to_string(op_pos_) + " refused; nothing was executed");
   }
   if (args->kind != PyKind::kTuple) return Corrupt("call arguments are not a tuple");
+  if (callable->s == "builtins.getattr") {
+    // Only reachable through an allow-list naming it: Python's enums pickle
+    // as getattr(EnumClass, "MEMBER"). Kept as the global "EnumClass.MEMBER".
+    const auto& a = args->items;
+    if (newobj || a.size() != 2 || a[0]->kind != PyKind::kGlobal ||
+        a[1]->kind != PyKind::kStr || !ValidIdentifierPath(a[1]->s) ||
+        a[1]->s.find('.') != std::string::npos || a[1]->s[0] == '_') {
+      return Status::Unsupported("pickle: getattr at offset " + std::to_string(op_pos_) +
+                                 " is allowed only as getattr(<allowed class>, \"MEMBER\") "
+                                 "(an enum member, no private or dunder name); nothing was "
+                                 "executed");
+    }
+    return Push(NewStr(a[0]->s + "." + a[1]->s, PyKind::kGlobal));
+  }
   if (newobj) {
     const std::string& path = callable->s;
     if (path == "collections.OrderedDict" || path == "builtins.dict" ||
@@ -1042,6 +1069,11 @@ Status Machine::Dispatch(uint8_t op) {
       return Build(obj, state);
     }
     case 'Q': {  // BINPERSID
+      if (allowed_ != nullptr) {
+        return Status::Unsupported("pickle: persistent id at offset " +
+                                   std::to_string(op_pos_) +
+                                   " in a plain pickle (no storages belong here)");
+      }
       RCKPT_ASSIGN_OR_RETURN(PyNode * pid, Pop());
       RCKPT_ASSIGN_OR_RETURN(PyNode * s, PersistentLoad(pid));
       return Push(s);
@@ -1125,6 +1157,12 @@ std::string_view TorchStorageName(DType dtype) {
 Result<PickleResult> Unpickle(std::span<const std::byte> data, const PickleLimits& limits,
                               bool strict) {
   Machine m(data, limits, strict);
+  return m.Run();
+}
+
+Result<PickleResult> UnpickleAllowed(std::span<const std::byte> data, const PickleLimits& limits,
+                                     const std::set<std::string>& allowed) {
+  Machine m(data, limits, false, &allowed);
   return m.Run();
 }
 

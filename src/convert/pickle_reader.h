@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -94,6 +95,17 @@ struct PickleResult {
 // them). Limits from `limits` bound memo, stack and input size.
 Result<PickleResult> Unpickle(std::span<const std::byte> data, const PickleLimits& limits,
                               bool strict);
+
+// Unpickles a plain pickle (not a torch.save archive's data.pkl) whose
+// globals must all be in `allowed` ("module.name" after the usual module
+// renames): any other global is refused with Unsupported naming it, before
+// anything is built from it; persistent ids are refused. Allowed classes
+// become inert object nodes (NEWOBJ/REDUCE arguments, BUILD state), never
+// called. builtins.getattr, when allowed, is accepted only as
+// getattr(<allowed global>, "NAME") (how Python pickles an enum member) and
+// yields the global "<class path>.NAME".
+Result<PickleResult> UnpickleAllowed(std::span<const std::byte> data, const PickleLimits& limits,
+                                     const std::set<std::string>& allowed);
 
 // The fuzz entry point: unpickles with default limits, non-strict.
 Status FuzzUnpickle(std::span<const std::byte> data);

@@ -10,6 +10,7 @@
 #include "convert/bytes.h"
 #include "convert/import_common.h"
 #include "convert/pickle_reader.h"
+#include "convert/pytorch_import.h"
 #include "convert/zip.h"
 #include "util/utf8.h"
 #include "rckpt/convert.h"
@@ -540,6 +541,13 @@ Result<Checkpoint> Importer::Run(ImportReport* report) {
 }
 
 }  // namespace
+
+Result<Checkpoint> ImportPyTorchFile(const RandomAccessFile& file, const ImportOptions& options,
+                                     ImportReport* report) {
+  Importer imp(file, options);
+  return imp.Run(report);
+}
+
 }  // namespace convert
 
 Result<Checkpoint> ImportPyTorchFromBytes(std::span<const std::byte> bytes,

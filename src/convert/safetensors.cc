@@ -140,8 +140,9 @@ Status ImportRckptLayout(const std::map<std::string, std::string>& meta,
     if (!v.ok()) return v.status().WithContext("safetensors: rckpt.tree");
     ck->Tree() = std::move(v).value();
   }
+  // rckpt.dcp.* (a converted DCP checkpoint's key paths) is carried as is.
   for (const auto& [k, v] : meta) {
-    if (k.rfind("rckpt.", 0) != 0) ck->Metadata()[k] = v;
+    if (k.rfind("rckpt.", 0) != 0 || k.rfind("rckpt.dcp.", 0) == 0) ck->Metadata()[k] = v;
   }
   return Status::Ok();
 }
@@ -428,7 +429,7 @@ Status ExportSafetensors(const Checkpoint& ck, const std::string& path,
   sections_json += ']';
   std::map<std::string, std::string> meta;
   for (const auto& [k, v] : ck.Metadata()) {
-    if (k.rfind("rckpt.", 0) == 0) {
+    if (k.rfind("rckpt.", 0) == 0 && k.rfind("rckpt.dcp.", 0) != 0) {
       return Status::InvalidArgument("export: user metadata key '" + k +
                                      "' uses the reserved prefix 'rckpt.'");
     }
