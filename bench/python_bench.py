@@ -3,12 +3,22 @@
 
 Compares rckpt.save / rckpt.load / rckpt.load_into called from Python with
 the C++ load of the same file (`rckpt load --json`), torch.save / torch.load
-(+ load_state_dict) and safetensors.torch save_file / load_file, on models of
-nn.Linear layers of a given size and on one of 10k small tensors. Every
+(+ load_state_dict), torch.load(mmap=True) (+ load_state_dict),
+torch.distributed.checkpoint's save / load with FileSystemWriter /
+FileSystemReader in one process, safetensors.torch save_file / load_file and
+tensorizer's TensorSerializer / TensorDeserializer, on models of nn.Linear
+layers of a given size and on one of 10k small tensors. A peer the
+interpreter lacks (torch 1.13 has neither mmap=True nor DCP's save/load;
+tensorizer may not be installed) gives a "skipped: <reason>" row. Every
 timed case runs in a fresh process (a restart loads into a fresh process),
 with glibc's malloc fixed as rckpt-bench fixes it, so each load gets memory
-fresh from the kernel. Cases run interleaved (rep 1 of each, rep 2 of each,
-...); reports the median of --reps runs per case.
+fresh from the kernel. The clock starts once the interpreter has imported
+torch, rckpt and the case's peer and built the model, and stops when the
+state is usable: every byte of it has been read into memory the process can
+use (a lazily mapped load touches every page inside the timed part), or it is
+in the model's tensors for the "+load_state_dict" / "load_into" /
+dcp.load / load_into_module cases. Cases run interleaved (rep 1 of each,
+rep 2 of each, ...); reports the median of --reps runs per case.
 
     build/pyenv/bin/python bench/python_bench.py --cli build/tools/rckpt \\
         --pythonpath build/python --sizes 55M,1G --small 10000 --reps 3
@@ -54,11 +64,45 @@ def touch(tensors):
     return s
 
 
-def child(case, shape, path):
-    """Runs one case once; prints its seconds."""
+def import_peer(case):
+    """Imports the peer `case` calls (before the clock starts, as torch and rckpt
+    are); returns (module or None, None) or (None, why the peer is missing)."""
+    import torch
+    if case.startswith("safetensors."):
+        import safetensors.torch
+        return safetensors.torch, None
+    if case.startswith("torch.load mmap"):
+        import inspect
+        if "mmap" not in inspect.signature(torch.load).parameters:
+            return None, f"torch {torch.__version__} has no torch.load(mmap=True) (torch >= 2.1)"
+    if case.startswith("dcp."):
+        try:
+            import torch.distributed.checkpoint as dcp
+        except ImportError as e:
+            return None, f"torch {torch.__version__} has no torch.distributed.checkpoint ({e})"
+        if not (hasattr(dcp, "save") and hasattr(dcp, "load")):
+            return None, (f"torch {torch.__version__} has no torch.distributed.checkpoint.save/load "
+                          "(torch >= 2.2)")
+        return dcp, None
+    if case.startswith("tensorizer."):
+        try:
+            import tensorizer
+        except ImportError as e:
+            return None, f"tensorizer is not installed ({e}; pip install tensorizer)"
+        return tensorizer, None
+    return None, None
+
+
+def child(case, shape, path, spawned):
+    """Runs one case once; prints its seconds, or why it was skipped."""
     import torch
     torch.set_num_threads(1)
     import rckpt
+    peer, missing = import_peer(case)
+    if missing:
+        print(json.dumps({"skipped": missing}))
+        return
+    started = time.time() - spawned  # interpreter start and imports, not timed
     model = build_model(shape, fill=case.endswith("save") or case.endswith("save_file"))
     sd = model.state_dict()
     t0 = time.perf_counter()
@@ -69,8 +113,17 @@ def child(case, shape, path):
     elif case == "torch.save":
         torch.save({"model": sd}, path)
     elif case == "safetensors.save_file":
-        from safetensors.torch import save_file
-        save_file(dict(sd), path)
+        peer.save_file(dict(sd), path)
+    elif case == "dcp.save":
+        # One process, no process group: DCP saves without collectives. Its
+        # writer fsyncs the files it writes (sync_files=True, the default).
+        peer.save({"model": sd}, storage_writer=peer.FileSystemWriter(path))
+    elif case == "tensorizer.save":
+        # write_module (not write_state_dict) so that load_into_module can
+        # restore the file; the same tensors either way.
+        serializer = peer.TensorSerializer(path)
+        serializer.write_module(model)
+        serializer.close()
     elif case.startswith("rckpt.load_into"):
         rckpt.load_into(path, {"model": sd}, verify="unverified" not in case)
     elif case.startswith("rckpt.load"):
@@ -88,21 +141,35 @@ def child(case, shape, path):
         torch.load(path)
     elif case == "torch.load+load_state_dict":
         model.load_state_dict(torch.load(path)["model"])
+    elif case == "torch.load mmap":
+        # Maps the file and reads nothing: every page is touched, as after
+        # an unverified rckpt.load.
+        touch(torch.load(path, mmap=True)["model"].values())
+    elif case == "torch.load mmap+load_state_dict":
+        model.load_state_dict(torch.load(path, mmap=True)["model"])
+    elif case == "dcp.load":
+        # Reads into the existing tensors of the state dict it is given, as
+        # rckpt.load_into does.
+        peer.load({"model": sd}, storage_reader=peer.FileSystemReader(path))
+    elif case == "tensorizer.load":
+        touch(peer.TensorDeserializer(path, device="cpu").values())
+    elif case == "tensorizer.load_into_module":
+        peer.TensorDeserializer(path, device="cpu").load_into_module(model)
     elif case == "safetensors.load_file":
-        from safetensors.torch import load_file
-        touch(load_file(path).values())
+        touch(peer.load_file(path).values())
     elif case == "safetensors.load_file+load_state_dict":
-        from safetensors.torch import load_file
-        model.load_state_dict(load_file(path))
+        model.load_state_dict(peer.load_file(path))
     else:
         raise SystemExit(f"unknown case {case}")
     print(json.dumps({"seconds": time.perf_counter() - t0, "call_seconds": call,
-                      "engine_seconds": engine}))
+                      "engine_seconds": engine, "start_seconds": started}))
 
 
 def run_once(args, case, shape, path):
-    """One fresh-process run: (seconds, the load call's seconds or None, Python's
-    part of that call or None), or a skip reason."""
+    """One fresh-process run: {"seconds", "call" (the load call's seconds or None),
+    "python" (Python's part of that call or None), "start" (interpreter start and
+    imports or None)}, or {"skipped": why the peer is missing} or {"failed": the
+    error's last line}."""
     env = dict(os.environ, GLIBC_TUNABLES=MALLOC)
     if args.pythonpath:
         env["PYTHONPATH"] = args.pythonpath
@@ -111,48 +178,51 @@ def run_once(args, case, shape, path):
         if "unverified" in case:
             cmd.append("--no-verify")
         out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
-        return json.loads(out.stdout)["seconds"], None, None
+        return {"seconds": json.loads(out.stdout)["seconds"], "call": None, "python": None,
+                "start": None}
     out = subprocess.run([sys.executable, __file__, "--child", case, "--shape",
-                          f"{shape[0]}:{shape[1]}", "--file", path],
+                          f"{shape[0]}:{shape[1]}", "--file", path, "--spawned", repr(time.time())],
                          env=env, capture_output=True, text=True)
     if out.returncode != 0:
-        return out.stderr.strip().splitlines()[-1]
+        lines = out.stderr.strip().splitlines()
+        return {"failed": lines[-1] if lines else f"exit status {out.returncode}"}
     r = json.loads(out.stdout.strip().splitlines()[-1])
+    if "skipped" in r:
+        return r
     call, engine = r.get("call_seconds"), r.get("engine_seconds")
-    return r["seconds"], call, (call - engine if engine is not None else None)
+    return {"seconds": r["seconds"], "call": call,
+            "python": call - engine if engine is not None else None,
+            "start": r.get("start_seconds")}
 
 
 def run_cases(args, cases, shape):
     """Runs `cases` ((name, file) pairs) interleaved: rep 1 of every case, then
     rep 2, ... so that each case sees the same state of a shared machine
     (here fresh memory may cost 10 x more from one minute to the next)."""
-    times = {c: [] for c, _ in cases}
-    calls = {c: [] for c, _ in cases}
-    python_side = {c: [] for c, _ in cases}
-    skipped = {}
+    fields = ("seconds", "call", "python", "start")
+    got = {c: {f: [] for f in fields} for c, _ in cases}
+    left_out = {}  # case -> {"skipped": ...} or {"failed": ...}
     for i in range(args.warmup + args.reps):
         for case, path in cases:
-            if case in skipped:
+            if case in left_out:
                 continue
             r = run_once(args, case, shape, path)
-            if isinstance(r, str):
-                skipped[case] = r
+            if "seconds" not in r:
+                left_out[case] = r
             elif i >= args.warmup:
-                times[case].append(r[0])
-                if r[1] is not None:
-                    calls[case].append(r[1])
-                if r[2] is not None:
-                    python_side[case].append(r[2])
+                for f in fields:
+                    if r[f] is not None:
+                        got[case][f].append(r[f])
     rows = []
     for case, _ in cases:
-        if case in skipped:
-            rows.append({"case": case, "skipped": skipped[case]})
+        if case in left_out:
+            rows.append({"case": case, **left_out[case]})
             continue
-        row = {"case": case, "seconds": statistics.median(times[case])}
-        if calls[case]:
-            row["call_seconds"] = statistics.median(calls[case])
-        if python_side[case]:
-            row["python_side_seconds"] = statistics.median(python_side[case])
+        row = {"case": case}
+        for f, key in zip(fields, ("seconds", "call_seconds", "python_side_seconds",
+                                   "start_seconds")):
+            if got[case][f]:
+                row[key] = statistics.median(got[case][f])
         rows.append(row)
     return rows
 
@@ -175,10 +245,11 @@ def main():
     p.add_argument("--child")
     p.add_argument("--shape")
     p.add_argument("--file")
+    p.add_argument("--spawned", type=float, help="time.time() when the parent started the child")
     args = p.parse_args()
     if args.child:
         kind, n = args.shape.split(":")
-        return child(args.child, (kind, int(n)), args.file)
+        return child(args.child, (kind, int(n)), args.file, args.spawned)
 
     os.makedirs(args.workdir, exist_ok=True)
     shapes = [("bytes", parse_size(s)) for s in args.sizes.split(",") if s]
@@ -187,16 +258,23 @@ def main():
     results = []
     for shape in shapes:
         label = f"{shape[1] >> 20} MiB" if shape[0] == "bytes" else f"{shape[1]} tensors"
+        # Every file in one directory (one disk); "dcp" is the directory
+        # DCP's FileSystemWriter fills (one .distcp file and .metadata).
         files = {ext: os.path.join(args.workdir, f"{shape[0]}-{shape[1]}.{ext}")
-                 for ext in ("rckpt", "pt", "safetensors")}
+                 for ext in ("rckpt", "pt", "safetensors", "dcp", "tensors")}
         saves = [("rckpt.save", "rckpt"), ("torch.save", "pt"),
-                 ("safetensors.save_file", "safetensors")]
+                 ("safetensors.save_file", "safetensors"), ("dcp.save", "dcp"),
+                 ("tensorizer.save", "tensors")]
         loads = [("C++ load", "rckpt"), ("C++ load unverified", "rckpt"),
                  ("rckpt.load", "rckpt"), ("rckpt.load unverified", "rckpt"),
                  ("rckpt.load copying", "rckpt"), ("rckpt.load_into", "rckpt"),
                  ("rckpt.load_into unverified", "rckpt"), ("torch.load", "pt"),
-                 ("torch.load+load_state_dict", "pt"), ("safetensors.load_file", "safetensors"),
-                 ("safetensors.load_file+load_state_dict", "safetensors")]
+                 ("torch.load+load_state_dict", "pt"), ("torch.load mmap", "pt"),
+                 ("torch.load mmap+load_state_dict", "pt"),
+                 ("safetensors.load_file", "safetensors"),
+                 ("safetensors.load_file+load_state_dict", "safetensors"),
+                 ("dcp.load", "dcp"), ("tensorizer.load", "tensors"),
+                 ("tensorizer.load_into_module", "tensors")]
         if not args.cli:
             loads = [c for c in loads if not c[0].startswith("C++")]
         rows = run_cases(args, [(c, files[e]) for c, e in saves], shape)
@@ -208,10 +286,13 @@ def main():
         for r in rows:
             if "seconds" in r:
                 call = f"  (the load call {r['call_seconds'] * 1e3:.1f} ms)" if "call_seconds" in r else ""
+                start = f"  [start+imports {r['start_seconds']:.2f} s]" if "start_seconds" in r else ""
                 print(f"  {r['case']:42s} {r['seconds'] * 1e3:9.1f} ms  "
-                      f"{nbytes / r['seconds'] / 1e9:6.2f} GB/s{call}")
-            else:
+                      f"{nbytes / r['seconds'] / 1e9:6.2f} GB/s{call}{start}")
+            elif "skipped" in r:
                 print(f"  {r['case']:42s} skipped: {r['skipped']}")
+            else:
+                print(f"  {r['case']:42s} FAILED: {r['failed']}")
 
         def ratio(a, b):
             return sec[b] / sec[a] if sec.get(a) and sec.get(b) else None
@@ -230,6 +311,17 @@ def main():
             "load_into vs safetensors+load_state_dict": ratio("rckpt.load_into", "safetensors.load_file+load_state_dict"),
             "save vs torch.save": ratio("rckpt.save", "torch.save"),
             "save vs safetensors.save_file": ratio("rckpt.save", "safetensors.save_file"),
+            # Peers on torch 2 (issue targets: the first >= 1, the third >= 3).
+            "load vs torch.load mmap": ratio("rckpt.load", "torch.load mmap"),
+            "load unverified vs torch.load mmap": ratio("rckpt.load unverified", "torch.load mmap"),
+            "load_into vs torch.load mmap+load_state_dict":
+                ratio("rckpt.load_into", "torch.load mmap+load_state_dict"),
+            "load_into vs dcp.load": ratio("rckpt.load_into", "dcp.load"),
+            "save vs dcp.save": ratio("rckpt.save", "dcp.save"),
+            "load vs tensorizer.load": ratio("rckpt.load", "tensorizer.load"),
+            "load_into vs tensorizer.load_into_module":
+                ratio("rckpt.load_into", "tensorizer.load_into_module"),
+            "save vs tensorizer.save": ratio("rckpt.save", "tensorizer.save"),
         }
         # What Python adds to the library's Load in the same call (the call's
         # wall time minus the engine's own), per tensor.

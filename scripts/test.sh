@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds everything and runs the whole test suite.
-# Stages: default build + tests; the plain `cmake -S . -B DIR` idiom (CMake's
+# Stages: default build + tests; the Python suites again on torch 2.x from
+# PyPI (skip with RCKPT_SKIP_TORCH2=1); the plain `cmake -S . -B DIR` idiom (CMake's
 # default generator, CUDA when nvcc is found) configured and the library and
 # CLI built; a sanitizer build + tests (skip with RCKPT_SKIP_SANITIZERS=1);
 # bounded fuzzer runs when clang's libFuzzer is available (skip with
@@ -24,6 +25,54 @@ stage "build (default)"
 BUILD_DIR="$root/build" bash scripts/build.sh -DRCKPT_PYTHON="$py" -DRCKPT_WERROR=ON
 stage "tests (default)"
 ctest --test-dir "$root/build" -j"$(nproc)" --output-on-failure --timeout 600
+
+# The Python suites again (all but the GPU one) on the newest torch 2.x and
+# numpy 2 from PyPI, with Lightning and the other peers, against the package
+# built above: a venv outside the clone that later runs reuse
+# (scripts/python-env.sh --torch2; skip with RCKPT_SKIP_TORCH2=1). One pytest
+# per file, nproc at a time, as ctest runs them; any failure fails the command.
+if [ "${RCKPT_SKIP_TORCH2:-0}" = 1 ]; then
+  stage "python suites on torch 2: skipped (RCKPT_SKIP_TORCH2=1)"
+elif [ ! -f "$root/build/python/rckpt/__init__.py" ]; then
+  stage "python suites on torch 2: SKIPPED: the Python package was not built"
+else
+  stage "python for the torch 2 suites (PyPI; cached outside the clone)"
+  env_log="$(mktemp)"
+  env_rc=0
+  py2="$(bash scripts/python-env.sh --torch2 2>"$env_log")" || env_rc=$?
+  cat "$env_log" >&2
+  skip_reason="$(tail -1 "$env_log" | sed 's/^python-env: //')"
+  rm -f "$env_log"
+  if [ "$env_rc" = 3 ]; then
+    stage "python suites on torch 2: SKIPPED: $skip_reason"
+  elif [ "$env_rc" != 0 ]; then
+    echo "scripts/python-env.sh --torch2 failed (exit $env_rc)" >&2
+    exit "$env_rc"
+  else
+    "$py2" -c "import torch, numpy, lightning; print('torch', torch.__version__, 'numpy', \
+numpy.__version__, 'lightning', lightning.__version__)"
+    stage "python suites on torch 2"
+    logs="$root/build/torch2-logs"
+    rm -rf "$logs" && mkdir -p "$logs"
+    ls tests/python/test_*.py | grep -v '/test_gpu\.py$' |
+      PYTHONPATH="$root/build/python" RCKPT_CLI="$root/build/tools/rckpt" \
+      RCKPT_TEST_DATA_DIR="$root/tests/data" RCKPT_SOURCE_DIR="$root" PY="$py2" LOGS="$logs" \
+      xargs -P "$(nproc)" -I{} sh -c 'n=$(basename {} .py) rc=0
+        "$PY" -m pytest -q -ra -p no:cacheprovider -m "not gpu" {} >"$LOGS/$n.log" 2>&1 || rc=$?
+        case $rc in  # 5: the whole file skipped (pytest -m finds no test to run)
+          0) echo "passed  $n: $(tail -1 "$LOGS/$n.log")" ;;
+          5) echo "skipped $n: $(grep -m1 "^SKIPPED" "$LOGS/$n.log")" ;;
+          *) echo "FAILED  $n: $(tail -1 "$LOGS/$n.log")"; touch "$LOGS/$n.failed" ;;
+        esac'
+    if ls "$logs"/*.failed >/dev/null 2>&1; then
+      for f in "$logs"/*.failed; do
+        echo; echo "--- ${f%.failed}.log"; cat "${f%.failed}.log"
+      done
+      echo "python suites on torch 2: failures above (logs in $logs)" >&2
+      exit 1
+    fi
+  fi
+fi
 
 # mypy ([tool.mypy] in pyproject.toml) over the package as the build laid it
 # out, with the generated stubs of its extension modules, and the Python tests.
@@ -66,8 +115,8 @@ else
       -LE 'install|gpu|python'
 fi
 
-# Bounded libFuzzer runs of every fuzz target (about 5 minutes in all).
-fuzz_seconds="${RCKPT_FUZZ_SECONDS:-30}"
+# Bounded libFuzzer runs of every fuzz target (20 s each, about 3 minutes in all).
+fuzz_seconds="${RCKPT_FUZZ_SECONDS:-20}"
 if [ "${RCKPT_SKIP_FUZZ:-0}" = 1 ]; then
   stage "fuzzers: skipped (RCKPT_SKIP_FUZZ=1)"
 elif ! command -v clang++ >/dev/null ||

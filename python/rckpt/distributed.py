@@ -1,66 +1,227 @@
-"""Sharded checkpoints of multi-process jobs over MPI, from Python.
+"""Sharded checkpoints of multi-process jobs, from Python.
 
-Every rank of an mpi4py communicator calls :func:`save` with its part of the
-state; the ranks write one ``.rckpt`` file in parallel, each its own blocks.
-A job of any size then calls :func:`load`, every rank asking for the blocks
-it wants::
+Every rank of a job calls :func:`save` with its part of the state; the
+ranks write one ``.rckpt`` file in parallel, each its own blocks. A job of
+any size then calls :func:`load`, every rank asking for the blocks it wants.
+The ranks talk through a torch.distributed process group (a job launched
+with ``torchrun``; NCCL or gloo) or an mpi4py communicator (``mpirun``)::
 
-    from mpi4py import MPI
+    import torch.distributed as dist
     import rckpt.distributed as rd
 
-    comm = MPI.COMM_WORLD
-    rd.save(comm, "run/last.rckpt",
+    dist.init_process_group("gloo")            # torchrun sets the rendezvous
+    rank, world = dist.get_rank(), dist.get_world_size()
+    rd.save(None, "run/last.rckpt",             # None: the default process group
             {"model": {"fc1.weight": rd.Shard(my_rows, (row0, 0), (4096, 1024)),
                        "embed.weight": embedding},            # replicated
              "controller": {"epoch": 7}},                      # rank 0's is kept
             rank_state={"cursor": cursor}, rng=rckpt.capture_rng())
-    back = rd.load(comm, "run/last.rckpt",
-                   {"model.fc1.weight": rd.part((4096, 1024), comm.rank, comm.size),
+    back = rd.load(None, "run/last.rckpt",
+                   {"model.fc1.weight": rd.part((4096, 1024), rank, world),
                     "model.embed.weight": None})               # None: the whole tensor
 
 The calls are collective: every rank calls them, with the same path, and
-every rank raises the same exception when any rank fails. The C++ library
+every rank raises the same exception when any rank fails; a rank that never
+comes (it crashed, or failed before the call) makes the others raise
+IoError after ``timeout`` instead of hanging. The C++ library
 (rckpt/distributed.h) does the work; docs/DISTRIBUTED.md, "From Python".
 """
 
 from __future__ import annotations
 
+import datetime
 import importlib
-import importlib.util
+import json
 import os
 import re
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union
 
+from . import _distributed
 from ._args import device_str, map_location_arg, progress_callback, rng_records, sync_cuda
-from .errors import Error
+from .errors import Error, IoError
 from .rng import RngRecord, RngState
 
 if TYPE_CHECKING:
     import torch
-    from mpi4py import MPI
+    import torch.distributed
 
     from ._typing import Device, MapLocation, Origin, Progress
 
-if importlib.util.find_spec(f"{__package__}._distributed") is None:
-    raise ImportError(
-        "rckpt.distributed is not available: this rckpt was built without MPI (the extension "
-        "rckpt._distributed is missing). Install an MPI (Debian: libopenmpi-dev openmpi-bin) "
-        "and rebuild; docs/DISTRIBUTED.md")
-try:
-    from mpi4py import MPI as _MPI
-except ImportError as e:
-    raise ImportError("rckpt.distributed needs mpi4py, built for the MPI rckpt was built with "
-                      f"(Debian: python3-mpi4py): {e}") from e
-from . import _distributed  # noqa: E402  (after mpi4py has loaded and initialised MPI)
+    #: What the collective calls take: a torch.distributed ProcessGroup, an
+    #: mpi4py communicator, or None (torch.distributed's default group).
+    Comm = Any
 
-if _distributed.mpi_library_version() != _MPI.Get_library_version():
-    raise ImportError(
-        "rckpt.distributed: mpi4py uses another MPI than rckpt was built with; their "
-        "communicators are not interchangeable.\n  mpi4py: "
-        f"{_MPI.Get_library_version().strip()}\n  rckpt:  "
-        f"{_distributed.mpi_library_version().strip()}")
 _distributed.init_torch()
+
+#: Collectives wait this long for every rank (seconds) unless told otherwise:
+#: torch.distributed's own default for gloo.
+DEFAULT_TIMEOUT = 1800.0
+
+
+def _seconds(timeout: Union[float, datetime.timedelta]) -> float:
+    seconds = timeout.total_seconds() if isinstance(timeout, datetime.timedelta) else timeout
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
+        raise ValueError(f"timeout must be a positive number of seconds or a timedelta, "
+                         f"not {timeout!r}")
+    return float(seconds)
+
+
+class _TorchComm:
+    """The collectives of a torch.distributed process group, on byte strings.
+
+    Each collective is launched asynchronously and waited for at most the
+    timeout (gloo honours it; with NCCL the group's own watchdog applies).
+    Tensors travel on the group's device: CUDA for an NCCL group, else CPU.
+    """
+
+    def __init__(self, group, seconds):
+        import torch
+        import torch.distributed as dist
+        self._dist, self._torch = dist, torch
+        self.group = group
+        self.rank = dist.get_rank(group)
+        self.size = dist.get_world_size(group)
+        self.seconds = seconds
+        self.error = None  # the first collective's failure: later ones are not tried
+        backend = str(dist.get_backend(group)).lower()
+        cuda = backend == "nccl" or (backend.startswith("cuda:nccl") and "cpu:" not in backend)
+        self.device = (torch.device("cuda", torch.cuda.current_device()) if cuda
+                       else torch.device("cpu"))
+
+    def _wait(self, work, what):
+        if self.error is not None:
+            raise self.error
+        t0 = time.monotonic()
+        try:
+            work.wait(timeout=datetime.timedelta(seconds=self.seconds))
+        except Exception as e:  # noqa: BLE001  (gloo raises RuntimeError; any is a failure)
+            waited = time.monotonic() - t0
+            if waited >= self.seconds * 0.99:
+                message = (f"rank {self.rank}: {what} timed out after {self.seconds:g} s waiting "
+                           f"for the other ranks of the process group (a rank failed, exited or "
+                           f"is stuck): {e}")
+            else:
+                message = f"rank {self.rank}: {what} failed: {e}"
+            self.error = IoError(message)
+            raise self.error from e
+
+    def _sizes(self, n, what):
+        torch = self._torch
+        mine = torch.tensor([n], dtype=torch.int64, device=self.device)
+        sizes = [torch.zeros(1, dtype=torch.int64, device=self.device) for _ in range(self.size)]
+        self._wait(self._dist.all_gather(sizes, mine, group=self.group, async_op=True), what)
+        return [int(t.item()) for t in sizes]
+
+    def _tensor(self, data, length):
+        torch = self._torch
+        buf = torch.zeros(max(length, 1), dtype=torch.uint8, device=self.device)
+        if data:
+            buf[:len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+        return buf
+
+    def allgather(self, data):
+        sizes = self._sizes(len(data), "allgather")
+        longest = max(sizes)
+        outs = [self._tensor(b"", longest) for _ in range(self.size)]
+        self._wait(self._dist.all_gather(outs, self._tensor(data, longest), group=self.group,
+                                         async_op=True), "allgather")
+        return [o[:n].cpu().numpy().tobytes() for o, n in zip(outs, sizes)]
+
+    def broadcast(self, data, root):
+        torch, dist = self._torch, self._dist
+        src = dist.get_global_rank(self.group, root) if hasattr(dist, "get_global_rank") else root
+        n = torch.tensor([len(data) if self.rank == root else 0], dtype=torch.int64,
+                         device=self.device)
+        self._wait(dist.broadcast(n, src, group=self.group, async_op=True), "broadcast")
+        buf = self._tensor(data if self.rank == root else b"", int(n.item()))
+        self._wait(dist.broadcast(buf, src, group=self.group, async_op=True), "broadcast")
+        return buf[:int(n.item())].cpu().numpy().tobytes()
+
+    def barrier(self):
+        self._sizes(0, "barrier")
+
+
+class _MpiComm:
+    """The collectives of an mpi4py communicator, on byte strings.
+
+    Each collective waits at most the timeout for every rank to enter it (a
+    non-blocking barrier, polled) before it runs; MPI cannot cancel the
+    barrier left pending after a timeout: abort the job then.
+    """
+
+    def __init__(self, comm, seconds):
+        self.comm = comm
+        self.rank = comm.Get_rank()
+        self.size = comm.Get_size()
+        self.seconds = seconds
+        self.error = None
+
+    def _arrive(self, what):
+        if self.error is not None:
+            raise self.error
+        request = self.comm.Ibarrier()
+        deadline = time.monotonic() + self.seconds
+        pause = 2e-5
+        while not request.Test():
+            if time.monotonic() >= deadline:
+                self.error = IoError(
+                    f"rank {self.rank}: {what} timed out after {self.seconds:g} s waiting for "
+                    f"the other ranks (a rank failed, exited or is stuck; abort the MPI job)")
+                raise self.error
+            time.sleep(pause)
+            pause = min(pause * 2, 5e-3)
+
+    def allgather(self, data):
+        self._arrive("allgather")
+        return self.comm.allgather(bytes(data))
+
+    def broadcast(self, data, root):
+        self._arrive("broadcast")
+        return self.comm.bcast(bytes(data) if self.rank == root else None, root=root)
+
+    def barrier(self):
+        self._arrive("barrier")
+
+
+class _LocalComm:
+    """A job of one process: collectives with nobody else (rckpt.dcp without a group)."""
+
+    rank, size, error = 0, 1, None
+
+    def allgather(self, data):
+        return [bytes(data)]
+
+    def broadcast(self, data, root):
+        return bytes(data)
+
+    def barrier(self):
+        pass
+
+
+LOCAL: Any = _LocalComm()
+
+
+def _communicator(comm, timeout):
+    """The collectives of ``comm``: a ProcessGroup, an mpi4py communicator, or None."""
+    seconds = _seconds(timeout)
+    if isinstance(comm, (_TorchComm, _MpiComm, _LocalComm)):
+        return comm
+    if type(comm).__module__ == "mpi4py.MPI":
+        return _MpiComm(comm, seconds)
+    import torch.distributed as dist
+    if comm is None:
+        if not (dist.is_available() and dist.is_initialized()):
+            raise ValueError("comm=None means torch.distributed's default process group, but "
+                             "torch.distributed is not initialised: call "
+                             "torch.distributed.init_process_group() first (torchrun sets its "
+                             "environment), or pass an mpi4py communicator")
+        return _TorchComm(dist.group.WORLD, seconds)
+    if dist.is_available() and isinstance(comm, dist.ProcessGroup):
+        return _TorchComm(comm, seconds)
+    raise TypeError(f"comm must be a torch.distributed ProcessGroup, an mpi4py communicator or "
+                    f"None (the default process group), not {type(comm)}")
 
 
 class Block(NamedTuple):
@@ -141,15 +302,18 @@ def _agree(comm, fn):
     the lowest failing rank's class and message, prefixed "rank <r>: "
     unless it names a rank already, chained from the rank's own exception
     where it had one. Collective: each rank learns the others' outcome
-    before any goes on, so no rank is left waiting in MPI for one that
-    failed.
+    before any goes on, so no rank is left waiting in a collective for one
+    that failed. When a collective itself failed (a rank is gone) there is
+    nobody to agree with: the failure is raised as it is.
     """
     try:
         result, err = fn(), None
     except BaseException as e:  # Ctrl-C too: the other ranks must not wait forever
         result, err = None, e
-    mine = None if err is None else (type(err).__module__, type(err).__qualname__, str(err))
-    outcomes = comm.allgather(mine)
+    if comm.error is not None:
+        raise comm.error from (err if err is not comm.error else None)
+    mine = None if err is None else [type(err).__module__, type(err).__qualname__, str(err)]
+    outcomes = [json.loads(o) for o in comm.allgather(json.dumps(mine).encode())]
     failed = [(r, o) for r, o in enumerate(outcomes) if o is not None]
     if not failed:
         return result
@@ -174,15 +338,20 @@ def _exception(module, qualname, message):
     return Error(f"{qualname}: {message}")
 
 
-def save(comm: MPI.Comm, path: Union[str, os.PathLike[str]], state: dict[str, Any], *,
+def save(comm: Comm, path: Union[str, os.PathLike[str]], state: dict[str, Any], *,
          rank_state: Any = None, common: Optional[dict[str, Any]] = None,
          rng: Optional[Mapping[str, RngRecord]] = None, codec: str = "none", level: int = 1,
          chunk_bytes: int = 4 << 20, threads: int = 0,
          metadata: Optional[Mapping[str, object]] = None, origin: Optional[Origin] = None,
-         progress: Optional[Progress] = None, emulate_devices: int = 0) -> None:
+         progress: Optional[Progress] = None, emulate_devices: int = 0,
+         timeout: Union[float, datetime.timedelta] = DEFAULT_TIMEOUT) -> None:
     """Saves the state of every rank of ``comm`` into one file at ``path``, atomically.
 
-    Collective: every rank calls it with the same path. What each rank gives:
+    ``comm``: a torch.distributed ProcessGroup (``dist.group.WORLD``, a
+    subgroup), None for torch.distributed's default group, or an mpi4py
+    communicator. Collective: every rank calls it with the same path, which
+    every rank must see (one node or a shared file system); each rank writes
+    its own extent of the file. What each rank gives:
 
     - ``state``: a dict of sections, as rckpt.save takes. A :class:`Shard`
       is this rank's block of the tensor its key path names; a plain tensor
@@ -204,9 +373,12 @@ def save(comm: MPI.Comm, path: Union[str, os.PathLike[str]], state: dict[str, An
     otherwise every rank raises the same exception (TypeError naming the key
     path of a value that cannot be stored; InvalidArgumentError for blocks
     that overlap, leave a gap or disagree on shape, dtype or section;
-    IoError ...), and a previous file at ``path`` is intact.
+    IoError ...), and a previous file at ``path`` is intact. A collective
+    that waits longer than ``timeout`` (seconds or a timedelta) for the
+    other ranks raises IoError naming this rank.
     """
-    rank = comm.Get_rank()
+    comm = _communicator(comm, timeout)
+    rank = comm.rank
 
     def prepare():
         if not isinstance(path, (str, os.PathLike)):
@@ -228,7 +400,20 @@ def save(comm: MPI.Comm, path: Union[str, os.PathLike[str]], state: dict[str, An
             progress_callback(progress, f"save (rank {rank})"), emulate_devices)
 
     plan = _agree(comm, prepare)
-    _agree(comm, lambda: _distributed.save(plan))
+    try:
+        _distributed.save(plan)
+    except BaseException as e:
+        # The library's save fails on every rank alike (a progress callback
+        # that raises cancels it); the ranks agree on which exception to
+        # raise: the callback's own, say, on one rank. A save that succeeded
+        # everywhere needs no more collectives. (A load cannot skip this: a
+        # map_location callable that raises on one rank lets the library's
+        # load go on.)
+        _agree(comm, lambda: _raise(e))
+
+
+def _raise(e: BaseException) -> None:
+    raise e
 
 
 class RankLoad(Mapping[str, Any]):
@@ -295,14 +480,16 @@ def _rng_state(records):
     return RngState((name, RngRecord(kind, origin, data)) for name, kind, origin, data in records)
 
 
-def load(comm: MPI.Comm, path: Union[str, os.PathLike[str]],
+def load(comm: Comm, path: Union[str, os.PathLike[str]],
          wants: Mapping[str, Union[Block, tuple[Sequence[int], Sequence[int]], None]], *,
          map_location: Optional[MapLocation] = None, model_device: Optional[Device] = None,
          verify: bool = True, threads: int = 0, progress: Optional[Progress] = None,
-         emulate_devices: int = 0) -> RankLoad:
+         emulate_devices: int = 0,
+         timeout: Union[float, datetime.timedelta] = DEFAULT_TIMEOUT) -> RankLoad:
     """Reads the blocks this rank wants from ``path``; returns a :class:`RankLoad`.
 
-    Collective: every rank calls it with the same path, a job of any size.
+    Collective: every rank of ``comm`` (as :func:`save` takes it) calls it
+    with the same path, a job of any size.
     ``wants`` maps tensor names (as rckpt.load names them in
     ``Checkpoint.tensors``: the key path, ``"model.fc1.weight"``) to the
     block this rank wants, ``(offsets, sizes)`` or a :class:`Block` (see
@@ -314,9 +501,11 @@ def load(comm: MPI.Comm, path: Union[str, os.PathLike[str]],
 
     Every rank raises the same exception when any rank fails:
     NotFoundError (no such file or tensor), InvalidArgumentError (a block
-    outside its tensor), CorruptionError, UnsupportedError, ...
+    outside its tensor), CorruptionError, UnsupportedError, ...; IoError
+    when a collective waited longer than ``timeout``.
     """
-    rank, world_size = comm.Get_rank(), comm.Get_size()
+    comm = _communicator(comm, timeout)
+    rank, world_size = comm.rank, comm.size
 
     def prepare():
         if not isinstance(path, (str, os.PathLike)):
@@ -342,4 +531,4 @@ def load(comm: MPI.Comm, path: Union[str, os.PathLike[str]],
     return _agree(comm, lambda: RankLoad(_distributed.load(plan), rank, world_size))
 
 
-__all__ = ["Block", "RankLoad", "Shard", "load", "part", "save"]
+__all__ = ["DEFAULT_TIMEOUT", "Block", "RankLoad", "Shard", "load", "part", "save"]

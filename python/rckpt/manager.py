@@ -17,6 +17,7 @@ a manager opens the directory.
 """
 
 import os
+import pickle
 import re
 import threading
 import warnings
@@ -83,9 +84,11 @@ class CheckpointManager:
     - ``async_save``: save with rckpt.save_async semantics (the snapshot is
       taken before save() returns, the file written in the background);
       False saves synchronously. The manager has its own saver.
-    - ``comm``: an mpi4py communicator: every rank calls every method
-      (collective), saves go through rckpt.distributed.save (synchronous),
-      rank 0 prunes and writes "latest", and every rank gets the same steps.
+    - ``comm``: a torch.distributed ProcessGroup (``dist.group.WORLD``) or an
+      mpi4py communicator: every rank calls every method (collective), saves
+      go through rckpt.distributed.save (synchronous), rank 0 prunes and
+      writes "latest", and every rank gets the same steps; ``timeout``
+      (seconds) bounds each collective, as rckpt.distributed's calls.
     - other keywords are rckpt.save's options (codec, level, chunk_bytes,
       threads, metadata, origin, progress, emulate_devices).
 
@@ -93,7 +96,7 @@ class CheckpointManager:
     """
 
     def __init__(self, directory, *, keep=3, keep_every=None, async_save=True, comm=None,
-                 **save_options):
+                 timeout=1800.0, **save_options):
         _check_count("keep", keep, allow_none=True)
         _check_count("keep_every", keep_every, allow_none=True)
         if not isinstance(directory, (str, os.PathLike)):
@@ -109,7 +112,10 @@ class CheckpointManager:
         self.keep = keep
         self.keep_every = keep_every
         self.async_save = async_save and comm is None
-        self._comm = comm
+        self._comm = None
+        if comm is not None:
+            from .distributed import _communicator
+            self._comm = _communicator(comm, timeout)
         self._options = save_options
         self._saver = AsyncSaver() if self.async_save else None
         self._pending = None  # (step, SaveFuture) of the save in flight
@@ -120,7 +126,7 @@ class CheckpointManager:
 
     # -- collective helpers -------------------------------------------------------------
     def _is_root(self):
-        return self._comm is None or self._comm.Get_rank() == 0
+        return self._comm is None or self._comm.rank == 0
 
     def _on_root(self, fn):
         """fn() on rank 0 (or alone); with a communicator every rank gets its result or
@@ -129,7 +135,8 @@ class CheckpointManager:
             return fn()
         from .distributed import _agree
         value = _agree(self._comm, lambda: fn() if self._is_root() else None)
-        return self._comm.bcast(value, root=0)
+        # Rank 0's answer (steps, names) for every rank; the ranks are one job.
+        return pickle.loads(self._comm.broadcast(pickle.dumps(value), 0))
 
     def _open_directory(self):
         os.makedirs(self.directory, exist_ok=True)

@@ -1,13 +1,16 @@
-// rckpt._distributed: collective saves and loads over an mpi4py
-// communicator (rckpt/distributed.h), the bindings rckpt.distributed is
-// written over. Built only where MPI is found.
+// rckpt._distributed: collective saves and loads (rckpt/distributed.h) over
+// a communicator written in Python, the bindings rckpt.distributed is
+// written over. The Python object gives `rank`, `size`, `allgather(bytes)
+// -> list[bytes]`, `broadcast(bytes, root) -> bytes` and `barrier()`;
+// rckpt.distributed fills them with torch.distributed or mpi4py calls. No
+// MPI is linked here.
 //
 // Each call comes in two steps: converting this rank's arguments (prepare_*)
 // and the collective call itself. The Python layer agrees across the ranks
 // on the first step's outcome before any rank enters the second, so that a
 // rank whose arguments fail to convert does not leave the others waiting
-// inside MPI. The GIL is released during the collective calls.
-#include <mpi.h>
+// in a collective. The GIL is released during the collective calls and
+// taken by each collective's call into Python.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
@@ -15,6 +18,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <memory>
+#include <string_view>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,32 +36,77 @@ using namespace nb::literals;
 namespace rckpt::python {
 namespace {
 
-// The MPI_Comm of an mpi4py communicator, through its Fortran handle (the
-// one conversion MPI defines between bindings; no mpi4py headers needed).
-MPI_Comm CommOf(nb::handle comm) {
-  int initialized = 0, finalized = 0;
-  MPI_Initialized(&initialized);
-  MPI_Finalized(&finalized);
-  if (!initialized || finalized) {
-    throw StatusError(Status::InvalidArgument(
-        "MPI is not initialized, or already finalized (import mpi4py.MPI first)"));
+// A Communicator whose collectives are the Python object's methods. A
+// method that raises fails the collective: IoError "rank <r>: <collective>
+// failed: <the exception>" (the Python object keeps the exception itself).
+class PyCommunicator : public Communicator {
+ public:
+  explicit PyCommunicator(nb::object comm) : comm_(std::move(comm)) {
+    rank_ = nb::cast<int>(comm_.attr("rank"));
+    size_ = nb::cast<int>(comm_.attr("size"));
+    if (size_ < 1 || rank_ < 0 || rank_ >= size_) {
+      throw nb::value_error(("communicator: rank " + std::to_string(rank_) + " of size " +
+                             std::to_string(size_))
+                                .c_str());
+    }
   }
-  if (!nb::hasattr(comm, "py2f")) {
-    throw nb::type_error(("comm must be an mpi4py communicator, not " +
-                          Str(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(comm.ptr())))))
-                             .c_str());
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  Result<std::vector<std::string>> AllGather(std::string_view bytes) override {
+    return Call<std::vector<std::string>>("allgather", [&] {
+      nb::list all = nb::cast<nb::list>(comm_.attr("allgather")(nb::bytes(bytes.data(), bytes.size())));
+      if (static_cast<int>(all.size()) != size_) {
+        throw nb::value_error("allgather returned a list of the wrong length");
+      }
+      std::vector<std::string> out;
+      for (nb::handle h : all) {
+        nb::bytes b = nb::cast<nb::bytes>(h);
+        out.emplace_back(b.c_str(), b.size());
+      }
+      return out;
+    });
   }
-  const MPI_Comm c = MPI_Comm_f2c(nb::cast<MPI_Fint>(comm.attr("py2f")()));
-  if (c == MPI_COMM_NULL) {
-    throw StatusError(Status::InvalidArgument("the communicator is MPI.COMM_NULL"));
+
+  Result<std::string> Broadcast(int root, std::string_view bytes) override {
+    return Call<std::string>("broadcast", [&] {
+      nb::bytes b = nb::cast<nb::bytes>(
+          comm_.attr("broadcast")(nb::bytes(bytes.data(), bytes.size()), root));
+      return std::string(b.c_str(), b.size());
+    });
   }
-  return c;
-}
+
+  Status Barrier() override {
+    return Call<bool>("barrier", [&] {
+      comm_.attr("barrier")();
+      return true;
+    }).status();
+  }
+
+ private:
+  template <typename T, typename F>
+  Result<T> Call(const char* what, F&& f) {
+    nb::gil_scoped_acquire gil;
+    try {
+      return f();
+    } catch (nb::python_error& e) {
+      return Status::IoError("rank " + std::to_string(rank_) + ": " + what + " failed: " +
+                             e.what());
+    } catch (const std::exception& e) {
+      return Status::IoError("rank " + std::to_string(rank_) + ": " + what + " failed: " + e.what());
+    }
+  }
+
+  nb::object comm_;
+  int rank_ = 0;
+  int size_ = 1;
+};
 
 // One rank's part of a collective save, converted and waiting for the
 // collective call. Its tensors borrow the memory of `state`'s tensors.
 struct SavePlan {
-  MPI_Comm comm = MPI_COMM_NULL;
+  std::unique_ptr<PyCommunicator> comm;
   std::string path;
   nb::object state;  // the tree whose tensors the blocks borrow
   std::vector<nb::object> keep_alive;
@@ -73,7 +122,7 @@ std::unique_ptr<SavePlan> PrepareSave(nb::handle comm, std::string path, nb::obj
                                       int threads, nb::dict metadata, nb::handle origin,
                                       nb::object progress, int emulate_devices) {
   auto plan = std::make_unique<SavePlan>();
-  plan->comm = CommOf(comm);
+  plan->comm = std::make_unique<PyCommunicator>(nb::borrow(comm));
   plan->path = std::move(path);
   plan->state = state;
   RankState& rs = plan->rank_state;
@@ -102,7 +151,7 @@ void Save(SavePlan& plan) {
   Status s;
   {
     nb::gil_scoped_release release;
-    s = SaveDistributed(plan.comm, plan.path, plan.rank_state, plan.options);
+    s = SaveDistributed(*plan.comm, plan.path, plan.rank_state, plan.options);
   }
   plan.progress->RaiseIfPending();
   ThrowIfError(s);
@@ -110,12 +159,13 @@ void Save(SavePlan& plan) {
 
 // One rank's requests and load options, waiting for the collective call.
 struct LoadPlan {
-  MPI_Comm comm = MPI_COMM_NULL;
+  std::unique_ptr<PyCommunicator> comm;
   std::string path;
   std::vector<BlockRequest> wants;
   std::shared_ptr<DeviceRuntime> runtime;
   std::unique_ptr<Progress> progress;
   std::optional<nb::python_error> callback_error;  // of a map_location callable
+  std::vector<nb::object> keep_alive;                // the `into` tensors
   LoadOptions options;
 };
 
@@ -124,8 +174,10 @@ std::unique_ptr<LoadPlan> PrepareLoad(nb::handle comm, std::string path, nb::lis
                                       std::optional<std::string> model_device, bool verify,
                                       int threads, nb::object progress, int emulate_devices) {
   auto plan = std::make_unique<LoadPlan>();
-  plan->comm = CommOf(comm);
+  plan->comm = std::make_unique<PyCommunicator>(nb::borrow(comm));
   plan->path = std::move(path);
+  // (name, offsets, sizes[, into]): offsets and sizes None for the whole
+  // tensor; `into` a contiguous torch tensor the block is read into.
   for (nb::handle w : wants) {
     nb::tuple t = nb::cast<nb::tuple>(w);
     BlockRequest& r = plan->wants.emplace_back();
@@ -133,6 +185,14 @@ std::unique_ptr<LoadPlan> PrepareLoad(nb::handle comm, std::string path, nb::lis
     if (!t[1].is_none()) {
       r.offsets = nb::cast<Shape>(t[1]);
       r.sizes = nb::cast<Shape>(t[2]);
+    }
+    if (t.size() > 3 && !t[3].is_none()) {
+      if (!nb::cast<bool>(t[3].attr("is_contiguous")())) {
+        throw nb::value_error((r.name + ": the tensor to read the block into must be "
+                               "contiguous").c_str());
+      }
+      plan->keep_alive.push_back(nb::borrow(t[3]));
+      r.into = TorchTensorView(t[3], r.name, &plan->keep_alive);
     }
   }
   plan->runtime = RuntimeFor(emulate_devices);
@@ -146,14 +206,19 @@ nb::dict Load(LoadPlan& plan) {
   std::optional<Result<RankLoad>> loaded;
   {
     nb::gil_scoped_release release;
-    loaded.emplace(LoadDistributed(plan.comm, plan.path, plan.wants, plan.options));
+    loaded.emplace(LoadDistributed(*plan.comm, plan.path, plan.wants, plan.options));
   }
   RaiseCallbackError(&plan.callback_error);
   plan.progress->RaiseIfPending();
   RankLoad r = ValueOrThrow(std::move(*loaded));
 
   nb::dict out;
-  TorchTensors t = TensorsToTorch(r.blocks, plan.runtime, plan.runtime != nullptr);
+  // The blocks read into a request's own tensor are in it already.
+  std::vector<TensorEntry> fresh;
+  for (size_t k = 0; k < r.blocks.size(); ++k) {
+    if (!plan.wants[k].into) fresh.push_back(std::move(r.blocks[k]));
+  }
+  TorchTensors t = TensorsToTorch(fresh, plan.runtime, plan.runtime != nullptr);
   out["blocks"] = t.tensors;
   out["placement"] = t.placement;
   out["origin"] = t.origin;
@@ -172,13 +237,6 @@ nb::dict Load(LoadPlan& plan) {
   return out;
 }
 
-std::string MpiLibraryVersion() {
-  char version[MPI_MAX_LIBRARY_VERSION_STRING];
-  int n = 0;
-  MPI_Get_library_version(version, &n);
-  return std::string(version, static_cast<size_t>(n));
-}
-
 }  // namespace
 }  // namespace rckpt::python
 
@@ -194,7 +252,6 @@ NB_MODULE(_distributed, m) {
   m.def("prepare_load", &PrepareLoad, "comm"_a, "path"_a, "wants"_a, "map_location"_a.none(),
         "model_device"_a.none(), "verify"_a, "threads"_a, "progress"_a.none(), "emulate_devices"_a);
   m.def("load", &Load, "plan"_a);
-  m.def("mpi_library_version", &MpiLibraryVersion);
   // Looks torch up once, at `import rckpt.distributed`, while one thread runs.
   m.def("init_torch", [] { Torch(); });
 }

@@ -18,6 +18,7 @@
 #include "format/collective_layout.h"
 #include "from_checkpoint.h"
 #include "rckpt/human_bytes.h"
+#include "rckpt/inspect.h"
 #include "rckpt/io.h"
 #include "rckpt/runtime.h"
 #include "to_checkpoint.h"
@@ -142,6 +143,46 @@ void LoadInto(const std::string& path, nb::list targets, std::vector<std::string
   ThrowIfError(s);
 }
 
+// What a file holds, from its manifest alone (no tensor data is read): its
+// tensors (name, section, torch dtype, shape, and the blocks of a sharded
+// tensor), metadata and tree (each tensor reference as ref(name), RNG
+// records as their generators' forms). What rckpt.dcp.Reader describes to
+// DCP.
+nb::dict Describe(const std::string& path, nb::handle ref) {
+  InspectReport report;
+  {
+    nb::gil_scoped_release release;
+    report = ValueOrThrow(InspectRckpt(path));
+  }
+  const TorchApi& api = Torch();
+  nb::list tensors;
+  nb::dict refs;
+  for (const InspectTensor& t : report.tensors) {
+    refs[nb::str(t.name.data(), t.name.size())] = ref(t.name);
+    nb::dict d;
+    d["name"] = t.name;
+    d["section"] = t.section;
+    const size_t k = static_cast<size_t>(t.dtype);
+    d["dtype"] = k < api.torch_dtype.size() ? api.torch_dtype[k] : nb::none();
+    d["dtype_name"] = std::string(DTypeName(t.dtype));
+    d["shape"] = nb::cast(t.shape);
+    nb::list blocks;
+    for (const InspectShard& s : t.shards) {
+      blocks.append(nb::make_tuple(nb::cast(s.offsets), nb::cast(s.sizes)));
+    }
+    d["blocks"] = blocks;
+    tensors.append(d);
+  }
+  nb::dict metadata;
+  for (const auto& [k, v] : report.metadata) metadata[nb::str(k.data(), k.size())] = v;
+  const Checkpoint no_rng;
+  nb::dict out;
+  out["tensors"] = tensors;
+  out["metadata"] = metadata;
+  out["tree"] = TreeToPython(report.tree, no_rng, refs);
+  return out;
+}
+
 int CudaDeviceCount(int emulate_devices) {
   std::shared_ptr<DeviceRuntime> runtime = RuntimeFor(emulate_devices);
   return runtime ? runtime->DeviceCount() : DefaultRuntime().DeviceCount();
@@ -162,6 +203,7 @@ NB_MODULE(_core, m) {
   m.def("load_into", &LoadInto, "path"_a, "targets"_a, "sections"_a, "strict"_a, "verify"_a,
         "threads"_a, "progress"_a.none(), "emulate_devices"_a);
   m.def("cuda_device_count", &CudaDeviceCount, "emulate_devices"_a);
+  m.def("describe", &Describe, "path"_a, "ref"_a);
   // Looks torch up once, at `import rckpt`, while one thread runs.
   m.def("init_torch", [] { Torch(); });
   m.def("human_bytes", &rckpt::HumanBytes, "n"_a);

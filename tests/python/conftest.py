@@ -81,9 +81,6 @@ def mpiexec_or_skip(what):
     module (``what`` says which suite) naming what is missing."""
     skip = f"{what} skipped: "
     mpiexec = os.environ.get("RCKPT_MPIEXEC") or shutil.which("mpiexec")
-    if importlib.util.find_spec("rckpt._distributed") is None:
-        pytest.skip(skip + "rckpt was built without MPI (no rckpt._distributed)",
-                    allow_module_level=True)
     if importlib.util.find_spec("mpi4py") is None:
         pytest.skip(skip + "mpi4py is not installed (Debian: python3-mpi4py)",
                     allow_module_level=True)

@@ -1,4 +1,5 @@
-"""The MPI side of test_distributed.py, run under mpirun, one scenario a run:
+"""The job side of test_distributed.py, run under mpirun (over mpi4py) or
+torchrun (over a gloo process group), one scenario a run:
 
     distributed_driver.py save OUT DIR     4 ranks save DIR/ck.rckpt, then load it back
                                            with the same sharding and restore their RNGs
@@ -6,11 +7,14 @@
     distributed_driver.py failures OUT DIR DATA  one rank's failure, or a bad file: every
                                            rank raises the same error; the previous file
                                            survives
+    distributed_driver.py vanish OUT DIR   rank 1 never calls the save: the others time out
+    distributed_driver.py kill OUT DIR     rank 1 killed mid-save: the job ends, the
+                                           previous file survives
 
 Every rank checks its own outcome (an assertion failure aborts the job) and
 writes what it saw to OUT/<rank>.jsonl, one JSON record a line, for the test
-to compare across ranks. Importing this module does not import mpi4py: the test reuses the
-state definitions below.
+to compare across ranks. Importing this module imports neither mpi4py nor
+torch.distributed's groups: the test reuses the state definitions below.
 """
 
 import json
@@ -19,8 +23,10 @@ import random
 import resource
 import signal
 import sys
+import time
 import traceback
 import zlib
+from typing import Callable
 
 import numpy as np
 import torch
@@ -126,8 +132,8 @@ def report(**fields):
     _results.flush()  # type: ignore[union-attr]
 
 
-def scenario_save(comm, rd, directory):
-    rank = comm.rank
+def scenario_save(job, rd, directory):
+    rank = job.rank
     torch.manual_seed(100 + rank)
     random.seed(200 + rank)
     np.random.seed(300 + rank)
@@ -135,15 +141,15 @@ def scenario_save(comm, rd, directory):
     draws = (raw(torch.rand(6)), random.random(), np.random.rand())
     path = os.path.join(directory, "ck.rckpt")
     # Host copies of what each rank trained on its own GPU: the origin says which.
-    rd.save(comm, path, state_of(rank, comm.size, rd), rank_state=rank_state(rank),
+    rd.save(job.comm, path, state_of(rank, job.size, rd), rank_state=rank_state(rank),
             common=COMMON, rng=rng, metadata={"job": "python-mpi-test"},
             origin=f"cuda:{rank}", **SAVE_OPTIONS)
     # Other states in the generators, then the same world size resumes.
     torch.manual_seed(7)
     random.seed(7)
     np.random.seed(7)
-    wants = {n: wanted(n, rank, comm.size, rd, same_split=True) for n in TENSORS}
-    back = rd.load(comm, path, wants, map_location="cpu")
+    wants = {n: wanted(n, rank, job.size, rd, same_split=True) for n in TENSORS}
+    back = rd.load(job.comm, path, wants, map_location="cpu")
     check_blocks(back, wants, rank)
     # A sharded tensor's origin is its lowest rank's; host-role tensors keep the host.
     assert back.origin["model.fc1.weight"] == back.origin["optimizer.state.0.exp_avg"] == "cuda:0"
@@ -153,15 +159,15 @@ def scenario_save(comm, rd, directory):
     restored = rckpt.restore_rng(back.rng)
     again = (raw(torch.rand(6)), random.random(), np.random.rand())
     assert torch.equal(again[0], draws[0]) and again[1:] == draws[1:], "RNG not restored"
-    report(rank=rank, world=comm.size, restored=restored.restored,
+    report(rank=rank, world=job.size, restored=restored.restored,
            bytes_read=back.bytes_read, bytes_needed=back.bytes_needed)
 
 
-def scenario_load(comm, rd, directory):
-    rank, world = comm.rank, comm.size
+def scenario_load(job, rd, directory):
+    rank, world = job.rank, job.size
     wants = {n: wanted(n, rank, world, rd, same_split=False) for n in TENSORS}
     # Each rank's model side on its own (host-emulated) GPU, as a job places it.
-    back = rd.load(comm, os.path.join(directory, "ck.rckpt"), wants,
+    back = rd.load(job.comm, os.path.join(directory, "ck.rckpt"), wants,
                    model_device=f"cuda:{rank}", emulate_devices=world, threads=1)
     check_blocks(back, wants, rank)
     for name in TENSORS:
@@ -184,16 +190,16 @@ def outcome(case, rank, fn):
                is_rckpt_error=isinstance(e, rckpt.Error), message=str(e))
 
 
-def scenario_failures(comm, rd, directory, data):
-    rank, world = comm.rank, comm.size
+def scenario_failures(job, rd, directory, data):
+    rank, world = job.rank, job.size
     path = os.path.join(directory, "f.rckpt")
     good = state_of(rank, world, rd)
-    rd.save(comm, path, good, rank_state=rank_state(rank), **SAVE_OPTIONS)
+    rd.save(job.comm, path, good, rank_state=rank_state(rank), **SAVE_OPTIONS)
     with open(path, "rb") as f:
         before = f.read()
 
     def save(state, **kw):
-        return lambda: rd.save(comm, path, state, **SAVE_OPTIONS, **kw)
+        return lambda: rd.save(job.comm, path, state, **SAVE_OPTIONS, **kw)
 
     # Rank 1 gives fc1's block with a wrong global shape (its rows fit in it).
     bad = state_of(rank, world, rd)
@@ -216,8 +222,8 @@ def scenario_failures(comm, rd, directory, data):
     if rank == 1:
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
     # A directory that does not exist: every rank's open fails.
-    outcome("missing_directory", rank, lambda: rd.save(comm, os.path.join(directory, "no", "f"),
-                                                       good, **SAVE_OPTIONS))
+    outcome("missing_directory", rank, lambda: rd.save(
+        job.comm, os.path.join(directory, "no", "f"), good, **SAVE_OPTIONS))
     # Values that cannot be stored, on one rank only: caught before any rank writes.
     bad = state_of(rank, world, rd)
     if rank == 2:
@@ -235,50 +241,108 @@ def scenario_failures(comm, rd, directory, data):
     report(case="previous_file", rank=rank, intact=intact, temps=temps)
 
     # Loads of files that are not what they should be, and bad requests.
-    outcome("missing_file", rank, lambda: rd.load(comm, os.path.join(directory, "none.rckpt"),
-                                                  {"model.fc1.weight": None}))
+    outcome("missing_file", rank, lambda: rd.load(
+        job.comm, os.path.join(directory, "none.rckpt"), {"model.fc1.weight": None}))
     for name in ("manifest-bitflip.corruption", "truncated-half.corruption",
                  "newer-major-version.unsupported"):
         outcome(name, rank, lambda n=name: rd.load(
-            comm, os.path.join(data, "golden-errors", n + ".rckpt"), {"step": None}))
+            job.comm, os.path.join(data, "golden-errors", n + ".rckpt"), {"step": None}))
     outcome("block_outside_tensor", rank, lambda: rd.load(
-        comm, path, {"model.fc1.weight": ((0, 0), (49, 40)) if rank == 1 else None}))
+        job.comm, path, {"model.fc1.weight": ((0, 0), (49, 40)) if rank == 1 else None}))
     outcome("unknown_tensor", rank, lambda: rd.load(
-        comm, path, {"model.fc9.weight" if rank == 0 else "model.fc1.weight": None}))
+        job.comm, path, {"model.fc9.weight" if rank == 0 else "model.fc1.weight": None}))
     outcome("bad_request", rank, lambda: rd.load(
-        comm, path, {"model.fc1.weight": "rows" if rank == 2 else None}))
+        job.comm, path, {"model.fc1.weight": "rows" if rank == 2 else None}))
 
     def fails_on_rank_1(info):
         if rank == 1:
             raise KeyError(f"no device for {info['name']}")
         return None
     outcome("map_location_raises", rank, lambda: rd.load(
-        comm, path, {"model.fc1.weight": None}, map_location=fails_on_rank_1))
+        job.comm, path, {"model.fc1.weight": None}, map_location=fails_on_rank_1))
     # The file is fine for a load with any request after all that.
-    back = rd.load(comm, path, {"model.embed.weight": None})
+    back = rd.load(job.comm, path, {"model.embed.weight": None})
     assert torch.equal(raw(back.blocks["model.embed.weight"]),
                        raw(global_tensor("model.embed.weight")))
 
 
-def main(argv):
+def scenario_vanish(job, rd, directory):
+    """Rank 1 stays away from the save (alive, as a stuck rank): the others
+    raise IoError after the timeout, naming themselves, instead of waiting
+    forever; rank 1 leaves once they have."""
+    path = os.path.join(directory, "v.rckpt")
+    others = [r for r in range(job.size) if r != 1]
+    if job.rank == 1:
+        report(case="vanish", rank=1, error="stayed away", message=None)
+        deadline = time.monotonic() + 120
+        while not all(os.path.exists(os.path.join(directory, f"done.{r}")) for r in others):
+            assert time.monotonic() < deadline, "the other ranks never gave up"
+            time.sleep(0.05)
+        return
+    outcome("vanish", job.rank, lambda: rd.save(job.comm, path, state_of(job.rank, job.size, rd),
+                                                timeout=5, **SAVE_OPTIONS))
+    report(case="vanish_file", rank=job.rank, exists=os.path.exists(path))
+    open(os.path.join(directory, f"done.{job.rank}"), "w").close()
+
+
+def scenario_kill(job, rd, directory):
+    """A save that finished, then one rank killed in the middle of the next:
+    the job ends (no rank hangs) and the first file is intact."""
+    path = os.path.join(directory, "k.rckpt")
+    rd.save(job.comm, path, state_of(job.rank, job.size, rd), **SAVE_OPTIONS)
+    report(rank=job.rank, saved=True)
+
+    def progress(done, total):
+        if job.rank == 1 and done > 0:
+            os.kill(os.getpid(), signal.SIGKILL)
+    state = {"model": {"fc1.weight": rd.Shard.split(torch.full((256, 1024), 7.0), job.rank,
+                                                    job.size)}}
+    rd.save(job.comm, path, state, progress=progress, timeout=20, **SAVE_OPTIONS)
+    report(rank=job.rank, saved_again=True)  # not reached: the save cannot succeed
+
+
+class Job:
+    """This process's place in the job, and what rckpt.distributed takes as ``comm``."""
+
+    def __init__(self, rank, size, comm, abort, close=lambda: None):
+        self.rank, self.size, self.comm, self.abort, self.close = rank, size, comm, abort, close
+
+
+def job():
+    """An mpi4py communicator under mpirun; torch.distributed's gloo group under torchrun."""
+    if "TORCHELASTIC_RUN_ID" in os.environ or "RCKPT_TEST_LAUNCH" in os.environ:
+        import torch.distributed as dist
+        dist.init_process_group("gloo")
+        # comm=None: the default group, as a torchrun job writes it. The job
+        # ends through launch.end_gloo_job (a torch bug aborts some exits).
+        from launch import end_gloo_job
+        return Job(dist.get_rank(), dist.get_world_size(), None, lambda: os._exit(1),
+                   end_gloo_job)
     from mpi4py import MPI
+    comm = MPI.COMM_WORLD
+    return Job(comm.rank, comm.size, comm, lambda: comm.Abort(1))
+
+
+SCENARIOS: dict[str, Callable[..., None]] = {"save": scenario_save, "load": scenario_load, "failures": scenario_failures,
+             "vanish": scenario_vanish, "kill": scenario_kill}
+
+
+def main(argv):
     import rckpt.distributed as rd
     global _results
-    comm = MPI.COMM_WORLD
+    me = job()
     try:
-        _results = open(os.path.join(argv[2], f"{comm.rank}.jsonl"), "w")
-        if argv[1] == "save":
-            scenario_save(comm, rd, argv[3])
-        elif argv[1] == "load":
-            scenario_load(comm, rd, argv[3])
-        elif argv[1] == "failures":
-            scenario_failures(comm, rd, argv[3], argv[4])
-        else:
-            raise ValueError(f"unknown scenario {argv[1]}")
-    except BaseException:  # noqa: BLE001  (end the whole job: the others may wait in MPI)
-        sys.stderr.write(f"rank {comm.rank}: FAIL\n{traceback.format_exc()}")
+        _results = open(os.path.join(argv[2], f"{me.rank}.jsonl"), "w")
+        SCENARIOS[argv[1]](me, rd, *argv[3:])
+    except BaseException:  # noqa: BLE001  (end the whole job: the others may wait in a collective)
+        sys.stderr.write(f"rank {me.rank}: FAIL\n{traceback.format_exc()}")
         sys.stderr.flush()
-        comm.Abort(1)
+        me.abort()
+    if argv[1] == "vanish":
+        _results.close()  # type: ignore[union-attr]
+        os._exit(0)  # collectives were left pending: do not wait in the teardown
+    _results.close()  # type: ignore[union-attr]
+    me.close()
 
 
 if __name__ == "__main__":

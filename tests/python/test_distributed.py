@@ -1,11 +1,15 @@
-"""rckpt.distributed: collective saves and resharded loads over mpi4py
-communicators, run under mpirun. distributed_driver.py does the MPI side and
-checks each rank's blocks bit for bit; this side compares what every rank
-reported and checks what a single process sees of the file."""
+"""rckpt.distributed: collective saves and resharded loads, run under
+mpirun (over mpi4py communicators) and under torchrun (over torch.distributed
+gloo process groups). distributed_driver.py does the job's side and checks
+each rank's blocks bit for bit; this side compares what every rank reported
+and checks what a single process sees of the file. Each launcher's tests
+skip, naming what is missing, where it cannot run."""
 
 import collections
+import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -13,47 +17,86 @@ import tempfile
 import pytest
 
 import rckpt
-from conftest import DATA, assert_same, doc_example, mpiexec_or_skip, run_cli
-
-MPIEXEC = mpiexec_or_skip("distributed tests")
+from conftest import DATA, assert_same, doc_example, run_cli
 
 import distributed_driver as driver  # noqa: E402  (imports no MPI)
 
 DRIVER = os.path.join(os.path.dirname(__file__), "distributed_driver.py")
+LAUNCH = os.path.join(os.path.dirname(__file__), "launch.py")
+
+
+def launch_command(launcher, ranks):
+    """The command that starts ``ranks`` processes of a Python script, or a skip."""
+    if launcher == "mpirun":
+        mpiexec = os.environ.get("RCKPT_MPIEXEC") or shutil.which("mpiexec")
+        if importlib.util.find_spec("mpi4py") is None:
+            pytest.skip("mpirun runs skipped: mpi4py is not installed (Debian: python3-mpi4py)")
+        if not mpiexec:
+            pytest.skip("mpirun runs skipped: no mpiexec on PATH")
+        cmd = [mpiexec, "--oversubscribe", "-np", str(ranks)]
+        if os.geteuid() == 0:
+            cmd.append("--allow-run-as-root")
+        # One machine, no network: shared memory between the ranks.
+        return cmd + ["--mca", "btl", "self,vader", sys.executable]
+    import torch
+    import torch.distributed as dist
+    if not dist.is_available():
+        pytest.skip("torchrun runs skipped: this torch has no torch.distributed")
+    if int(torch.__version__.split(".")[0]) < 2:
+        # torch 1.13's launcher cannot start workers on Python 3.11 (its
+        # redirects parsing fails): launch.py starts them as torchrun would.
+        return [sys.executable, LAUNCH, str(ranks)]
+    # --standalone: a rendezvous on this machine at a free port.
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone",
+            "--nproc_per_node", str(ranks)]
+
+
+@pytest.fixture(scope="module", params=["mpirun", "torchrun"])
+def launcher(request):
+    return request.param
+
+
+def run_job(launcher, ranks, script, *args, expect_ok=True):
+    """Runs a Python script on ``ranks`` processes; the finished process."""
+    cmd = launch_command(launcher, ranks) + [str(script), *map(str, args)]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    if expect_ok:
+        assert p.returncode == 0, f"{' '.join(cmd)} exited {p.returncode}\n{p.stdout}\n{p.stderr}"
+    return p
 
 
 def mpirun(ranks, script, *args):
-    """Runs a Python script on ``ranks`` ranks; its output, once it succeeded on all."""
-    cmd = [MPIEXEC, "--oversubscribe", "-np", str(ranks)]
-    if os.geteuid() == 0:
-        cmd.append("--allow-run-as-root")
-    # One machine, no network: shared memory between the ranks.
-    cmd += ["--mca", "btl", "self,vader", sys.executable, str(script), *map(str, args)]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)  # type: ignore[arg-type]
-    assert p.returncode == 0, f"{' '.join(cmd)} exited {p.returncode}\n{p.stdout}\n{p.stderr}"  # type: ignore[arg-type]
-    return p.stdout
+    """Runs a script under mpirun; its output, once it succeeded on all ranks."""
+    return run_job("mpirun", ranks, script, *args).stdout
 
 
-def run_driver(ranks, scenario, *args):
+def records_of(out, ranks):
+    records = []
+    for rank in range(ranks):
+        path = os.path.join(out, f"{rank}.jsonl")
+        if os.path.exists(path):
+            with open(path) as f:
+                records += [json.loads(line) for line in f]
+    return records
+
+
+def run_driver(launcher, ranks, scenario, *args, expect_ok=True):
     """Runs a scenario of the driver on ``ranks`` ranks; every rank's records."""
     with tempfile.TemporaryDirectory() as out:
-        mpirun(ranks, DRIVER, scenario, out, *args)
-        records = []
-        for rank in range(ranks):
-            with open(os.path.join(out, f"{rank}.jsonl")) as f:
-                records += [json.loads(line) for line in f]
-        return records
+        run_job(launcher, ranks, DRIVER, scenario, out, *args, expect_ok=expect_ok)
+        return records_of(out, ranks)
 
 
 @pytest.fixture(scope="module")
-def saved(tmp_path_factory):
+def saved(tmp_path_factory, launcher):
     """DIR/ck.rckpt saved by 4 ranks, and what each rank reported."""
     d = tmp_path_factory.mktemp("distributed")
-    return d, run_driver(driver.SAVED_RANKS, "save", d)
+    return d, run_driver(launcher, driver.SAVED_RANKS, "save", d), launcher
 
 
 def test_save_on_4_ranks_loads_back_on_4_with_each_ranks_rng_and_state(saved):
-    _, results = saved
+    _, results, _ = saved
     assert sorted(r["rank"] for r in results) == list(range(driver.SAVED_RANKS))
     for r in results:
         # The driver checked the draws after restore_rng equal those after capture_rng.
@@ -63,8 +106,8 @@ def test_save_on_4_ranks_loads_back_on_4_with_each_ranks_rng_and_state(saved):
 
 @pytest.mark.parametrize("ranks", [1, 2, 3])
 def test_load_resharded_on_other_world_sizes_bit_for_bit(saved, ranks):
-    d, _ = saved
-    results = run_driver(ranks, "load", d)
+    d, _, launcher = saved
+    results = run_driver(launcher, ranks, "load", d)
     assert sorted(r["rank"] for r in results) == list(range(ranks))
     for r in results:
         assert r["world"] == ranks
@@ -73,7 +116,7 @@ def test_load_resharded_on_other_world_sizes_bit_for_bit(saved, ranks):
 
 
 def test_single_process_load_is_the_assembled_state(saved):
-    d, _ = saved
+    d, _, _ = saved
     ck = rckpt.load(d / "ck.rckpt", map_location="cpu")
     # The sections the ranks saved, whole tensors: a job of one rank.
     assert list(ck) == list(driver.assembled_state())
@@ -106,9 +149,9 @@ def test_single_process_load_is_the_assembled_state(saved):
     assert "shards" not in tensors["model.embed.weight"], "replicated: written once, whole"
 
 
-def test_a_failure_on_one_rank_raises_the_same_error_on_every_rank(tmp):
+def test_a_failure_on_one_rank_raises_the_same_error_on_every_rank(tmp, launcher):
     ranks = 3
-    results = run_driver(ranks, "failures", tmp, DATA)
+    results = run_driver(launcher, ranks, "failures", tmp, DATA)
     by_case = collections.defaultdict(list)
     for r in results:
         by_case[r.pop("case")].append(r)
@@ -116,7 +159,7 @@ def test_a_failure_on_one_rank_raises_the_same_error_on_every_rank(tmp):
         "wrong_global_shape": ("InvalidArgumentError", "rank 1: tensor 'model.fc1.weight'"),
         "overlap": ("InvalidArgumentError", "shards 1 and 2 overlap"),
         "file_size_limit": ("IoError", "rank 1: "),
-        "missing_directory": ("IoError", "open '"),
+        "missing_directory": ("NotFoundError", "create '"),  # as rckpt.save says
         "unstorable_value": ("TypeError", "rank 2: model.hook: cannot store"),
         "tensor_in_rank_state": ("TypeError", "rank 1: rank_state.buf"),
         "not_a_shard_on_one_rank": ("InvalidArgumentError", "rank 2: tensor 'model.fc1.weight'"),
@@ -138,6 +181,35 @@ def test_a_failure_on_one_rank_raises_the_same_error_on_every_rank(tmp):
         assert text in seen[0]["message"], f"{case}: {seen[0]['message']}"
     for r in by_case["previous_file"]:
         assert r["intact"] and r["temps"] == [], r
+
+
+def test_a_rank_that_never_comes_makes_the_others_time_out_naming_themselves(tmp, launcher):
+    ranks = 3
+    results = run_driver(launcher, ranks, "vanish", tmp, expect_ok=False)
+    seen = {r["rank"]: r for r in results if r["case"] == "vanish"}
+    assert sorted(seen) == [0, 1, 2], results
+    for rank in (0, 2):
+        assert seen[rank]["error"] == "IoError" and seen[rank]["is_rckpt_error"], seen[rank]
+        assert seen[rank]["message"].startswith(f"rank {rank}: "), seen[rank]
+    files = [r for r in results if r["case"] == "vanish_file"]
+    assert files and not any(r["exists"] for r in files), "no checkpoint from a failed save"
+
+
+def test_a_rank_killed_mid_save_ends_the_job_and_leaves_the_previous_file(tmp, launcher):
+    ranks = 2
+    p = None
+    with tempfile.TemporaryDirectory() as out:
+        p = run_job(launcher, ranks, DRIVER, "kill", out, tmp, expect_ok=False)
+        results = records_of(out, ranks)
+    assert p.returncode != 0, "a job with a killed rank cannot succeed"
+    assert sorted(r["rank"] for r in results if r.get("saved")) == [0, 1], results
+    assert not any(r.get("saved_again") for r in results), results
+    ck = rckpt.load(tmp / "k.rckpt", map_location="cpu")
+    assert_same(ck["model"], driver.assembled_state()["model"])
+    assert run_cli("verify", tmp / "k.rckpt").returncode == 0
+    # Whatever temporary the killed job left, the next save to the path removes it.
+    rckpt.save(tmp / "k.rckpt", {"model": {"w": driver.global_tensor("model.fc1.weight")}})
+    assert [n for n in os.listdir(tmp) if ".tmp-" in n] == []
 
 
 @pytest.fixture(scope="module")

@@ -61,3 +61,24 @@ def test_cuda_rng_generators_restore(tmp):
     report = rckpt.restore_rng(ck.rng)
     assert "torch.cuda.0" in report.restored
     assert torch.equal(torch.rand(4, device="cuda:0"), expected)
+
+
+def test_a_nccl_process_group_saves_and_loads_cuda_shards(tmp):
+    # One rank of NCCL (one GPU): the collectives' bytes travel as CUDA tensors.
+    import subprocess
+    import sys
+    code = (
+        "import sys, torch, torch.distributed as dist\n"
+        "import rckpt.distributed as rd\n"
+        "torch.cuda.set_device(0)\n"
+        "dist.init_process_group('nccl', init_method='file://' + sys.argv[1] + '/store',\n"
+        "                        rank=0, world_size=1)\n"
+        "w = torch.arange(12., device='cuda').reshape(3, 4)\n"
+        "rd.save(None, sys.argv[1] + '/n.rckpt', {'model': {'w': rd.Shard(w, (0, 0), (3, 4))}})\n"
+        "back = rd.load(None, sys.argv[1] + '/n.rckpt', {'model.w': None}, map_location='cuda:0')\n"
+        "assert back.blocks['model.w'].device.type == 'cuda'\n"
+        "assert torch.equal(back.blocks['model.w'], w)\n"
+        "dist.destroy_process_group()\n")
+    r = subprocess.run([sys.executable, "-c", code, str(tmp)], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr

@@ -1,0 +1,230 @@
+"""rckpt.dcp: torch.distributed.checkpoint's storage in one .rckpt file.
+
+In one process: dcp.save / dcp.async_save through rckpt.dcp.Writer and
+dcp.load through rckpt.dcp.Reader give back what DCP's own FileSystemWriter
+and FileSystemReader give back, for models, optimizers (the
+torch.distributed.checkpoint.state_dict helpers) and values; the file is an
+ordinary rckpt file. Under torchrun (gloo, CPU): DTensors saved by 4 ranks
+load on 2 and 3 ranks resharded, as DCP's own storage does (dcp_driver.py).
+Skips, saying why, on a torch without torch.distributed.checkpoint.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from typing import Any
+
+import pytest
+import torch
+
+import rckpt
+from conftest import assert_same, raw_bytes, run_cli
+
+dcp = pytest.importorskip("torch.distributed.checkpoint",
+                          reason="this torch has no torch.distributed.checkpoint (torch 2.x)")
+if not hasattr(dcp, "async_save") or not hasattr(torch.distributed, "tensor"):
+    pytest.skip(f"torch {torch.__version__}: DCP without async_save or DTensor",
+                allow_module_level=True)
+import rckpt.dcp  # noqa: E402
+
+import dcp_driver as driver  # noqa: E402
+
+DRIVER = os.path.join(os.path.dirname(__file__), "dcp_driver.py")
+
+
+def model_and_optimizer(seed):
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    opt = torch.optim.AdamW(model.parameters(), lr=0.01)
+    for _ in range(2):
+        model(torch.randn(5, 8)).square().mean().backward()
+        opt.step()
+        opt.zero_grad()
+    return model, opt
+
+
+def app_state(seed):
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+    model, opt = model_and_optimizer(seed)
+    msd, osd = get_state_dict(model, opt)
+    return model, opt, {"model": msd, "optim": osd, "extra": {"epoch": 4, "tag": "a"}}
+
+
+def load_back(reader):
+    """A fresh model and optimizer (other weights) loaded from ``reader`` by DCP."""
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+    model, opt = model_and_optimizer(99)
+    msd, osd = get_state_dict(model, opt)
+    state = {"model": msd, "optim": osd, "extra": {"epoch": 0, "tag": ""}}
+    dcp.load(state, storage_reader=reader)
+    set_state_dict(model, opt, model_state_dict=state["model"], optim_state_dict=state["optim"])
+    return model, opt, state
+
+
+def test_model_and_optimizer_come_back_as_from_dcps_own_storage(tmp):
+    _, _, state = app_state(1)
+    dcp.save(state, storage_writer=rckpt.dcp.Writer(tmp / "ck.rckpt"))
+    dcp.save(state, storage_writer=dcp.FileSystemWriter(str(tmp / "ref")))
+    mine_model, mine_opt, mine = load_back(rckpt.dcp.Reader(tmp / "ck.rckpt"))
+    ref_model, ref_opt, ref = load_back(dcp.FileSystemReader(str(tmp / "ref")))
+    assert_same(mine_model.state_dict(), ref_model.state_dict())
+    assert_same(mine_opt.state_dict(), ref_opt.state_dict())
+    assert mine["extra"] == ref["extra"] == {"epoch": 4, "tag": "a"}
+    for k, v in state["model"].items():
+        assert torch.equal(raw_bytes(mine["model"][k]), raw_bytes(v)), k
+
+
+def test_the_file_is_an_ordinary_rckpt_file_of_whole_tensors(tmp):
+    _, _, state = app_state(2)
+    dcp.save(state, storage_writer=rckpt.dcp.Writer(tmp / "ck.rckpt", codec="zstd"))
+    assert run_cli("verify", tmp / "ck.rckpt").returncode == 0
+    inspect = json.loads(run_cli("inspect", "--json", tmp / "ck.rckpt").stdout)
+    names = {t["name"] for t in inspect["tensors"]}
+    assert {"model.0.weight", "optim.state.0.weight.exp_avg"} <= names, names
+    ck = rckpt.load(tmp / "ck.rckpt")
+    assert_same(ck["model"], dict(state["model"]))
+    assert ck["extra"] == {"epoch": 4, "tag": "a"}
+    assert ck["optim"]["param_groups"][0]["lr"] == 0.01
+    assert torch.equal(ck["optim"]["state"]["0.weight"]["exp_avg"],
+                       state["optim"]["state"]["0.weight"]["exp_avg"])
+    assert list(ck["optim"]["state"]) == ["0.weight", "0.bias", "2.weight", "2.bias"], \
+        "keys that hold dots stay one key"
+
+
+def test_async_save_through_the_writer(tmp):
+    _, _, state = app_state(3)
+    future = dcp.async_save(state, storage_writer=rckpt.dcp.Writer(tmp / "a.rckpt"))
+    future.result()
+    mine_model, _, mine = load_back(rckpt.dcp.Reader(tmp / "a.rckpt"))
+    assert_same(dict(mine_model.state_dict()), dict(state["model"]))
+    assert mine["extra"]["epoch"] == 4
+
+
+def test_one_writer_with_a_cached_staging_copy_saves_each_step_as_it_was(tmp):
+    writer = rckpt.dcp.Writer(cache_staged_state_dict=True)
+    state: dict[str, Any] = {"model": {"w": torch.zeros(64)}, "extra": {"step": 0}}
+    for step in (1, 2):
+        state["model"]["w"].fill_(step)
+        state["extra"]["step"] = step
+        future = dcp.async_save(state, checkpoint_id=tmp / f"s{step}.rckpt", storage_writer=writer)
+        state["model"]["w"].fill_(-1)  # training goes on: the staged copy is what is saved
+        future.result()
+    for step in (1, 2):
+        ck = rckpt.load(tmp / f"s{step}.rckpt")
+        assert torch.equal(ck["model"]["w"], torch.full((64,), float(step)))
+        assert ck["extra"] == {"step": step}
+
+
+def test_checkpoint_id_names_the_file(tmp):
+    _, _, state = app_state(4)
+    dcp.save(state, checkpoint_id=tmp / "id.rckpt", storage_writer=rckpt.dcp.Writer())
+    _, _, back = load_back(rckpt.dcp.Reader(tmp / "id.rckpt"))
+    assert back["extra"] == state["extra"]
+    assert rckpt.dcp.Writer.validate_checkpoint_id(tmp / "x.rckpt")
+    assert not rckpt.dcp.Reader.validate_checkpoint_id(tmp / "dir")
+
+
+def test_a_converted_dcp_directory_loads_through_the_reader_as_from_dcps_own(tmp):
+    _, _, state = app_state(9)
+    dcp.save(state, storage_writer=dcp.FileSystemWriter(str(tmp / "dir")))
+    r = run_cli("convert", tmp / "dir", tmp / "conv.rckpt")
+    assert r.returncode == 0, r.stderr
+    mine_model, mine_opt, mine = load_back(rckpt.dcp.Reader(tmp / "conv.rckpt"))
+    ref_model, ref_opt, ref = load_back(dcp.FileSystemReader(str(tmp / "dir")))
+    assert_same(mine_model.state_dict(), ref_model.state_dict())
+    assert_same(mine_opt.state_dict(), ref_opt.state_dict())
+    assert mine["extra"] == ref["extra"]
+
+
+def test_reader_loads_a_file_rckpt_save_wrote(tmp):
+    model, _ = model_and_optimizer(5)
+    rckpt.save(tmp / "plain.rckpt", {"model": model.state_dict(), "extra": {"epoch": 9}})
+    dest, _ = model_and_optimizer(6)
+    state = {"model": dest.state_dict(), "extra": {"epoch": 0}}
+    dcp.load(state, storage_reader=rckpt.dcp.Reader(tmp / "plain.rckpt"))
+    assert_same(state["model"], model.state_dict())
+    assert state["extra"] == {"epoch": 9}
+
+
+def rank0_error(fn):
+    """What fn() raised; for DCP's CheckpointException (a BaseException that
+    carries each rank's exception), rank 0's own exception."""
+    with pytest.raises(BaseException) as info:
+        fn()
+    failures = getattr(info.value, "failures", None)
+    return failures[0][0] if failures else info.value
+
+
+def test_a_value_rckpt_cannot_store_fails_the_save_and_keeps_the_previous_file(tmp):
+    _, _, state = app_state(7)
+    dcp.save(state, storage_writer=rckpt.dcp.Writer(tmp / "ck.rckpt"))
+    before = (tmp / "ck.rckpt").read_bytes()
+    state["extra"]["hook"] = object()
+    err = rank0_error(lambda: dcp.save(state, storage_writer=rckpt.dcp.Writer(tmp / "ck.rckpt")))
+    assert isinstance(err, TypeError) and "extra.hook: cannot store" in str(err), repr(err)
+    assert (tmp / "ck.rckpt").read_bytes() == before
+    assert [n for n in os.listdir(tmp) if ".tmp-" in n] == []
+
+
+def test_reader_errors_name_the_file(tmp):
+    _, _, state = app_state(8)
+    err = rank0_error(lambda: dcp.load(state,
+                                       storage_reader=rckpt.dcp.Reader(tmp / "missing.rckpt")))
+    assert "missing.rckpt': No such file" in str(err), repr(err)
+    (tmp / "bad.rckpt").write_bytes(b"RCKPT" + b"\0" * 100)
+    err = rank0_error(lambda: dcp.load(state, storage_reader=rckpt.dcp.Reader(tmp / "bad.rckpt")))
+    assert "bad.rckpt" in str(err), repr(err)
+    # A key the state asks for that the file lacks: DCP's own planner says so.
+    dcp.save({"model": {"w": torch.ones(2)}}, storage_writer=rckpt.dcp.Writer(tmp / "w.rckpt"))
+    err = rank0_error(lambda: dcp.load({"model": {"w": torch.zeros(2), "other": torch.zeros(1)}},
+                                       storage_reader=rckpt.dcp.Reader(tmp / "w.rckpt")))
+    assert "model.other" in str(err), repr(err)
+
+
+def torchrun(ranks, *args):
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
+           str(ranks), DRIVER, *map(str, args)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert p.returncode == 0, f"{' '.join(cmd)} exited {p.returncode}\n{p.stdout}\n{p.stderr}"
+
+
+def run_driver(ranks, scenario, *args):
+    with tempfile.TemporaryDirectory() as out:
+        torchrun(ranks, scenario, out, *args)
+        records = []
+        for r in range(ranks):
+            with open(os.path.join(out, f"{r}.jsonl")) as f:
+                records += [json.loads(line) for line in f]
+        return records
+
+
+@pytest.fixture(scope="module")
+def saved_on_4(tmp_path_factory):
+    d = tmp_path_factory.mktemp("dcp4")
+    results = run_driver(4, "save", d)
+    assert sorted(r["rank"] for r in results if r.get("saved")) == [0, 1, 2, 3]
+    return d
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_dtensors_saved_on_4_ranks_load_resharded_on_other_world_sizes(saved_on_4, ranks):
+    results = run_driver(ranks, "load", saved_on_4)
+    assert sorted(r["rank"] for r in results if r.get("loaded")) == list(range(ranks))
+
+
+def test_a_file_4_ranks_wrote_is_one_whole_state_in_one_process(saved_on_4):
+    assert run_cli("verify", saved_on_4 / "ck.rckpt").returncode == 0
+    for name in ("ck.rckpt", "async.rckpt"):
+        ck = rckpt.load(saved_on_4 / name)
+        assert ck.saved_world_size == 4
+        expected = driver.nested(driver.global_tensor)
+        assert_same(ck["model"], expected["model"])
+        assert_same(ck["optim"]["state"], expected["optim"]["state"])
+        assert ck["extra"] == driver.VALUES["extra"]
+        inspect = json.loads(run_cli("inspect", "--json", saved_on_4 / name).stdout)
+        shards = {t["name"]: t.get("shards", []) for t in inspect["tensors"]}
+        assert [s["rank"] for s in shards["model.w1"]] == [0, 1, 2, 3]
+        assert shards["model.bias"] == [], "a whole tensor is written once, whole"
