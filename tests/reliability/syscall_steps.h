@@ -1,7 +1,7 @@
 // Running a program one file-changing system call at a time, to kill it at
 // an exact point: the program runs under ptrace, every thread stops at the
 // entry of every system call, and the ones that change files (writes to
-// files, syncs, renames, removals, opens that create or truncate) are
+// regular files, syncs, renames, removals, opens that create or truncate) are
 // counted. Killed at step k, the program has made exactly k such calls and
 // never makes the (k+1)-th: a fatal signal at a syscall-entry stop aborts
 // the call. No clocks are involved.
@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/ptrace.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -33,14 +34,23 @@ struct SteppedRun {
 
 namespace syscall_steps_internal {
 
-inline bool WritesTo(uint64_t fd) { return fd > 2; }  // not stdin/stdout/stderr
+// Whether thread `tid`'s descriptor `fd` is a regular file. Writes to
+// pipes, sockets and terminals change no file, and their number need not be
+// the same from run to run: the sanitizers' runtime probes memory by writing
+// it to a pipe, as often as its threads happen to need. A descriptor that
+// cannot be looked at counts as a file (the call would fail anyway).
+inline bool WritesTo(pid_t tid, uint64_t fd) {
+  struct stat st {};
+  const std::string link = "/proc/" + std::to_string(tid) + "/fd/" + std::to_string(fd);
+  return ::stat(link.c_str(), &st) != 0 || S_ISREG(st.st_mode);
+}
 
 inline bool OpenChangesFiles(uint64_t flags) {
   return (flags & (O_CREAT | O_TRUNC)) != 0 || (flags & O_ACCMODE) != O_RDONLY;
 }
 
 // Whether the system call `nr` with `args` changes a file.
-inline bool ChangesFiles(uint64_t nr, const uint64_t* args) {
+inline bool ChangesFiles(pid_t tid, uint64_t nr, const uint64_t* args) {
   switch (nr) {
     case SYS_write:
     case SYS_writev:
@@ -49,7 +59,7 @@ inline bool ChangesFiles(uint64_t nr, const uint64_t* args) {
 #ifdef SYS_pwritev2
     case SYS_pwritev2:
 #endif
-      return WritesTo(args[0]);
+      return WritesTo(tid, args[0]);
     case SYS_fsync:
     case SYS_fdatasync:
     case SYS_sync_file_range:
@@ -155,7 +165,7 @@ inline SteppedRun RunKillingAtStep(const std::vector<std::string>& argv, int kil
       if (!killed &&
           ptrace(PTRACE_GET_SYSCALL_INFO, tid, sizeof info, &info) > 0 &&
           info.op == PTRACE_SYSCALL_INFO_ENTRY &&
-          in::ChangesFiles(info.entry.nr, reinterpret_cast<const uint64_t*>(info.entry.args))) {
+          in::ChangesFiles(tid, info.entry.nr, reinterpret_cast<const uint64_t*>(info.entry.args))) {
         if (run.steps == kill_at) {
           kill(pid, SIGKILL);  // the call this thread stopped at is not made
           killed = true;
