@@ -10,14 +10,20 @@ interleaved case by case, medians reported:
   rckpt.distributed.save of the same blocks over the gloo group;
 - the same bytes saved by rckpt.distributed.save under mpirun (mpi4py);
 - dcp.async_save stall (the call until it returns, training blocked) and
-  the time until its future completes, for both writers;
+  the time until its future completes, a new writer every save: rckpt's
+  Writer as it comes (the process keeps its staging copy for the next save;
+  its first save, which allocates it, is reported on its own), DCP's
+  FileSystemWriter, and rckpt's Writer staging into fresh memory every
+  save as FileSystemWriter does;
 - load on each of --load-ranks processes, resharded (DTensors sharded by
   columns), through rckpt.dcp.Reader and FileSystemReader.
 
     python bench/dcp_bench.py --size 2G --ranks 4 --load-ranks 2,3 --reps 3 --dir /tmp/dcpb
 
-Files are written to --dir and read back warm (the page cache holds what
-was just written, for every case alike). Needs torch 2.x with DCP; mpirun
+Every save starts from the same place: rank 0 writes back and drops the
+page cache first (root only: the output says when it could not), so no
+case pays for evicting another case's files. Loads read warm (each case's
+warm-up repetition brings its files into the page cache). Needs torch 2.x with DCP; mpirun
 and mpi4py for the mpirun row (skipped, with the reason, otherwise), in this
 interpreter or the one --mpi-python names (the mpirun row imports no DCP).
 """
@@ -49,7 +55,22 @@ def shape_of(size):
     return rows, max(12, size // TENSORS // 4 // rows)
 
 
-def barrier_time(dist, fn):
+def drop_caches():
+    """Writes back and drops the page cache, so that every save starts alike; False if not allowed."""
+    os.sync()
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+        return True
+    except OSError:
+        return False
+
+
+def barrier_time(dist, fn, rank=0, settle=False):
+    """Seconds from a barrier to a barrier around fn(); settle: rank 0 first drops the page cache."""
+    dist.barrier()
+    if settle and rank == 0:
+        drop_caches()
     dist.barrier()
     t0 = time.perf_counter()
     out = fn()
@@ -96,7 +117,8 @@ def job_main(args):
             state = {"model": {k: rd.Shard(v, (rank * per, 0), (rows, cols))
                                for k, v in mine.items()}}
             for rep in range(-1, args.reps):  # rep -1: a warm-up, not recorded
-                t, _ = barrier_time(dist, lambda: rd.save(comm, f"{args.dir}/mpi.rckpt", state))
+                t, _ = barrier_time(dist, lambda: rd.save(comm, f"{args.dir}/mpi.rckpt", state),
+                                    rank, settle=True)
                 record("rckpt.distributed.save (mpirun)", t)
         else:
             import torch.distributed.checkpoint as dcp
@@ -117,27 +139,37 @@ def job_main(args):
                 "rckpt.distributed.save (torchrun, gloo)": lambda: rd.save(
                     None, f"{args.dir}/rd.rckpt", shards),
             }
-            cached = rckpt.dcp.Writer(cache_staged_state_dict=True)  # one for every save
+            rckpt.dcp.free_staging()
             for rep in range(-1, args.reps):  # rep -1: a warm-up, not recorded
                 for case, fn in cases.items():
-                    t, _ = barrier_time(dist, fn)  # FileSystemWriter overwrites its directory
+                    # FileSystemWriter overwrites its directory.
+                    t, _ = barrier_time(dist, fn, rank, settle=True)
                     record(case, t)
+                # A new Writer every save, as a training loop writes them:
+                # the default keeps the process's staging copy for the next
+                # save (its first save allocates it: rep -1, reported as the
+                # first save); fresh staging allocates every time, as DCP's
+                # FileSystemWriter does by default.
                 for name, writer in (("rckpt.dcp.Writer", lambda: rckpt.dcp.Writer(
                                           f"{args.dir}/a.rckpt")),
                                      ("FileSystemWriter", lambda: dcp.FileSystemWriter(
                                           f"{args.dir}/afs")),
-                                     ("rckpt.dcp.Writer, cached staging", lambda: cached)):
+                                     ("rckpt.dcp.Writer, fresh staging", lambda: rckpt.dcp.Writer(
+                                          f"{args.dir}/f.rckpt", cache_staged_state_dict=False))):
+                    dist.barrier()
+                    if rank == 0:
+                        drop_caches()
                     dist.barrier()
                     t0 = time.perf_counter()
-                    future = dcp.async_save(state, storage_writer=writer(),
-                                            checkpoint_id=f"{args.dir}/c{rep % 2}.rckpt"
-                                            if writer() is cached else None)
+                    future = dcp.async_save(state, storage_writer=writer())
                     stall = time.perf_counter() - t0
                     future.result()
                     done = time.perf_counter() - t0
                     dist.barrier()
                     record(f"dcp.async_save stall, {name}", stall)
                     record(f"dcp.async_save until done, {name}", done)
+                    if rep == -1 and rank == 0 and name == "rckpt.dcp.Writer":
+                        results[f"dcp.async_save stall, {name}, first save"] = [stall]
     else:  # load
         import torch.distributed.checkpoint as dcp
         from torch.distributed.device_mesh import init_device_mesh
@@ -228,6 +260,7 @@ def main():
     args.dir = args.dir or tempfile.mkdtemp(prefix="dcp-bench-")
     os.makedirs(args.dir, exist_ok=True)
     medians, notes = {}, []
+    dropped = drop_caches()
     try:
         runs = [("torchrun", args.ranks, "save"), ("mpirun", args.ranks, "save")]
         runs += [("torchrun", int(n), "load") for n in args.load_ranks.split(",")]
@@ -246,7 +279,8 @@ def main():
             shutil.rmtree(args.dir, ignore_errors=True)
     gib = args.size / (1 << 30)
     print(f"state: {gib:.2f} GiB in {TENSORS} float32 tensors, saved by {args.ranks} processes; "
-          f"medians of {args.reps}; load average {os.getloadavg()[0]:.1f}")
+          f"medians of {args.reps}; load average {os.getloadavg()[0]:.1f}; page cache "
+          f"{'dropped before each save' if dropped else 'NOT dropped (needs root): saves vary more'}")
     print(f"{'case':<48} {'seconds':>8} {'GiB/s':>7}")
     for case, t in medians.items():
         rate = "" if "stall" in case else f"{gib / t:7.2f}"
@@ -262,6 +296,12 @@ def main():
          ratio("rckpt.distributed.save (mpirun)", "dcp.save, rckpt.dcp.Writer")),
         ("async_save stall: rckpt.dcp.Writer / FileSystemWriter (target <= 1.0)",
          ratio("dcp.async_save stall, rckpt.dcp.Writer", "dcp.async_save stall, FileSystemWriter")),
+        ("  the same, the Writer's first save (allocates the staging copy it keeps)",
+         ratio("dcp.async_save stall, rckpt.dcp.Writer, first save",
+               "dcp.async_save stall, FileSystemWriter")),
+        ("  the same, the Writer with fresh staging every save",
+         ratio("dcp.async_save stall, rckpt.dcp.Writer, fresh staging",
+               "dcp.async_save stall, FileSystemWriter")),
     ]
     for n in args.load_ranks.split(","):
         targets.append((f"load on {n}: rckpt.dcp.Reader / FileSystemReader (target <= 1.0)",
@@ -274,7 +314,8 @@ def main():
         print(note)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"medians": medians, "targets": dict(targets), "notes": notes}, f, indent=1)
+            json.dump({"medians": medians, "targets": dict(targets), "notes": notes,
+                       "page_cache_dropped": dropped}, f, indent=1)
 
 
 if __name__ == "__main__":

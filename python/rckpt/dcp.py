@@ -27,9 +27,12 @@ whose keys are the file's key paths. docs/DCP.md.
 
 from __future__ import annotations
 
+import collections
 import io
 import os
+import threading
 import uuid
+import weakref
 from collections.abc import Mapping
 from typing import Any, Optional, Union
 
@@ -98,19 +101,26 @@ class Writer(StorageWriter, BlockingAsyncStager):
     rckpt.distributed.save's does; ``metadata`` is stored with the file.
     Works with ``dcp.save`` and ``dcp.async_save`` (its default, thread
     executor). For ``dcp.async_save`` the Writer stages the state dict into
-    host memory as DCP's FileSystemWriter does; ``cache_staged_state_dict``
-    keeps that copy (pinned where CUDA is) for the next save through the
-    same Writer (pass ``checkpoint_id=`` per save), so later saves only copy.
+    host memory (pinned where CUDA is) and, as :func:`rckpt.save_async`
+    keeps its snapshot buffers, the process keeps that copy for the next
+    async save through any Writer (``cache_staged_state_dict``, the
+    default): a later save of a state of the same structure, shapes and
+    dtypes only copies into memory already touched. A save staged while
+    the previous one is still writing gets a fresh copy of its own, never
+    the one being written. ``cache_staged_state_dict=False`` stages into
+    fresh memory every time and frees it after the save, as DCP's
+    FileSystemWriter does by default; :func:`free_staging` frees the
+    kept copy.
     """
 
-    state_dict_cache: Any  # BlockingAsyncStager's cached staging copy
+    state_dict_cache: Any  # BlockingAsyncStager's attribute; the copy is _STAGING's
 
     def __init__(self, path: Union[str, os.PathLike[str], None] = None, *,
                  process_group: Any = None, codec: str = "none", level: int = 1,
                  chunk_bytes: int = 4 << 20, threads: int = 0,
                  timeout: float = _rd.DEFAULT_TIMEOUT,
                  metadata: Optional[Mapping[str, object]] = None,
-                 cache_staged_state_dict: bool = False) -> None:
+                 cache_staged_state_dict: bool = True) -> None:
         StorageWriter.__init__(self)
         BlockingAsyncStager.__init__(self, cache_staged_state_dict=cache_staged_state_dict)
         self.path = None if path is None else _check_path(path, "Writer")
@@ -120,6 +130,11 @@ class Writer(StorageWriter, BlockingAsyncStager):
         self.metadata = dict(metadata or {})
         self.is_coordinator = False
         self.save_id = ""
+        # The holds of this Writer's staged saves on the kept staging copy
+        # (None: staged into fresh memory), oldest first: each write_data
+        # releases one; a Writer that goes away releases what is left.
+        self._claims: collections.deque[Optional[_StagingClaim]] = collections.deque()
+        weakref.finalize(self, _release_all, self._claims)
 
     def reset(self, checkpoint_id: Union[str, os.PathLike[str], None] = None) -> None:
         if checkpoint_id is not None:
@@ -127,14 +142,11 @@ class Writer(StorageWriter, BlockingAsyncStager):
         self.save_id = uuid.uuid4().hex
 
     def stage(self, state_dict: Any) -> Any:
-        # DCP pins a cached copy, which needs a CUDA driver; without one the
-        # copy is kept in ordinary host memory.
-        if not self.cache_staged_state_dict or torch.cuda.is_available():
+        if not self.cache_staged_state_dict:
             return BlockingAsyncStager.stage(self, state_dict)
-        from torch.distributed._state_dict_utils import _copy_state_dict, _create_cpu_state_dict
-        if self.state_dict_cache is None:
-            self.state_dict_cache = _create_cpu_state_dict(state_dict)
-        return _copy_state_dict(state_dict, self.state_dict_cache)
+        staged, claim = _STAGING.stage(state_dict)
+        self._claims.append(claim)
+        return staged
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: Union[str, os.PathLike[str]]) -> bool:
@@ -214,7 +226,15 @@ class Writer(StorageWriter, BlockingAsyncStager):
         comm: Any = self.process_group if world > 1 else _LOCAL
         # The tree is the state dict, nested by DCP's key paths: the Reader
         # gets every item's fqn and path back by walking it.
-        _rd.save(comm, path, state, metadata=self.metadata, **self.options)  # type: ignore[arg-type]
+        try:
+            _rd.save(comm, path, state, metadata=self.metadata,
+                     **self.options)  # type: ignore[arg-type]
+        finally:
+            # Written (or failed): the kept staging copy may take the next save.
+            if self._claims:
+                claim = self._claims.popleft()
+                if claim is not None:
+                    claim.release()
         return _done(results)
 
     def finish(self, metadata: Metadata, results: list[list[WriteResult]]) -> None:
@@ -224,6 +244,101 @@ class Writer(StorageWriter, BlockingAsyncStager):
 
 
 _LOCAL: Any = _rd.LOCAL
+
+
+def _signature(obj: Any) -> Any:
+    """What a staging copy must match to take ``obj``: structure, and each tensor's kind, shape and dtype."""
+    from torch.distributed.tensor import DTensor
+    if isinstance(obj, Mapping):
+        return ("map", tuple((k, _signature(v)) for k, v in obj.items()))
+    if isinstance(obj, (list, tuple)):
+        return ("seq", tuple(_signature(v) for v in obj))
+    if isinstance(obj, DTensor):
+        local = obj.to_local()
+        return ("dtensor", tuple(obj.shape), tuple(local.shape), local.dtype, obj.placements,
+                obj.device_mesh)
+    if type(obj) in (torch.Tensor, torch.nn.Parameter):
+        return ("tensor", tuple(obj.shape), obj.dtype)
+    if isinstance(obj, torch.Tensor):  # ShardedTensor and other kinds: never reused
+        return ("other", object())
+    return ("value",)  # copied by reference: its value need not match
+
+
+class _StagingClaim:
+    """A save's hold on the kept staging copy, released once it is written."""
+
+    def __init__(self, staging: _Staging) -> None:
+        self._staging = staging
+        self._held = True
+
+    def release(self) -> None:
+        with self._staging.lock:
+            if self._held:
+                self._held = False
+                self._staging.busy = False
+
+
+class _Staging:
+    """The host copy of the last state staged for an async save, kept for the next.
+
+    One per process (as rckpt.save_async keeps one set of snapshot
+    buffers). A save claims it while it is being written; a save staged
+    meanwhile gets fresh memory of its own, so a copy is never overwritten
+    while a save still reads it.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.busy = False
+        self.signature: Any = None
+        self.copy: Any = None
+
+    def stage(self, state_dict: Any) -> tuple[Any, Optional[_StagingClaim]]:
+        from torch.distributed._state_dict_utils import _copy_state_dict, _create_cpu_state_dict
+        signature = _signature(state_dict)
+        with self.lock:
+            mine = not self.busy
+            if mine:
+                self.busy = True
+                if self.signature != signature:
+                    self.copy = self.signature = None  # freed before the new one is made
+                cached = self.copy
+        if not mine:  # the kept copy is being written: a fresh one, freed after its save
+            return _copy_state_dict(state_dict, _create_cpu_state_dict(state_dict)), None
+        claim = _StagingClaim(self)
+        try:
+            if cached is None:
+                # Pinned where CUDA is, as DCP's own cached staging.
+                cached = _create_cpu_state_dict(state_dict, pin_memory=torch.cuda.is_available())
+                with self.lock:
+                    self.copy, self.signature = cached, signature
+            return _copy_state_dict(state_dict, cached), claim
+        except BaseException:
+            claim.release()
+            raise
+
+    def free(self) -> None:
+        with self.lock:
+            if not self.busy:
+                self.copy = self.signature = None
+
+
+_STAGING = _Staging()
+
+
+def _release_all(claims: collections.deque[Optional[_StagingClaim]]) -> None:
+    while claims:
+        claim = claims.popleft()
+        if claim is not None:
+            claim.release()
+
+
+def free_staging() -> None:
+    """Frees the staging copy that async saves through :class:`Writer` keep for the next one.
+
+    A save still writing from it keeps it until it is done.
+    """
+    _STAGING.free()
 
 
 def _key(index: MetadataIndex):

@@ -117,6 +117,79 @@ def test_one_writer_with_a_cached_staging_copy_saves_each_step_as_it_was(tmp):
         assert ck["extra"] == {"step": step}
 
 
+def kept_copy_pointer():
+    """The storage address of the kept staging copy's tensor (None: no copy kept)."""
+    copy = rckpt.dcp._STAGING.copy
+    return None if copy is None else copy["model"]["w"].data_ptr()
+
+
+def test_async_saves_through_new_writers_copy_into_one_kept_staging_copy(tmp):
+    rckpt.dcp.free_staging()
+    state: dict[str, Any] = {"model": {"w": torch.zeros(64)}, "extra": {"step": 0}}
+    kept = []
+    for step in (1, 2, 3):
+        if step == 3:
+            state["model"]["w"] = torch.zeros(32)  # another shape: a new copy replaces the kept one
+        state["model"]["w"].fill_(step)
+        state["extra"]["step"] = step
+        future = dcp.async_save(state, storage_writer=rckpt.dcp.Writer(tmp / f"s{step}.rckpt"))
+        state["model"]["w"].fill_(-1)
+        future.result()
+        kept.append(kept_copy_pointer())
+    assert kept[0] is not None and kept[1] == kept[0], "the second save copied into the first's memory"
+    assert rckpt.dcp._STAGING.copy["model"]["w"].shape == (32,)
+    for step, n in ((1, 64), (2, 64), (3, 32)):
+        ck = rckpt.load(tmp / f"s{step}.rckpt")
+        assert torch.equal(ck["model"]["w"], torch.full((n,), float(step)))
+        assert ck["extra"] == {"step": step}
+    rckpt.dcp.free_staging()
+    assert kept_copy_pointer() is None
+
+
+def test_a_save_staged_while_the_previous_one_writes_gets_memory_of_its_own(tmp, monkeypatch):
+    import threading
+    rckpt.dcp.free_staging()
+    writing, go_on = threading.Event(), threading.Event()
+    real_save = rckpt.dcp._rd.save
+    calls = []
+
+    def held_first_save(*args, **kwargs):
+        calls.append(args[1])
+        if len(calls) == 1:
+            writing.set()
+            assert go_on.wait(60)
+        return real_save(*args, **kwargs)
+    monkeypatch.setattr(rckpt.dcp._rd, "save", held_first_save)
+    state = {"model": {"w": torch.full((64,), 1.0)}}
+    first = dcp.async_save(state, storage_writer=rckpt.dcp.Writer(tmp / "first.rckpt"))
+    assert writing.wait(60)
+    kept = kept_copy_pointer()
+    state["model"]["w"].fill_(2.0)
+    second = dcp.async_save(state, storage_writer=rckpt.dcp.Writer(tmp / "second.rckpt"))
+    state["model"]["w"].fill_(3.0)
+    assert kept_copy_pointer() == kept, "the copy being written was not replaced"
+    go_on.set()
+    first.result()
+    second.result()
+    assert torch.equal(rckpt.load(tmp / "first.rckpt")["model"]["w"], torch.full((64,), 1.0))
+    assert torch.equal(rckpt.load(tmp / "second.rckpt")["model"]["w"], torch.full((64,), 2.0))
+    # Both saves are done: the kept copy takes the next one again.
+    state["model"]["w"].fill_(4.0)
+    dcp.async_save(state, storage_writer=rckpt.dcp.Writer(tmp / "third.rckpt")).result()
+    assert kept_copy_pointer() == kept
+    assert torch.equal(rckpt.load(tmp / "third.rckpt")["model"]["w"], torch.full((64,), 4.0))
+    rckpt.dcp.free_staging()
+
+
+def test_a_writer_that_keeps_no_staging_copy_leaves_none(tmp):
+    rckpt.dcp.free_staging()
+    state = {"model": {"w": torch.full((64,), 5.0)}}
+    writer = rckpt.dcp.Writer(tmp / "n.rckpt", cache_staged_state_dict=False)
+    dcp.async_save(state, storage_writer=writer).result()
+    assert kept_copy_pointer() is None
+    assert torch.equal(rckpt.load(tmp / "n.rckpt")["model"]["w"], state["model"]["w"])
+
+
 def test_checkpoint_id_names_the_file(tmp):
     _, _, state = app_state(4)
     dcp.save(state, checkpoint_id=tmp / "id.rckpt", storage_writer=rckpt.dcp.Writer())
