@@ -27,12 +27,11 @@ whose keys are the file's key paths. docs/DCP.md.
 
 from __future__ import annotations
 
-import collections
 import io
 import os
+import sys
 import threading
 import uuid
-import weakref
 from collections.abc import Mapping
 from typing import Any, Optional, Union
 
@@ -130,11 +129,6 @@ class Writer(StorageWriter, BlockingAsyncStager):
         self.metadata = dict(metadata or {})
         self.is_coordinator = False
         self.save_id = ""
-        # The holds of this Writer's staged saves on the kept staging copy
-        # (None: staged into fresh memory), oldest first: each write_data
-        # releases one; a Writer that goes away releases what is left.
-        self._claims: collections.deque[Optional[_StagingClaim]] = collections.deque()
-        weakref.finalize(self, _release_all, self._claims)
 
     def reset(self, checkpoint_id: Union[str, os.PathLike[str], None] = None) -> None:
         if checkpoint_id is not None:
@@ -144,9 +138,7 @@ class Writer(StorageWriter, BlockingAsyncStager):
     def stage(self, state_dict: Any) -> Any:
         if not self.cache_staged_state_dict:
             return BlockingAsyncStager.stage(self, state_dict)
-        staged, claim = _STAGING.stage(state_dict)
-        self._claims.append(claim)
-        return staged
+        return _STAGING.stage(state_dict)
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: Union[str, os.PathLike[str]]) -> bool:
@@ -187,6 +179,16 @@ class Writer(StorageWriter, BlockingAsyncStager):
         return [dataclasses.replace(p, items=items) for p, items in zip(plans, kept)]
 
     def write_data(self, plan: SavePlan, planner: SavePlanner) -> Future:
+        resolved: list[torch.Tensor] = []
+        try:
+            return self._write(plan, planner, resolved)
+        finally:
+            # Written or failed: when this save's tensors are the kept
+            # staging copy, the copy may take the next save.
+            _STAGING.release_if_staged(resolved)
+
+    def _write(self, plan: SavePlan, planner: SavePlanner,
+               resolved: list[torch.Tensor]) -> Future:
         path = _check_path(self.path, "Writer")
         rank, world = _group_size(self.process_group)
         mappings = _mappings(planner, plan)
@@ -201,6 +203,8 @@ class Writer(StorageWriter, BlockingAsyncStager):
                 nbytes = 0
             else:
                 data = planner.resolve_data(item)
+                if isinstance(data, torch.Tensor):
+                    resolved.append(data)
                 if not isinstance(data, torch.Tensor):
                     raise TypeError(f"rckpt.dcp.Writer: the planner resolved tensor item "
                                     f"{fqn!r} to a {type(data)}")
@@ -226,15 +230,7 @@ class Writer(StorageWriter, BlockingAsyncStager):
         comm: Any = self.process_group if world > 1 else _LOCAL
         # The tree is the state dict, nested by DCP's key paths: the Reader
         # gets every item's fqn and path back by walking it.
-        try:
-            _rd.save(comm, path, state, metadata=self.metadata,
-                     **self.options)  # type: ignore[arg-type]
-        finally:
-            # Written (or failed): the kept staging copy may take the next save.
-            if self._claims:
-                claim = self._claims.popleft()
-                if claim is not None:
-                    claim.release()
+        _rd.save(comm, path, state, metadata=self.metadata, **self.options)  # type: ignore[arg-type]
         return _done(results)
 
     def finish(self, metadata: Metadata, results: list[list[WriteResult]]) -> None:
@@ -252,8 +248,10 @@ def _signature(obj: Any) -> Any:
     if isinstance(obj, Mapping):
         return ("map", tuple((k, _signature(v)) for k, v in obj.items()))
     if isinstance(obj, (list, tuple)):
-        return ("seq", tuple(_signature(v) for v in obj))
+        return ("seq", type(obj), tuple(_signature(v) for v in obj))
     if isinstance(obj, DTensor):
+        if obj.dim() == 0:  # DCP stages a 0-d DTensor as itself: never reused
+            return ("other", object())
         local = obj.to_local()
         return ("dtensor", tuple(obj.shape), tuple(local.shape), local.dtype, obj.placements,
                 obj.device_mesh)
@@ -261,76 +259,110 @@ def _signature(obj: Any) -> Any:
         return ("tensor", tuple(obj.shape), obj.dtype)
     if isinstance(obj, torch.Tensor):  # ShardedTensor and other kinds: never reused
         return ("other", object())
-    return ("value",)  # copied by reference: its value need not match
+    return ("value",)  # not copied: the staged state holds the caller's value
 
 
-class _StagingClaim:
-    """A save's hold on the kept staging copy, released once it is written."""
+def _tensors(obj: Any) -> list[torch.Tensor]:
+    """The tensors of a staged state dict, depth first."""
+    if isinstance(obj, Mapping):
+        return [t for v in obj.values() for t in _tensors(v)]
+    if isinstance(obj, (list, tuple)):
+        return [t for v in obj for t in _tensors(v)]
+    return [obj] if isinstance(obj, torch.Tensor) else []
 
-    def __init__(self, staging: _Staging) -> None:
-        self._staging = staging
-        self._held = True
 
-    def release(self) -> None:
-        with self._staging.lock:
-            if self._held:
-                self._held = False
-                self._staging.busy = False
+def _storage(t: torch.Tensor) -> int:
+    from torch.distributed.tensor import DTensor
+    if isinstance(t, DTensor):
+        t = t._local_tensor
+    # The start of the tensor's storage: a view of it (what a planner
+    # resolves) gives the same.
+    return t.data_ptr() - t.storage_offset() * t.element_size()
 
 
 class _Staging:
     """The host copy of the last state staged for an async save, kept for the next.
 
     One per process (as rckpt.save_async keeps one set of snapshot
-    buffers). A save claims it while it is being written; a save staged
-    meanwhile gets fresh memory of its own, so a copy is never overwritten
-    while a save still reads it.
+    buffers). A save holds it from its staging until its write_data is
+    done; a save staged meanwhile gets fresh memory of its own, so a copy is
+    never overwritten while a save still reads it. The hold goes with the
+    write_data of the save whose tensors are the copy's (whichever Writer
+    runs it), or, for a save that never got there (it failed while
+    planning), once nothing but this object refers to the copy's tensors.
     """
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
         self.busy = False
         self.signature: Any = None
         self.copy: Any = None
+        self.tensors: list[torch.Tensor] = []  # the copy's, each referred to by it and here
+        self.storages: set[int] = set()
+        self.idle_refs: list[int] = []  # sys.getrefcount of each while no save holds it
 
-    def stage(self, state_dict: Any) -> tuple[Any, Optional[_StagingClaim]]:
+    def _refs(self) -> list[int]:
+        return [sys.getrefcount(t) for t in self.tensors]
+
+    def _still_held(self) -> bool:
+        """Whether anything but this object refers to one of the copy's tensors."""
+        return any(now > idle for now, idle in zip(self._refs(), self.idle_refs))
+
+    def stage(self, state_dict: Any) -> Any:
         from torch.distributed._state_dict_utils import _copy_state_dict, _create_cpu_state_dict
+        # type_check=False: values that rckpt stores but DCP's check does not
+        # know (torch.dtype, numpy scalars) are passed on, as DCP's own
+        # uncached staging does.
         signature = _signature(state_dict)
         with self.lock:
+            if self.busy and not self._still_held():
+                self.busy = False  # its save ended without a write_data
             mine = not self.busy
             if mine:
                 self.busy = True
                 if self.signature != signature:
-                    self.copy = self.signature = None  # freed before the new one is made
+                    self._drop()  # freed before the new one is made
                 cached = self.copy
         if not mine:  # the kept copy is being written: a fresh one, freed after its save
-            return _copy_state_dict(state_dict, _create_cpu_state_dict(state_dict)), None
-        claim = _StagingClaim(self)
+            return _copy_state_dict(state_dict, _create_cpu_state_dict(state_dict),
+                                    type_check=False)
         try:
             if cached is None:
                 # Pinned where CUDA is, as DCP's own cached staging.
                 cached = _create_cpu_state_dict(state_dict, pin_memory=torch.cuda.is_available())
+                tensors = _tensors(cached)
+                storages = {_storage(t) for t in tensors} - {0}
+                if not storages:  # nothing to keep (no tensor bytes): not kept
+                    with self.lock:
+                        self.busy = False
+                    return _copy_state_dict(state_dict, cached, type_check=False)
                 with self.lock:
                     self.copy, self.signature = cached, signature
-            return _copy_state_dict(state_dict, cached), claim
+                    self.tensors, self.storages = tensors, storages
+                    self.idle_refs = self._refs()
+            return _copy_state_dict(state_dict, cached, type_check=False)
         except BaseException:
-            claim.release()
+            with self.lock:
+                self.busy = False
             raise
+
+    def release_if_staged(self, resolved: list[torch.Tensor]) -> None:
+        with self.lock:
+            if self.busy and any(_storage(t) in self.storages for t in resolved):
+                self.busy = False
+
+    def _drop(self) -> None:
+        self.copy = self.signature = None
+        self.tensors, self.storages, self.idle_refs = [], set(), []
 
     def free(self) -> None:
         with self.lock:
-            if not self.busy:
-                self.copy = self.signature = None
+            if not self.busy or not self._still_held():
+                self.busy = False
+                self._drop()
 
 
 _STAGING = _Staging()
-
-
-def _release_all(claims: collections.deque[Optional[_StagingClaim]]) -> None:
-    while claims:
-        claim = claims.popleft()
-        if claim is not None:
-            claim.release()
 
 
 def free_staging() -> None:

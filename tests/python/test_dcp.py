@@ -117,15 +117,16 @@ def test_one_writer_with_a_cached_staging_copy_saves_each_step_as_it_was(tmp):
         assert ck["extra"] == {"step": step}
 
 
-def kept_copy_pointer():
-    """The storage address of the kept staging copy's tensor (None: no copy kept)."""
+def kept_tensor():
+    """The kept staging copy's tensor at model.w (None: no copy kept)."""
     copy = rckpt.dcp._STAGING.copy
-    return None if copy is None else copy["model"]["w"].data_ptr()
+    return None if copy is None else copy["model"]["w"]
 
 
 def test_async_saves_through_new_writers_copy_into_one_kept_staging_copy(tmp):
     rckpt.dcp.free_staging()
-    state: dict[str, Any] = {"model": {"w": torch.zeros(64)}, "extra": {"step": 0}}
+    state: dict[str, Any] = {"model": {"w": torch.zeros(64)},
+                             "extra": {"step": 0, "dtype": torch.bfloat16}}
     kept = []
     for step in (1, 2, 3):
         if step == 3:
@@ -135,15 +136,18 @@ def test_async_saves_through_new_writers_copy_into_one_kept_staging_copy(tmp):
         future = dcp.async_save(state, storage_writer=rckpt.dcp.Writer(tmp / f"s{step}.rckpt"))
         state["model"]["w"].fill_(-1)
         future.result()
-        kept.append(kept_copy_pointer())
-    assert kept[0] is not None and kept[1] == kept[0], "the second save copied into the first's memory"
-    assert rckpt.dcp._STAGING.copy["model"]["w"].shape == (32,)
+        kept.append(kept_tensor())
+        assert not rckpt.dcp._STAGING.busy, "a finished save leaves the copy free"
+    assert kept[0] is not None and kept[1] is kept[0], "the second save copied into the first's copy"
+    assert torch.equal(kept[0], torch.full((64,), 2.0))
+    assert kept[2] is not kept[0] and kept[2].shape == (32,)
+    assert torch.equal(kept[2], torch.full((32,), 3.0)), "the copy holds the last save's state"
     for step, n in ((1, 64), (2, 64), (3, 32)):
         ck = rckpt.load(tmp / f"s{step}.rckpt")
         assert torch.equal(ck["model"]["w"], torch.full((n,), float(step)))
-        assert ck["extra"] == {"step": step}
+        assert ck["extra"] == {"step": step, "dtype": torch.bfloat16}
     rckpt.dcp.free_staging()
-    assert kept_copy_pointer() is None
+    assert kept_tensor() is None
 
 
 def test_a_save_staged_while_the_previous_one_writes_gets_memory_of_its_own(tmp, monkeypatch):
@@ -161,23 +165,58 @@ def test_a_save_staged_while_the_previous_one_writes_gets_memory_of_its_own(tmp,
         return real_save(*args, **kwargs)
     monkeypatch.setattr(rckpt.dcp._rd, "save", held_first_save)
     state = {"model": {"w": torch.full((64,), 1.0)}}
-    first = dcp.async_save(state, storage_writer=rckpt.dcp.Writer(tmp / "first.rckpt"))
-    assert writing.wait(60)
-    kept = kept_copy_pointer()
-    state["model"]["w"].fill_(2.0)
-    second = dcp.async_save(state, storage_writer=rckpt.dcp.Writer(tmp / "second.rckpt"))
-    state["model"]["w"].fill_(3.0)
-    assert kept_copy_pointer() == kept, "the copy being written was not replaced"
-    go_on.set()
+    try:
+        first = dcp.async_save(state, storage_writer=rckpt.dcp.Writer(tmp / "first.rckpt"))
+        assert writing.wait(60)
+        kept = kept_tensor()
+        state["model"]["w"].fill_(2.0)
+        second = dcp.async_save(state, storage_writer=rckpt.dcp.Writer(tmp / "second.rckpt"))
+        state["model"]["w"].fill_(3.0)
+        second.result()  # the second finishes first: the first's copy stays held
+        assert rckpt.dcp._STAGING.busy
+        assert kept_tensor() is kept and torch.equal(kept, torch.full((64,), 1.0)), \
+            "the copy being written was neither replaced nor written into"
+    finally:
+        go_on.set()
     first.result()
-    second.result()
     assert torch.equal(rckpt.load(tmp / "first.rckpt")["model"]["w"], torch.full((64,), 1.0))
     assert torch.equal(rckpt.load(tmp / "second.rckpt")["model"]["w"], torch.full((64,), 2.0))
     # Both saves are done: the kept copy takes the next one again.
+    assert not rckpt.dcp._STAGING.busy
     state["model"]["w"].fill_(4.0)
     dcp.async_save(state, storage_writer=rckpt.dcp.Writer(tmp / "third.rckpt")).result()
-    assert kept_copy_pointer() == kept
+    assert kept_tensor() is kept and torch.equal(kept, torch.full((64,), 4.0))
     assert torch.equal(rckpt.load(tmp / "third.rckpt")["model"]["w"], torch.full((64,), 4.0))
+    rckpt.dcp.free_staging()
+
+
+def test_a_save_that_fails_before_writing_gives_the_kept_copy_back(tmp):
+    import gc
+    import weakref
+
+    from torch.distributed.checkpoint import DefaultSavePlanner
+    from torch.distributed.checkpoint.api import CheckpointException
+    rckpt.dcp.free_staging()
+    state = {"model": {"w": torch.full((64,), 1.0)}}
+    dcp.async_save(state, storage_writer=rckpt.dcp.Writer(tmp / "a.rckpt")).result()
+    kept = weakref.ref(kept_tensor())  # a reference of the test's would itself hold the copy
+
+    class FailingPlanner(DefaultSavePlanner):
+        def create_local_plan(self):
+            raise RuntimeError("planning failed")
+    failed = dcp.async_save(state, storage_writer=rckpt.dcp.Writer(tmp / "b.rckpt"),
+                            planner=FailingPlanner())
+    with pytest.raises(CheckpointException) as raised:  # a BaseException, by rank
+        failed.result()
+    assert "planning failed" in repr(raised.value.failures)
+    del failed, raised
+    gc.collect()
+    state["model"]["w"].fill_(5.0)
+    dcp.async_save(state, storage_writer=rckpt.dcp.Writer(tmp / "c.rckpt")).result()
+    assert kept_tensor() is kept() and torch.equal(kept_tensor(), torch.full((64,), 5.0)), \
+        "the failed save's hold went with it: the next save staged into the kept copy"
+    assert torch.equal(rckpt.load(tmp / "c.rckpt")["model"]["w"], torch.full((64,), 5.0))
+    assert not (tmp / "b.rckpt").exists()
     rckpt.dcp.free_staging()
 
 
@@ -186,7 +225,7 @@ def test_a_writer_that_keeps_no_staging_copy_leaves_none(tmp):
     state = {"model": {"w": torch.full((64,), 5.0)}}
     writer = rckpt.dcp.Writer(tmp / "n.rckpt", cache_staged_state_dict=False)
     dcp.async_save(state, storage_writer=writer).result()
-    assert kept_copy_pointer() is None
+    assert kept_tensor() is None
     assert torch.equal(rckpt.load(tmp / "n.rckpt")["model"]["w"], state["model"]["w"])
 
 
