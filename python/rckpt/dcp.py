@@ -77,6 +77,12 @@ def _check_path(path: Union[str, os.PathLike[str], None], who: str) -> str:
     return os.fspath(path)
 
 
+def _names_an_rckpt_file(checkpoint_id: Any) -> bool:
+    """Whether a checkpoint_id is this storage's: a path ending in .rckpt."""
+    return isinstance(checkpoint_id, (str, os.PathLike)) and \
+        os.fspath(checkpoint_id).endswith(".rckpt")
+
+
 def _group_size(group) -> tuple[int, int]:
     import torch.distributed as dist
     if not (dist.is_available() and dist.is_initialized()):
@@ -142,8 +148,7 @@ class Writer(StorageWriter, BlockingAsyncStager):
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: Union[str, os.PathLike[str]]) -> bool:
-        return isinstance(checkpoint_id, (str, os.PathLike)) and \
-            os.fspath(checkpoint_id).endswith(".rckpt")
+        return _names_an_rckpt_file(checkpoint_id)
 
     def storage_meta(self) -> Any:
         if StorageMeta is None:
@@ -440,8 +445,7 @@ class Reader(StorageReader):
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: Union[str, os.PathLike[str]]) -> bool:
-        return isinstance(checkpoint_id, (str, os.PathLike)) and \
-            os.fspath(checkpoint_id).endswith(".rckpt")
+        return _names_an_rckpt_file(checkpoint_id)
 
     def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
         info = _core.describe(_check_path(self.path, "Reader"), _TensorRef)

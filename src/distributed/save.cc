@@ -328,14 +328,14 @@ class CollectiveSave {
       Result<std::unique_ptr<WritableFile>> f = target_->Open();
       s = f.ok() ? (*f)->Close() : f.status();
     }
+    const std::string host = HostName();
     std::string hello;
     PutField(&hello, WholeNames(state_));
-    PutField(&hello, HostName());
+    PutField(&hello, host);
     PutField(&hello, rank_ == 0 && s.ok() ? target_->temp_path() : std::string());
     Result<std::vector<std::string>> all = AgreeAndAllGather(comm_, s, hello);
     RCKPT_RETURN_IF_ERROR(Cleanup(all.status()));
     std::set<std::string, std::less<>> lower;
-    const std::string host = HostName();
     int on_this_host = 0;
     for (int r = 0; r < size_; ++r) {
       std::optional<std::vector<std::string_view>> f = Fields((*all)[r], 3);
