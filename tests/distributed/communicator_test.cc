@@ -138,6 +138,16 @@ std::string FileBytes(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(f), {});
 }
 
+// Saves the test's state from `ranks` ranks to `path`; a failure on any
+// rank fails the test.
+void SaveOnRanks(const std::string& path, int ranks) {
+  for (const Status& s : OnRanks<Status>(ranks, [&](Communicator& comm) {
+         return SaveDistributed(comm, path, StateOf(comm.rank(), ranks));
+       })) {
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+}
+
 class CommunicatorSaveTest : public ::testing::TestWithParam<Codec> {};
 
 TEST_P(CommunicatorSaveTest, SavedOnThreeRanksLoadsReshardedOnTwoAndWholeInOneProcess) {
@@ -194,11 +204,7 @@ INSTANTIATE_TEST_SUITE_P(Codecs, CommunicatorSaveTest,
 TEST(CommunicatorSaveTest, AnErrorOnOneRankIsEveryRanksAndKeepsThePreviousFile) {
   const std::string dir = NewTempDir("comm-err");
   const std::string path = dir + "/ck.rckpt";
-  for (const Status& s : OnRanks<Status>(2, [&](Communicator& comm) {
-         return SaveDistributed(comm, path, StateOf(comm.rank(), 2));
-       })) {
-    ASSERT_TRUE(s.ok()) << s.ToString();
-  }
+  ASSERT_NO_FATAL_FAILURE(SaveOnRanks(path, 2));
   const std::string before = FileBytes(path);
   // Rank 1's block of fc1 starts one row early: it overlaps rank 0's.
   const std::vector<Status> failed = OnRanks<Status>(2, [&](Communicator& comm) {
@@ -273,11 +279,7 @@ class FailingWrites : public SharedFile {
 TEST(CommunicatorSaveTest, AFailedOpenOrWriteOnOneRankIsEveryRanksErrorAndKeepsThePreviousFile) {
   const std::string dir = NewTempDir("comm-open");
   const std::string path = dir + "/ck.rckpt";
-  for (const Status& s : OnRanks<Status>(3, [&](Communicator& comm) {
-         return SaveDistributed(comm, path, StateOf(comm.rank(), 3));
-       })) {
-    ASSERT_TRUE(s.ok()) << s.ToString();
-  }
+  ASSERT_NO_FATAL_FAILURE(SaveOnRanks(path, 3));
   const std::string before = FileBytes(path);
   const SharedFileOpener no_open = [](Communicator& comm, const std::string& tmp)
       -> Result<std::unique_ptr<SharedFile>> {
@@ -314,11 +316,7 @@ TEST(CommunicatorSaveTest, AFailedOpenOrWriteOnOneRankIsEveryRanksErrorAndKeepsT
 
 TEST(CommunicatorLoadTest, BlocksAreReadIntoTheCallersMemoryAsOftenAsAsked) {
   const std::string path = NewTempDir("comm-into") + "/ck.rckpt";
-  for (const Status& s : OnRanks<Status>(3, [&](Communicator& comm) {
-         return SaveDistributed(comm, path, StateOf(comm.rank(), 3));
-       })) {
-    ASSERT_TRUE(s.ok()) << s.ToString();
-  }
+  ASSERT_NO_FATAL_FAILURE(SaveOnRanks(path, 3));
   const GlobalTensor fc1 = GlobalTensors()[0];  // f32 [96, 40], saved by rows
   const Tensor global = GlobalValue(fc1);
   // Two column halves of fc1 (each crosses all three saved shards), one into
@@ -354,11 +352,7 @@ TEST(CommunicatorLoadTest, BlocksAreReadIntoTheCallersMemoryAsOftenAsAsked) {
 
 TEST(CommunicatorLoadTest, MemoryOfAnotherDtypeOrShapeIsRefusedBeforeAnyRead) {
   const std::string path = NewTempDir("comm-into-bad") + "/ck.rckpt";
-  for (const Status& s : OnRanks<Status>(2, [&](Communicator& comm) {
-         return SaveDistributed(comm, path, StateOf(comm.rank(), 2));
-       })) {
-    ASSERT_TRUE(s.ok()) << s.ToString();
-  }
+  ASSERT_NO_FATAL_FAILURE(SaveOnRanks(path, 2));
   Tensor f64 = *Tensor::Zeros(DType::kF64, {96, 40});
   Tensor small = *Tensor::Zeros(DType::kF32, {96, 39});
   Tensor device = *Tensor::Zeros(DType::kF32, {96, 40});
