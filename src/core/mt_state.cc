@@ -4,9 +4,7 @@
 
 #include <array>
 #include <cstdint>
-#include <locale>
 #include <random>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -14,18 +12,35 @@
 namespace rckpt {
 namespace {
 
-// ---- The binary layout ----------------------------------------------------
-//
 // Only standard interfaces touch the engine, so the layout does not depend on
 // how a standard library keeps or prints its state: capture reads the next n
 // outputs and inverts the tempering, which gives the next n words (index 0);
 // restore computes the block before the stored one by running the recurrence
 // backwards, hands it to seed(Sseq&), which the standard defines to install
 // exactly those words as the engine's state, and discards p outputs.
+//
+// Both stored forms, the binary layout and the legacy textual one, decode to
+// the same words and index, and one rule (SeedWords) decides for both which
+// states are valid and how they restore: validation is a restore.
 
 constexpr size_t kMagicBytes = kMtMagicBytes;
 constexpr size_t kIndexOffset = kMtIndexOffset;
 constexpr size_t kWordsOffset = kMtWordsOffset;
+
+// Generous for a textual engine state (mt19937: 624 words of at most 10
+// digits plus an index), small enough that parsing a hostile record is cheap.
+constexpr size_t kMaxEngineTextBytes = 64 * 1024;
+
+bool IsSpace(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+
+// Files written before the binary layout hold the engine's textual state,
+// which begins with a digit (or whitespace); the binary layout begins with
+// its magic.
+bool IsLegacyText(std::span<const std::byte> bytes) {
+  if (bytes.empty()) return false;
+  const char c = static_cast<char>(bytes[0]);
+  return (c >= '0' && c <= '9') || IsSpace(c);
+}
 
 template <typename Engine>
 struct Mt {
@@ -96,12 +111,39 @@ struct Mt {
     return std::string(RngKindName(kKind)) + " RNG state: ";
   }
 
+  // A stored state in either form. The words and index mean what
+  // libstdc++'s _M_x and _M_p (and mt19937ar.c's mt[] and mti) mean: the
+  // next outputs are the tempered words index..n-1, then those of the block
+  // the twist makes from all n.
   struct Stored {
-    uint32_t index = 0;
+    bool text = false;  // read from the legacy textual form
+    uint64_t index = 0;
     std::vector<Word> words;
   };
 
-  static Result<Stored> Decode(std::span<const std::byte> bytes) {
+  static std::string WordName(const Stored& s, size_t i) {
+    if (s.text) {
+      return "word " + std::to_string(i) + " (number " + std::to_string(i + 1) +
+             " of the textual state)";
+    }
+    return "word " + std::to_string(i) + " (at offset " +
+           std::to_string(kWordsOffset + i * kWordBytes) + ")";
+  }
+
+  static std::string IndexName(bool text) {
+    if (text) {
+      return "the index (number " + std::to_string(kN + 1) +
+             " of the textual state)";
+    }
+    return "field 'index' (u32 at offset " + std::to_string(kIndexOffset) + ")";
+  }
+
+  static Status IndexOutOfRange(bool text, const std::string& got) {
+    return Status::Corruption(Prefix() + IndexName(text) + ": expected 0.." +
+                              std::to_string(kN) + ", got " + got);
+  }
+
+  static Result<Stored> DecodeBinary(std::span<const std::byte> bytes) {
     if (bytes.size() >= kMagicBytes &&
         std::string_view(reinterpret_cast<const char*>(bytes.data()),
                          kMagicBytes) != kMagic) {
@@ -126,12 +168,7 @@ struct Mt {
                                 std::to_string(bytes.size()));
     }
     Stored s;
-    s.index = static_cast<uint32_t>(Le(bytes, kIndexOffset, 4));
-    if (s.index > kN) {
-      return Status::Corruption(
-          Prefix() + "field 'index' (u32 at offset 4): expected 0.." +
-          std::to_string(kN) + ", got " + std::to_string(s.index));
-    }
+    s.index = Le(bytes, kIndexOffset, 4);
     s.words.resize(kN);
     for (size_t i = 0; i < kN; ++i) {
       s.words[i] = static_cast<Word>(
@@ -148,12 +185,96 @@ struct Mt {
     return v;
   }
 
-  // The n words before the stored block: the state seed() installs so that
-  // the next twist makes the stored block. X_{k+n} = X_{k+m} ^
-  // T(upper(X_k) | lower(X_{k+1})) run backwards from the block's last word;
-  // each step gives the upper bits of one word and the lower bits of the
-  // next. The lower bits of the first word never reach an output (zero).
-  static Result<std::vector<Word>> PreviousBlock(const Stored& s) {
+  // The legacy textual form: GNU libstdc++'s operator<< in the "C" locale,
+  // the n words and then the index, decimal, separated by whitespace. This
+  // reads what operator>> reads from such text, without a stream or a
+  // locale: exactly n + 1 unsigned decimal numbers, each word below 2^w.
+  // (operator>> would also take a sign, "-1" as the largest value, and keep
+  // a word of 2^w or more as it is; libstdc++ writes none of that.)
+  static Result<Stored> DecodeText(std::span<const std::byte> bytes) {
+    const std::string_view text(reinterpret_cast<const char*>(bytes.data()),
+                                bytes.size());
+    if (text.size() > kMaxEngineTextBytes) {
+      return Status::Corruption(Prefix() + "size: expected at most " +
+                                std::to_string(kMaxEngineTextBytes) +
+                                " bytes, got " + std::to_string(text.size()));
+    }
+    Stored s;
+    s.text = true;
+    s.words.reserve(kN);
+    size_t numbers = 0;
+    size_t i = 0;
+    while (i < text.size()) {
+      if (IsSpace(text[i])) {
+        ++i;
+        continue;
+      }
+      const size_t start = i;
+      if (numbers == kN + 1) {
+        return Status::Corruption(
+            Prefix() + "expected the end of the state after " +
+            std::to_string(kN + 1) + " numbers (" + std::to_string(kN) +
+            " words, then the index), found more at byte " +
+            std::to_string(start) + " of " + std::to_string(text.size()));
+      }
+      // Words are below 2^w; the index is any u64 until the rule checks it.
+      const uint64_t max = numbers < kN ? uint64_t{kWordMask} : UINT64_MAX;
+      uint64_t value = 0;
+      bool overflow = false;
+      while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
+        const auto digit = static_cast<uint64_t>(text[i] - '0');
+        if (value > (max - digit) / 10) overflow = true;
+        value = value * 10 + digit;
+        ++i;
+      }
+      if (i == start) {
+        return Status::Corruption(
+            Prefix() + "byte " + std::to_string(i) +
+            ": expected a digit or whitespace, got code " +
+            std::to_string(static_cast<unsigned char>(text[i])));
+      }
+      const std::string_view digits = text.substr(start, i - start);
+      if (overflow && numbers < kN) {
+        return Status::Corruption(Prefix() + WordName(s, numbers) +
+                                  ": expected a value below 2^" +
+                                  std::to_string(kW) + ", got '" +
+                                  std::string(digits) + "'");
+      }
+      if (overflow) return IndexOutOfRange(true, std::string(digits));
+      if (numbers < kN) {
+        s.words.push_back(static_cast<Word>(value));
+      } else {
+        s.index = value;
+      }
+      ++numbers;
+    }
+    if (numbers != kN + 1) {
+      return Status::Corruption(
+          Prefix() + "expected the engine's textual state, " +
+          std::to_string(kN + 1) + " numbers (" + std::to_string(kN) +
+          " words, then the index), got " + std::to_string(numbers));
+    }
+    return s;
+  }
+
+  // The one rule of which stored states are valid, for both forms: the
+  // index is 0..n and the state is one an engine can reach. Returns the
+  // words seed() installs so that the engine continues the stored sequence
+  // once it has discarded `index` outputs (index n: none).
+  //
+  // Below index n the words installed are the n words before the stored
+  // block. X_{k+n} = X_{k+m} ^ T(upper(X_k) | lower(X_{k+1})) run backwards
+  // from the block's last word; each step gives the upper bits of one word
+  // and the lower bits of the next. The lower bits of the first word never
+  // reach an output (zero).
+  static Result<std::vector<Word>> SeedWords(const Stored& s) {
+    if (s.index > kN) return IndexOutOfRange(s.text, std::to_string(s.index));
+    if (s.index == kN) {
+      // Every word has been output: the stored block is the state itself,
+      // word for word (a freshly seeded engine's, for one).
+      RCKPT_RETURN_IF_ERROR(CheckNotAllZero(s.words));
+      return s.words;
+    }
     std::vector<Word> block = s.words;  // X_{B+j}
     std::vector<Word> prev(kN, 0);      // X_{B-n+j}
     for (size_t step = 0; step < kN; ++step) {
@@ -167,12 +288,15 @@ struct Mt {
       }
       // y's lower bits are those word 0 must have for word n-1 to follow.
       // Once word 0 has been output (index > 0) its lower bits feed nothing
-      // but word n-1, so they are taken from it; before, a stored word 0
-      // that disagrees is a state no engine can reach.
+      // (the twist reads word 0's lower bits only after it has replaced
+      // word 0), so they are taken from the recurrence. At index 0 word 0 is
+      // still to be output: a twist always makes it with these bits, and a
+      // stored word 0 that disagrees is a state no engine can reach, although
+      // libstdc++'s operator>> would hold it and output it once.
       const Word expected_low = y & kLowerMask;
       if (s.index == 0 && (block[0] & kLowerMask) != expected_low) {
         return Status::Corruption(
-            Prefix() + "word 0 (at offset 8): its low " +
+            Prefix() + WordName(s, 0) + ": its low " +
             std::to_string(Engine::mask_bits) + " bits (" +
             std::to_string(block[0] & kLowerMask) +
             ") do not follow from words " + std::to_string(kN - 1) + " and " +
@@ -187,7 +311,8 @@ struct Mt {
   }
 
   // seed() would replace a state that is zero but for the oldest word's
-  // lower bits (the standard's rule), so it cannot be restored.
+  // lower bits (the standard's rule), so it cannot be restored; no engine
+  // reaches it, since the twist keeps it zero.
   static Status CheckNotAllZero(const std::vector<Word>& state) {
     bool zero = (state[0] & kUpperMask) == 0;
     for (size_t i = 1; zero && i < kN; ++i) zero = state[i] == 0;
@@ -197,20 +322,13 @@ struct Mt {
   }
 
   static Result<Engine> Restore(std::span<const std::byte> bytes) {
-    RCKPT_ASSIGN_OR_RETURN(Stored s, Decode(bytes));
+    RCKPT_ASSIGN_OR_RETURN(
+        Stored s, IsLegacyText(bytes) ? DecodeText(bytes) : DecodeBinary(bytes));
+    RCKPT_ASSIGN_OR_RETURN(std::vector<Word> seed_words, SeedWords(s));
     Engine engine;
-    if (s.index == kN) {
-      // Every word has been output: the stored block is the state itself,
-      // word for word (a freshly seeded engine's, for one).
-      RCKPT_RETURN_IF_ERROR(CheckNotAllZero(s.words));
-      WordsSeq seq{&s.words};
-      engine.seed(seq);
-      return engine;
-    }
-    RCKPT_ASSIGN_OR_RETURN(std::vector<Word> prev, PreviousBlock(s));
-    WordsSeq seq{&prev};
+    WordsSeq seq{&seed_words};
     engine.seed(seq);
-    engine.discard(s.index);
+    if (s.index < kN) engine.discard(s.index);
     return engine;
   }
 
@@ -231,106 +349,9 @@ struct Mt {
   }
 };
 
-// ---- The legacy textual form ---------------------------------------------
-//
-// Files written before the binary layout hold the engine's operator<< text
-// as GNU libstdc++ writes it ("C" locale): n words then the index. It is
-// parsed with operator>>, as it was written.
-
-// Generous for a textual engine state (mt19937: 624 words of at most 10
-// digits plus an index), small enough that parsing a hostile record is cheap.
-constexpr size_t kMaxEngineTextBytes = 64 * 1024;
-
-bool IsSpace(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
-
-bool IsLegacyText(std::span<const std::byte> bytes) {
-  if (bytes.empty()) return false;
-  const char c = static_cast<char>(bytes[0]);
-  return (c >= '0' && c <= '9') || IsSpace(c);
-}
-
-// The textual state is whitespace-separated decimal words, each below
-// 2^word_bits (libstdc++ appends the position index, which is too). Checking
-// this first keeps out-of-range words, which operator>> would store as they
-// are, out of an engine.
-Status CheckEngineText(RngKind kind, std::string_view text, int word_bits) {
-  const std::string name(RngKindName(kind));
-  if (text.size() > kMaxEngineTextBytes) {
-    return Status::Corruption(name + " RNG state: size: expected at most " +
-                              std::to_string(kMaxEngineTextBytes) +
-                              " bytes, got " + std::to_string(text.size()));
-  }
-  const uint64_t max_word =
-      word_bits >= 64 ? UINT64_MAX : (uint64_t{1} << word_bits) - 1;
-  size_t i = 0;
-  size_t words = 0;
-  while (i < text.size()) {
-    const char c = text[i];
-    if (IsSpace(c)) {
-      ++i;
-      continue;
-    }
-    const size_t start = i;
-    uint64_t value = 0;
-    bool overflow = false;
-    while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
-      const uint64_t digit = static_cast<uint64_t>(text[i] - '0');
-      if (value > (max_word - digit) / 10) overflow = true;
-      value = value * 10 + digit;
-      ++i;
-    }
-    if (i == start) {
-      return Status::Corruption(name + " RNG state: byte " + std::to_string(i) +
-                                ": expected a digit or whitespace, got code " +
-                                std::to_string(static_cast<unsigned char>(c)));
-    }
-    if (overflow) {
-      return Status::Corruption(
-          name + " RNG state: word " + std::to_string(words) +
-          ": expected a value below 2^" + std::to_string(word_bits) +
-          ", got '" + std::string(text.substr(start, i - start)) + "'");
-    }
-    ++words;
-  }
-  return Status::Ok();
-}
-
-template <typename Engine>
-Result<Engine> ParseEngineText(RngKind kind, std::span<const std::byte> bytes) {
-  const std::string_view text(reinterpret_cast<const char*>(bytes.data()),
-                              bytes.size());
-  RCKPT_RETURN_IF_ERROR(CheckEngineText(kind, text, Engine::word_size));
-  std::istringstream in{std::string(text)};
-  in.imbue(std::locale::classic());
-  Engine engine;
-  in >> engine;
-  if (in.fail()) {
-    return Status::Corruption(
-        std::string(RngKindName(kind)) + " RNG state: expected the engine's " +
-        std::to_string(Engine::state_size) + "-word textual state, got " +
-        std::to_string(bytes.size()) + " bytes that do not parse as one");
-  }
-  in >> std::ws;
-  if (!in.eof()) {
-    return Status::Corruption(
-        std::string(RngKindName(kind)) +
-        " RNG state: expected the end of the state at byte " +
-        std::to_string(static_cast<long long>(in.tellg())) + " of " +
-        std::to_string(bytes.size()) + ", found more words");
-  }
-  return engine;
-}
-
-template <typename Engine>
-Result<Engine> Parse(std::span<const std::byte> bytes) {
-  if (IsLegacyText(bytes))
-    return ParseEngineText<Engine>(Mt<Engine>::kKind, bytes);
-  return Mt<Engine>::Restore(bytes);
-}
-
 template <typename Engine>
 Status RestoreInto(std::span<const std::byte> bytes, Engine* engine) {
-  RCKPT_ASSIGN_OR_RETURN(Engine restored, Parse<Engine>(bytes));
+  RCKPT_ASSIGN_OR_RETURN(Engine restored, Mt<Engine>::Restore(bytes));
   *engine = restored;
   return Status::Ok();
 }
@@ -339,8 +360,8 @@ Status RestoreInto(std::span<const std::byte> bytes, Engine* engine) {
 
 Status ValidateMtState(RngKind kind, std::span<const std::byte> bytes) {
   if (kind == RngKind::kMt19937_64)
-    return Parse<std::mt19937_64>(bytes).status();
-  return Parse<std::mt19937>(bytes).status();
+    return Mt<std::mt19937_64>::Restore(bytes).status();
+  return Mt<std::mt19937>::Restore(bytes).status();
 }
 
 std::vector<std::byte> CaptureEngine(const std::mt19937& engine) {

@@ -38,6 +38,21 @@ std::vector<std::byte> TorchCpu(int32_t left, int32_t seeded, uint64_t next) {
   return s;
 }
 
+// The textual form (n words, then the index) of a binary-layout state's
+// words with another index.
+std::vector<std::byte> AsText(const std::vector<std::byte>& binary,
+                              uint64_t index) {
+  std::string text;
+  for (size_t i = 8; i + 4 <= binary.size(); i += 4) {
+    uint32_t word = 0;
+    std::memcpy(&word, binary.data() + i, 4);
+    text += std::to_string(word) + " ";
+  }
+  text += std::to_string(index);
+  const auto* p = reinterpret_cast<const std::byte*>(text.data());
+  return std::vector<std::byte>(p, p + text.size());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -63,6 +78,16 @@ int main(int argc, char** argv) {
   ok &= Write(dir, "mt19937-extra-word", RngKind::kMt19937, mt_extra);
   ok &= Write(dir, "mt19937_64", RngKind::kMt19937_64, LegacyEngineText(mt64));
   ok &= Write(dir, "mt19937_64-as-mt19937", RngKind::kMt19937, LegacyEngineText(mt64));
+  // The textual form of states no engine prints: at index 0 with word 0's
+  // low bits changed (unreachable), index n + 1, all zero.
+  ok &= Write(dir, "mt19937-text-index-0", RngKind::kMt19937,
+              AsText(binary, 0));
+  ok &= Write(dir, "mt19937-text-index-0-unreachable", RngKind::kMt19937,
+              AsText(unreachable, 0));
+  ok &= Write(dir, "mt19937-text-index-625", RngKind::kMt19937,
+              AsText(binary, 625));
+  ok &= Write(dir, "mt19937-text-all-zero", RngKind::kMt19937,
+              AsText(std::vector<std::byte>(binary.size()), 624));
   // The binary layout.
   ok &= Write(dir, "mt19937-binary", RngKind::kMt19937, binary);
   ok &= Write(dir, "mt19937-binary-index-300", RngKind::kMt19937,

@@ -5,11 +5,15 @@
 //    when it fails;
 //  - a restored engine's captured state does not validate, or does not
 //    restore to an engine with the same sequence;
-//  - a binary-layout state at index 0 does not capture back to its own bytes.
+//  - a binary-layout state at index 0 does not capture back to its own bytes;
+//  - a valid binary-layout state, written in the legacy textual form (its
+//    words, then its index), is refused or restores another sequence: one
+//    rule decides for both forms.
 #include <algorithm>
 #include <cstdint>
 #include <random>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "rckpt/rng.h"
@@ -27,6 +31,25 @@ bool SameSequence(Engine a, Engine b) {
     if (a() != b()) return false;
   }
   return true;
+}
+
+// The words and index of a binary-layout state as libstdc++'s operator<<
+// writes them.
+template <typename Engine>
+std::vector<std::byte> AsText(std::span<const std::byte> binary) {
+  constexpr size_t kWordBytes = Engine::word_size / 8;
+  auto le = [&](size_t offset, size_t n) {
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; ++i)
+      v |= static_cast<uint64_t>(binary[offset + i]) << (8 * i);
+    return v;
+  };
+  std::string text;
+  for (size_t i = 0; i < Engine::state_size; ++i)
+    text += std::to_string(le(8 + i * kWordBytes, kWordBytes)) + " ";
+  text += std::to_string(le(4, 4));
+  const auto* p = reinterpret_cast<const std::byte*>(text.data());
+  return std::vector<std::byte>(p, p + text.size());
 }
 
 template <typename Engine>
@@ -51,6 +74,13 @@ void CheckRestore(std::span<const std::byte> bytes, rckpt::RngKind kind,
   if (binary_at_index_0) {
     Check(again.size() == bytes.size() &&
           std::equal(again.begin(), again.end(), bytes.begin()));
+  }
+  if (bytes[0] == std::byte{'M'}) {  // valid, so the binary layout
+    const std::vector<std::byte> text = AsText<Engine>(bytes);
+    Check(rckpt::ValidateRngState(kind, text).ok());
+    Engine from_text;
+    Check(rckpt::RestoreEngine(text, &from_text).ok());
+    Check(SameSequence(from_text, engine));
   }
 }
 

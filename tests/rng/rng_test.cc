@@ -324,9 +324,14 @@ TEST(LegacyTextTest, RestoringGarbageFailsAndLeavesEngineUnchanged) {
               StatusIs(StatusCode::kCorruption,
                        "mt19937_64 RNG state: byte 3: expected a digit"));
   EXPECT_THAT(RestoreEngine(Bytes(" "), &engine),
-              StatusIs(StatusCode::kCorruption, "do not parse"));
+              StatusIs(StatusCode::kCorruption,
+                       "mt19937_64 RNG state: expected the engine's textual state, 313 "
+                       "numbers (312 words, then the index), got 0"));
   EXPECT_THAT(RestoreEngine(Bytes("1 2 3"), &engine),
-              StatusIs(StatusCode::kCorruption, "do not parse"));
+              StatusIs(StatusCode::kCorruption, "got 3"));
+  EXPECT_THAT(RestoreEngine(Bytes("1 -2 3"), &engine),
+              StatusIs(StatusCode::kCorruption, "byte 2: expected a digit or whitespace, got "
+                                                "code 45"));
   EXPECT_EQ(engine, before);
 }
 
@@ -336,7 +341,10 @@ TEST(LegacyTextTest, RejectsTrailingWords) {
   const std::vector<std::byte> more = Bytes(" 17 \n");
   state.insert(state.end(), more.begin(), more.end());
   EXPECT_THAT(ValidateRngState(RngKind::kMt19937, state),
-              StatusIs(StatusCode::kCorruption, "found more words"));
+              StatusIs(StatusCode::kCorruption,
+                       "mt19937 RNG state: expected the end of the state after 625 numbers "
+                       "(624 words, then the index), found more at byte " +
+                           std::to_string(state.size() - 4)));
   // Trailing whitespace alone is fine.
   std::vector<std::byte> spaced = LegacyEngineText(engine);
   spaced.push_back(std::byte{'\n'});
@@ -352,7 +360,8 @@ TEST(LegacyTextTest, RejectsWordBeyondEngineWidth) {
   EXPECT_THAT(
       RestoreEngine(Bytes(text), &target),
       StatusIs(StatusCode::kCorruption,
-               "word 0: expected a value below 2^32, got '4294967296'"));
+               "mt19937 RNG state: word 0 (number 1 of the textual state): expected a "
+               "value below 2^32, got '4294967296'"));
   EXPECT_EQ(target, before);
 }
 
@@ -366,6 +375,147 @@ TEST(LegacyTextTest, RejectsHugeRecordWithoutParsing) {
 TEST(LegacyTextTest, Mt19937StateIsNotAnMt19937_64State) {
   std::mt19937 engine(3);
   EXPECT_FALSE(ValidateRngState(RngKind::kMt19937_64, LegacyEngineText(engine)).ok());
+}
+
+// The textual form of n words and an index, as libstdc++'s operator<< writes
+// it, for states no engine printed.
+template <typename Word>
+std::vector<std::byte> TextState(const std::vector<Word>& words, uint64_t index) {
+  std::string text;
+  for (Word w : words) text += std::to_string(w) + " ";
+  return Bytes(text + std::to_string(index));
+}
+
+// The binary layout (schema/FORMAT.md 7.1) of the same words and index.
+template <typename Word>
+std::vector<std::byte> BinaryState(const std::vector<Word>& words, uint32_t index) {
+  std::vector<std::byte> state = Bytes(sizeof(Word) == 8 ? "MT64" : "MT32");
+  state.resize(2504);
+  Put<uint32_t>(state, 4, index);
+  for (size_t i = 0; i < words.size(); ++i) Put<Word>(state, 8 + sizeof(Word) * i, words[i]);
+  return state;
+}
+
+// The words of a binary-layout state.
+template <typename Word>
+std::vector<Word> WordsOf(const std::vector<std::byte>& state) {
+  std::vector<Word> words((state.size() - 8) / sizeof(Word));
+  for (size_t i = 0; i < words.size(); ++i) words[i] = Get<Word>(state, 8 + sizeof(Word) * i);
+  return words;
+}
+
+// At index 0 word 0 is still to be output, and a twist always makes its low
+// bits from words n-1 and m-1. libstdc++'s operator>> holds such a text
+// anyway; its engine would then capture to a binary state that is refused.
+// Both forms are refused alike.
+TEST(LegacyTextTest, UnreachableStateAtIndexZeroIsRefusedAsInTheBinaryLayout) {
+  std::mt19937_64 engine(21);
+  engine.discard(40);
+  std::vector<uint64_t> words = WordsOf<uint64_t>(CaptureEngine(engine));
+  words[0] ^= 1;
+  std::mt19937_64 target(3);
+  const std::mt19937_64 before = target;
+  EXPECT_THAT(RestoreEngine(TextState(words, 0), &target),
+              StatusIs(StatusCode::kCorruption,
+                       "mt19937_64 RNG state: word 0 (number 1 of the textual state): its low "
+                       "31 bits"));
+  EXPECT_THAT(ValidateRngState(RngKind::kMt19937_64, TextState(words, 0)),
+              StatusIs(StatusCode::kCorruption, "not a state the engine can reach"));
+  EXPECT_THAT(ValidateRngState(RngKind::kMt19937_64, BinaryState(words, 0)),
+              StatusIs(StatusCode::kCorruption,
+                       "mt19937_64 RNG state: word 0 (at offset 8): its low 31 bits"));
+  EXPECT_EQ(target, before);
+  // Once word 0 has been output its low bits feed nothing: index 1 restores.
+  ASSERT_OK(RestoreEngine(TextState(words, 1), &target));
+  engine.discard(1);
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(target(), engine()) << i;
+}
+
+TEST(LegacyTextTest, ReachableStateAtIndexZeroRestoresAndCapturesBack) {
+  std::mt19937 engine(4);
+  engine.discard(1000);
+  const std::vector<std::byte> binary = CaptureEngine(engine);
+  std::mt19937 restored;
+  ASSERT_OK(RestoreEngine(TextState(WordsOf<uint32_t>(binary), 0), &restored));
+  EXPECT_EQ(CaptureEngine(restored), binary);
+  for (int i = 0; i < 2000; ++i) ASSERT_EQ(restored(), engine()) << i;
+}
+
+// A real engine's index is 0..n (libstdc++ prints n after seeding); a larger
+// one, which operator>> would hold, breaks discard().
+TEST(LegacyTextTest, RejectsIndexBeyondTheState) {
+  std::mt19937 engine(6);
+  std::vector<uint32_t> words = WordsOf<uint32_t>(CaptureEngine(engine));
+  std::mt19937 target(2);
+  const std::mt19937 before = target;
+  EXPECT_THAT(RestoreEngine(TextState(words, 625), &target),
+              StatusIs(StatusCode::kCorruption,
+                       "mt19937 RNG state: the index (number 625 of the textual state): "
+                       "expected 0..624, got 625"));
+  EXPECT_THAT(ValidateRngState(RngKind::kMt19937, TextState(words, uint64_t{1} << 32)),
+              StatusIs(StatusCode::kCorruption, "expected 0..624, got 4294967296"));
+  EXPECT_EQ(target, before);
+}
+
+TEST(LegacyTextTest, RejectsIndexBeyondSixtyFourBits) {
+  const std::vector<uint64_t> words(312, 1);
+  EXPECT_THAT(ValidateRngState(RngKind::kMt19937_64,
+                               Bytes(Text(TextState(words, 1)) + "8446744073709551616")),
+              StatusIs(StatusCode::kCorruption,
+                       "the index (number 313 of the textual state): expected 0..312, got "
+                       "18446744073709551616"));
+}
+
+// An all-zero state outputs zeros forever; no engine reaches it, and seed()
+// would not install it.
+TEST(LegacyTextTest, RejectsTheAllZeroState) {
+  std::vector<uint32_t> zero(624, 0);
+  zero[0] = 0x7fffffff;  // word 0's low bits never reach an output at index n
+  EXPECT_THAT(ValidateRngState(RngKind::kMt19937, TextState(zero, 624)),
+              StatusIs(StatusCode::kCorruption,
+                       "mt19937 RNG state: words: the all-zero state, which the engine "
+                       "cannot hold"));
+  EXPECT_THAT(ValidateRngState(RngKind::kMt19937, TextState(std::vector<uint32_t>(624, 0), 5)),
+              StatusIs(StatusCode::kCorruption, "the all-zero state"));
+}
+
+// One rule for both forms: the same words and index are valid as text
+// exactly when they are valid in the binary layout, and then restore the
+// same sequence, whose capture is valid again.
+TEST(LegacyTextTest, TextAndBinaryFormsOfOneStateGetTheSameVerdict) {
+  std::mt19937_64 source(77);
+  int valid = 0;
+  int invalid = 0;
+  for (uint32_t index : {0u, 1u, 155u, 311u, 312u}) {
+    for (int variant = 0; variant < 4; ++variant) {
+      SCOPED_TRACE(::testing::Message() << "index " << index << ", variant " << variant);
+      source.discard(7);
+      std::vector<uint64_t> words = WordsOf<uint64_t>(CaptureEngine(source));
+      if (variant == 1) words[0] ^= uint64_t{1} << 5;  // low bits of word 0
+      if (variant == 2) words[0] ^= uint64_t{1} << 63;  // its top bit
+      if (variant == 3) words.assign(312, 0);
+      const std::vector<std::byte> text = TextState(words, index);
+      const std::vector<std::byte> binary = BinaryState(words, index);
+      const Status text_status = ValidateRngState(RngKind::kMt19937_64, text);
+      const Status binary_status = ValidateRngState(RngKind::kMt19937_64, binary);
+      ASSERT_EQ(text_status.ok(), binary_status.ok())
+          << "text: " << text_status.ToString() << "; binary: " << binary_status.ToString();
+      if (!text_status.ok()) {
+        ++invalid;
+        continue;
+      }
+      ++valid;
+      std::mt19937_64 from_text;
+      std::mt19937_64 from_binary;
+      ASSERT_OK(RestoreEngine(text, &from_text));
+      ASSERT_OK(RestoreEngine(binary, &from_binary));
+      EXPECT_OK(ValidateRngState(RngKind::kMt19937_64, CaptureEngine(from_text)));
+      for (int i = 0; i < 700; ++i) ASSERT_EQ(from_text(), from_binary()) << i;
+    }
+  }
+  // Both verdicts occur: the loop compared something.
+  EXPECT_GT(valid, 0);
+  EXPECT_GT(invalid, 0);
 }
 
 }  // namespace
