@@ -108,7 +108,10 @@ class ResumableSampler(_tud.Sampler):
     torch.distributed's world when it is initialized, else 1 and 0.
 
     ``state_dict()`` is ``{seed, epoch, position, ...}``: the next ``iter()``
-    yields this rank's indices of ``epoch`` from ``position`` on. Used with a
+    yields this rank's indices of ``epoch`` from ``position`` on. ``len()`` is
+    always a whole epoch of this rank (``num_samples``, as a fresh sampler's
+    and ``DistributedSampler``'s), also after a resume mid-epoch: training
+    loops such as Lightning's read it once for every epoch. Used with a
     plain DataLoader, the position counts the indices the sampler has handed
     out, which runs ahead of the training loop by the batches the workers
     prefetched; inside a ``ResumableDataLoader`` it counts the samples the
@@ -160,7 +163,7 @@ class ResumableSampler(_tud.Sampler):
         return order[:total][self.rank:total:self.num_replicas]
 
     def __len__(self):
-        return self.num_samples - self.position
+        return self.num_samples
 
     def __iter__(self):
         remaining = self.indices()[self.position:]
@@ -235,12 +238,20 @@ class ResumableSampler(_tud.Sampler):
 
 
 class _LoaderIterator:
-    """Counts what the training loop received; refuses to go on once it is stale."""
+    """Counts what the training loop received; refuses to go on once it is stale.
 
-    def __init__(self, loader, inner, generation, length):
-        self._loader, self._inner, self._generation = loader, inner, generation
-        self._version = loader.sampler._version
-        self._length = length
+    The DataLoader's own iterator (and with it the workers) starts at the first
+    ``next()``, from the sampler's state at that moment: a ``load_state_dict()``
+    or ``set_epoch()`` between ``iter()`` and the first batch applies to this
+    iterator (Lightning makes the iterator, then calls ``set_epoch``). Once
+    started, a change of the state makes it stale.
+    """
+
+    def __init__(self, loader, generation):
+        self._loader, self._generation = loader, generation
+        self._inner = None
+        self._version = None
+        self._length = None
         self._per_batch = loader.batch_size or 1
         self._done = False
 
@@ -248,18 +259,29 @@ class _LoaderIterator:
         return self
 
     def __len__(self):
+        """The batches this iteration yields: what is left of the epoch it continues."""
+        if self._length is None:
+            return self._loader._remaining_batches()
         return self._length
 
-    def __next__(self):
+    def _check_current(self):
         loader = self._loader
-        if self._done:
-            raise StopIteration
-        sampler = loader.sampler
-        if self._generation != loader._generation or self._version != sampler._version:
+        if self._generation != loader._generation or (
+                self._version is not None and self._version != loader.sampler._version):
             raise RuntimeError(
                 "ResumableDataLoader: this iterator was made before load_state_dict(), set_epoch() "
                 "with another epoch or a newer iter(); its batches would not follow the loader's "
                 "state. Iterate the loader again")
+
+    def __next__(self):
+        if self._done:
+            raise StopIteration
+        self._check_current()
+        loader, sampler = self._loader, self._loader.sampler
+        if self._inner is None:
+            self._version = sampler._version
+            self._length = loader._remaining_batches()
+            self._inner = loader._start_iteration()
         try:
             batch = next(self._inner)
         except StopIteration:
@@ -286,6 +308,13 @@ class ResumableDataLoader(_tud.DataLoader):
     main process with its generators put back afterwards. So the batches do
     not depend on num_workers, and a run may resume with another num_workers.
 
+    ``len(loader)`` is a whole epoch, after a ``load_state_dict()`` too (as a
+    fresh loader's: Lightning reads it once and uses it for every epoch, and
+    counts the rest of a resumed epoch from the batch progress it restores);
+    only the iterator of a resumed epoch, ``len(iter(loader))``, counts the
+    batches left. ``load_state_dict()`` and ``set_epoch()`` apply at the next
+    ``iter()``, or to an iterator that has not yielded its first batch yet.
+
     ``loader.dataset`` is a wrapper; ``loader.dataset.dataset`` is yours.
     """
 
@@ -304,13 +333,17 @@ class ResumableDataLoader(_tud.DataLoader):
         if sampler is None:
             sampler = ResumableSampler(dataset, shuffle=shuffle, seed=seed,
                                        num_replicas=num_replicas, rank=rank)
+        elif not isinstance(sampler, ResumableSampler):
+            hint = ("; a ResumableDataLoader gives each rank its share itself: under "
+                    "Lightning pass Trainer(use_distributed_sampler=False)"
+                    if isinstance(sampler, _tud.DistributedSampler) else "")
+            raise TypeError(f"{where}: sampler must be a rckpt.data.ResumableSampler, got "
+                            f"{type(sampler).__name__} (torch's samplers cannot say where an "
+                            f"epoch stopped; RandomSampler draws its seed from the global "
+                            f"RNG){hint}")
         elif seed != 0 or num_replicas is not None or rank is not None:
             raise ValueError(f"{where}: seed, num_replicas and rank are the sampler's: pass them "
                              f"to the ResumableSampler, not beside it")
-        elif not isinstance(sampler, ResumableSampler):
-            raise TypeError(f"{where}: sampler must be a rckpt.data.ResumableSampler, got "
-                            f"{type(sampler).__name__} (torch's samplers cannot say where an "
-                            f"epoch stopped; RandomSampler draws its seed from the global RNG)")
         elif shuffle:
             raise ValueError(f"{where}: shuffle=True with a sampler: the sampler's shuffle "
                              f"decides")
@@ -323,12 +356,21 @@ class ResumableDataLoader(_tud.DataLoader):
                          drop_last=drop_last, generator=torch.Generator(), **kwargs)
 
     def __iter__(self):
+        self._generation += 1
+        return _LoaderIterator(self, self._generation)
+
+    def _start_iteration(self):
+        """torch's iterator over the rest of the sampler's epoch (at an iterator's first next())."""
         sampler = self.sampler
         # The workers' base seed comes from this generator (never the global RNG).
         self.generator.manual_seed(_mix(sampler.seed, sampler.epoch, 0x6C6F61646572))
-        self._generation += 1
-        length = len(self)  # the batches of this iteration; len(loader) shrinks as it goes
-        return _LoaderIterator(self, super().__iter__(), self._generation, length)
+        return super().__iter__()
+
+    def _remaining_batches(self):
+        """The batches the next iteration yields: the rest of the epoch from the position."""
+        left = self.sampler.num_samples - self.sampler.position
+        per_batch = self.batch_size or 1
+        return left // per_batch if self.drop_last else -(-left // per_batch)
 
     @property
     def epoch(self):
@@ -344,7 +386,8 @@ class ResumableDataLoader(_tud.DataLoader):
         return self.sampler.state_dict()
 
     def load_state_dict(self, state):
-        """Takes effect at the next iter(); an iterator made before raises if used again."""
+        """Takes effect at the next iter() (or the first batch of an iterator not yet started);
+        an iterator that has started raises if used again."""
         self.sampler.load_state_dict(state)
 
 

@@ -174,11 +174,48 @@ def test_a_finished_epoch_moves_on_and_set_epoch_keeps_or_restarts():
     it = iter(loader)
     next(it)
     loader.set_epoch(1)  # the current epoch: the position stays
-    assert loader.state_dict()["position"] == BATCH and len(loader) == 7
+    assert loader.state_dict()["position"] == BATCH
+    assert len(loader) == 8 and len(iter(loader)) == 7  # a whole epoch; the iterator: the rest
     rest = [b[1] for b in loader]  # a new iter() continues where the loop stopped
     assert len(rest) == 7
     loader.set_epoch(0)  # another epoch: from its beginning, the same order as before
     assert_same([b[1] for b in loader], epoch0)
+
+
+@pytest.mark.parametrize("replicas,rank", [(1, 0), (2, 1)])
+def test_len_stays_a_whole_epoch_after_a_resume_and_the_iterator_counts_the_rest(replicas, rank):
+    # Lightning reads len(loader) once for every epoch: a remainder there trains later epochs short.
+    loader = make_loader(0, num_replicas=replicas, rank=rank)
+    whole = len(loader)
+    assert whole == -(-loader.sampler.num_samples // BATCH) and len(loader.sampler) == (
+        loader.sampler.num_samples)
+    it = iter(loader)
+    for _ in range(3):
+        next(it)
+    resumed = make_loader(0, num_replicas=replicas, rank=rank)
+    resumed.load_state_dict(loader.state_dict())
+    assert len(resumed) == whole and len(resumed.sampler) == resumed.sampler.num_samples
+    rest = iter(resumed)
+    assert len(rest) == whole - 3 and len(list(rest)) == whole - 3
+    assert len(resumed) == whole and len(iter(resumed)) == whole  # the next epoch, from its start
+
+
+def test_a_change_before_an_iterators_first_batch_applies_to_it():
+    # Lightning makes the iterator of a resumed run, then calls set_epoch with the next epoch.
+    loader = make_loader(2)
+    list(loader)  # epoch 0
+    epoch1 = [b[1] for b in loader]
+    ended = make_loader(2)
+    ended.load_state_dict(dict(ended.state_dict(), position=38))  # every batch of epoch 0 received
+    it = iter(ended)
+    assert len(it) == 0
+    ended.set_epoch(1)
+    assert len(it) == 8
+    assert_same([b[1] for b in it], epoch1)
+    fresh = make_loader(0)
+    it = iter(fresh)
+    fresh.load_state_dict(dict(fresh.state_dict(), epoch=1, position=3 * BATCH))
+    assert_same([b[1] for b in it], epoch1[3:])
 
 
 def test_a_state_loaded_mid_iteration_applies_at_the_next_iter():
@@ -250,6 +287,10 @@ def test_loader_refuses_what_it_cannot_resume():
     data = Augmented()
     with pytest.raises(TypeError, match="RandomSampler draws its seed from the global RNG"):
         ResumableDataLoader(data, sampler=torch.utils.data.RandomSampler(data))
+    # What Lightning's distributed sampler injection would make (the loader's seed kept).
+    with pytest.raises(TypeError, match=r"got DistributedSampler .*use_distributed_sampler=False"):
+        ResumableDataLoader(data, sampler=torch.utils.data.DistributedSampler(
+            data, num_replicas=2, rank=0), seed=3)
     with pytest.raises(ValueError, match="batch_sampler is not accepted"):
         ResumableDataLoader(data, batch_sampler=[[0, 1]])
     with pytest.raises(ValueError, match="generator is not accepted"):
