@@ -10,14 +10,16 @@
 #       not built (the configure step says so).
 #
 #   python-env.sh --torch2 [VENV]  the newest torch 2.x PyPI serves, numpy 2,
-#       safetensors, pytest, lightning and tensorizer, all from PyPI (no
+#       safetensors, pytest, lightning, tensorizer and hippynn 0.1.3 (the
+#       hippynn restart test), all from PyPI (no
 #       mpi4py: the mpirun runs are the Debian venv's; torch 2's are the
 #       torchrun ones), in a venv of
 #       /usr/bin/python3 (the interpreter the extension is built for) that
 #       does not see the system packages. Default VENV:
 #       ${XDG_CACHE_HOME:-~/.cache}/rckpt/venv-torch2-py<X.Y>, outside the
 #       clone, so that every clone on the machine reuses it: a venv whose
-#       packages import is used as it is (delete it to get a newer torch).
+#       packages import is used as it is (delete it to get a newer torch); one
+#       that lacks a package (an older venv without hippynn) gets it installed.
 #       Exit status 3, with the reason on stderr, when the venv needs
 #       packages and PyPI cannot be reached.
 set -euo pipefail
@@ -27,8 +29,8 @@ torch2_venv() {
   local python=/usr/bin/python3 version venv pip_install
   version="$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
   venv="${1:-${XDG_CACHE_HOME:-$HOME/.cache}/rckpt/venv-torch2-py$version}"
-  local modules="torch numpy safetensors pytest lightning tensorizer"
-  local packages=("torch>=2" "numpy>=2" safetensors pytest lightning tensorizer)
+  local modules="torch numpy safetensors pytest lightning tensorizer hippynn"
+  local packages=("torch>=2" "numpy>=2" safetensors pytest lightning tensorizer "hippynn==0.1.3")
   local check="import $(echo "$modules" | tr ' ' ','), sys
 sys.exit(int(torch.__version__.split('.')[0]) < 2 or int(numpy.__version__.split('.')[0]) < 2)"
   if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "$check" 2>/dev/null; then
