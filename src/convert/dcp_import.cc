@@ -202,7 +202,10 @@ std::string ComponentText(const DcpPathComponent& c) {
 
 std::string JoinComponents(const std::vector<DcpPathComponent>& path) {
   std::string out;
-  for (size_t i = 0; i < path.size(); ++i) out += (i ? "." : "") + ComponentText(path[i]);
+  for (size_t i = 0; i < path.size(); ++i) {
+    if (i > 0) out += '.';
+    out += ComponentText(path[i]);
+  }
   return out;
 }
 

@@ -151,10 +151,10 @@ class Parser {
         case 'r': out->push_back('\r'); break;
         case 't': out->push_back('\t'); break;
         case 'u': {
-          uint32_t cp;
+          uint32_t cp = 0;
           RCKPT_RETURN_IF_ERROR(Hex4(&cp));
           if (cp >= 0xd800 && cp < 0xdc00) {
-            uint32_t lo;
+            uint32_t lo = 0;
             if (!Lit("\\u")) return Err("unpaired surrogate");
             RCKPT_RETURN_IF_ERROR(Hex4(&lo));
             if (lo < 0xdc00 || lo >= 0xe000) return Err("unpaired surrogate");

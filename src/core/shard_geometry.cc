@@ -7,7 +7,7 @@ namespace rckpt {
 namespace {
 
 std::string Interval(int64_t offset, int64_t size) {
-  return "[" + std::to_string(offset) + ", " + std::to_string(offset) + "+" +
+  return '[' + std::to_string(offset) + ", " + std::to_string(offset) + "+" +
          std::to_string(size) + ")";
 }
 

@@ -130,7 +130,7 @@ void CompareTree(const Value& a, const Value& b, const std::string& path, const 
         return;
       }
       for (size_t i = 0; i < a.items().size(); ++i) {
-        CompareTree(a.items()[i], b.items()[i], child("[" + std::to_string(i) + "]"), o, c);
+        CompareTree(a.items()[i], b.items()[i], child('[' + std::to_string(i) + ']'), o, c);
       }
       return;
     case ValueKind::kMap: {

@@ -72,7 +72,7 @@ Status CheckSectionNames(const std::vector<std::string>& names,
   return Status::Ok();
 }
 
-std::string Quote(std::string_view s) { return "'" + std::string(s) + "'"; }
+std::string Quote(std::string_view s) { return std::string("'").append(s).append("'"); }
 
 // The error of a load with no options for a tensor whose origin is missing.
 Status AsStoredUnavailable(const TensorMeta& t, int count) {
