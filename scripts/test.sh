@@ -98,7 +98,7 @@ cmake --build "$root/build-plain" -j"$(nproc)" --target rckpt rckpt_cli
 # library, the extension and the CLI; no tests, examples or benchmarks) with
 # -Werror: GCC's -O3 inlines deeper than the -O2 of the builds above and warns
 # where they do not, and a user's `pip install -v .` should show no warning.
-# GCC 12's one false positive here: -Wrestrict on "text" + a std::string
+# GCC 12's false positive seen here: -Wrestrict on "text" + a std::string
 # temporary (GCC bugs 105329, 105651); write '[' + ..., or append.
 stage "build (Release, as pip builds it, -Werror: library, extension, CLI)"
 BUILD_DIR="$root/build-release" bash scripts/build.sh -DCMAKE_BUILD_TYPE=Release \
