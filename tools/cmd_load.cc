@@ -2,6 +2,7 @@
 
 #include "placement_flags.h"
 #include "rckpt/io.h"
+#include "rckpt_only.h"
 #include "render.h"
 
 namespace rckpt::cli {
@@ -41,7 +42,7 @@ int RunLoad(std::vector<std::string> words) {
   if (!json) o.progress = ProgressBar("load");
   auto report = LoadForReport((*pos)[0], o);
   EndProgress();
-  if (!report.ok()) return Fail("load", report.status());
+  if (!report.ok()) return Fail("load", ExplainOtherFormat("load", (*pos)[0], report.status()));
   std::string out = json ? RenderLoadJson(*report) : RenderLoadText(*report);
   std::fwrite(out.data(), 1, out.size(), stdout);
   return 0;
@@ -73,8 +74,9 @@ ring and where every tensor went. The loaded data is released afterwards.
   --json              one JSON object (schema_version 1, docs/CLI.md)
 
 )") + kPlacementHelp + R"(
-Exit codes: 0 ok, 2 invalid options, 3 not found, 4 corrupt, 5 unsupported,
-6 device unavailable or device error, 7 I/O error, 8 out of memory.
+Exit codes: 0 ok, 2 invalid options, 3 not found, 4 corrupt, 5 unsupported
+(newer format version; a PyTorch, safetensors or DCP checkpoint: convert it
+first), 6 device unavailable or device error, 7 I/O error, 8 out of memory.
 )",
     RunLoad};
 

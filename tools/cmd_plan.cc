@@ -2,6 +2,7 @@
 
 #include "placement_flags.h"
 #include "rckpt/io.h"
+#include "rckpt_only.h"
 #include "render.h"
 
 namespace rckpt::cli {
@@ -25,7 +26,7 @@ int RunPlan(std::vector<std::string> words) {
     devices = static_cast<int>(*n);
   }
   auto plan = PlanLoad((*pos)[0], placement.options, devices);
-  if (!plan.ok()) return Fail("plan", plan.status());
+  if (!plan.ok()) return Fail("plan", ExplainOtherFormat("plan", (*pos)[0], plan.status()));
   std::string out = json ? RenderPlanJson(*plan) : RenderPlanText(*plan);
   std::fwrite(out.data(), 1, out.size(), stdout);
   return 0;
@@ -52,8 +53,9 @@ examples:
   rckpt plan last.rckpt --model-device auto      model to cuda:0 if present
   rckpt plan last.rckpt --map-location cuda:1=cuda:0 --assume-devices 1
 
-Exit codes: 0 ok, 2 invalid options, 3 not found, 4 corrupt, 5 unsupported,
-6 device unavailable.
+Exit codes: 0 ok, 2 invalid options, 3 not found, 4 corrupt, 5 unsupported
+(newer format version; a PyTorch, safetensors or DCP checkpoint: convert it
+first), 6 device unavailable.
 )",
     RunPlan};
 

@@ -3,6 +3,7 @@
 
 #include "cli.h"
 #include "rckpt/human_bytes.h"
+#include "rckpt_only.h"
 #include "render.h"
 
 namespace rckpt::cli {
@@ -19,7 +20,7 @@ int RunVerify(std::vector<std::string> words) {
   auto start = std::chrono::steady_clock::now();
   Status s = VerifyRckpt(path, &report, quiet ? ProgressCallback{} : ProgressBar("verify"));
   EndProgress();
-  if (!s.ok()) return Fail("verify", s);
+  if (!s.ok()) return Fail("verify", ExplainOtherFormat("verify", path, s));
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!quiet) {
     std::printf("%s: OK (%llu tensors, %llu chunks, %llu RNG records, %s stored, %s raw; "
@@ -46,8 +47,13 @@ one line naming what is wrong and where.
 
   --quiet  print nothing on success
 
+FILE must be an .rckpt file: a PyTorch, safetensors or DCP checkpoint is
+refused (exit 5) saying so; rckpt inspect shows one and rckpt convert makes
+an .rckpt of it.
+
 Exit codes: 0 sound, 2 usage, 3 not found, 4 corrupt (damaged or truncated),
-5 unsupported (newer format version), 7 I/O error.
+5 unsupported (newer format version; a checkpoint of another format), 7 I/O
+error.
 )",
     RunVerify};
 

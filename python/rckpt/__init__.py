@@ -14,11 +14,12 @@ from __future__ import annotations
 import torch as _torch  # noqa: F401  (rckpt needs torch; loaded before the extension uses it)
 
 from . import _core, data
+from ._convert import ConvertReport, convert
 from .async_save import SaveFuture, save_async
 from .checkpoint import Checkpoint, load, load_into, save
-from .errors import (CorruptionError, DeviceError, DeviceUnavailableError, Error,
-                     InvalidArgumentError, IoError, NotFoundError, OutOfMemoryError,
-                     UnsupportedError)
+from .errors import (CorruptionError, DeviceError, DeviceUnavailableError,
+                     DroppedValueWarning, Error, InertObjectWarning, InvalidArgumentError,
+                     IoError, NotFoundError, OutOfMemoryError, UnsupportedError)
 from .manager import CheckpointManager
 from .progress import ProgressBar
 from .rng import RestoreReport, RngRecord, RngState, capture_rng, restore_rng
@@ -30,14 +31,16 @@ _core.init_torch()
 
 def cuda_device_count(emulate_devices: int = 0) -> int:
     """CUDA devices rckpt's runtime sees (or N emulated ones); what model_device="auto" uses."""
-    return _core.cuda_device_count(emulate_devices)
+    from ._args import check_emulate_devices
+    return _core.cuda_device_count(check_emulate_devices("rckpt.cuda_device_count",
+                                                         emulate_devices))
 
 
 __all__ = [
-    "Checkpoint", "CheckpointManager", "CorruptionError", "DeviceError",
-    "DeviceUnavailableError", "Error", "FunctionRef", "InertObject", "InvalidArgumentError",
-    "IoError", "NotFoundError", "OutOfMemoryError",
-    "ProgressBar", "RestoreReport", "RngRecord", "RngState", "SaveFuture", "UnsupportedError",
-    "capture_rng", "cuda_device_count", "data", "load", "load_into", "restore_rng", "save",
-    "save_async",
+    "Checkpoint", "CheckpointManager", "ConvertReport", "CorruptionError", "DeviceError",
+    "DeviceUnavailableError", "DroppedValueWarning", "Error", "FunctionRef", "InertObject",
+    "InertObjectWarning", "InvalidArgumentError", "IoError", "NotFoundError",
+    "OutOfMemoryError", "ProgressBar", "RestoreReport", "RngRecord", "RngState", "SaveFuture",
+    "UnsupportedError", "capture_rng", "convert", "cuda_device_count", "data", "load",
+    "load_into", "restore_rng", "save", "save_async",
 ]

@@ -5,9 +5,111 @@ rckpt.distributed.save/load.
 """
 
 import inspect
+import os
+from collections.abc import Mapping
 
 from .progress import ProgressBar
-from .rng import RngState
+from .rng import RngState, check_rng_record
+
+
+def _given(value):
+    """``value`` as a message shows what was given: its repr and, for a surprise, its type."""
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    if value is None or isinstance(value, (bool, int, float)):
+        return text
+    return f"{text} ({type(value).__name__})"
+
+
+def check_int(who, name, value, minimum, expected):
+    """An int option (not a bool) >= ``minimum``; TypeError / ValueError naming it."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{who}: {name} must be {expected}, not {_given(value)}")
+    if value < minimum:
+        raise ValueError(f"{who}: {name} must be {expected}, not {value}")
+    return value
+
+
+def check_bool(who, name, value):
+    if not isinstance(value, bool):
+        raise TypeError(f"{who}: {name} must be True or False, not {_given(value)}")
+    return value
+
+
+def check_save_options(who, codec, level, chunk_bytes, threads, emulate_devices):
+    """The options every save takes, checked before anything is converted or written."""
+    if not isinstance(codec, str):
+        raise TypeError(f"{who}: codec must be 'none' or 'zstd', not {_given(codec)}")
+    if codec not in ("none", "zstd"):
+        from .errors import InvalidArgumentError
+        raise InvalidArgumentError(f"codec must be 'none' or 'zstd', got {codec!r}")
+    check_int(who, "level", level, -(1 << 31), "an int (zstd level: 1 to 19, negative: faster)")
+    check_int(who, "chunk_bytes", chunk_bytes, 1, "an int >= 1 (bytes; default 4 MiB)")
+    check_threads(who, threads)
+    check_emulate_devices(who, emulate_devices)
+
+
+def check_threads(who, threads):
+    return check_int(who, "threads", threads, 0, "an int >= 0 (0: all cores)")
+
+
+def check_emulate_devices(who, n):
+    return check_int(who, "emulate_devices", n, 0, "an int >= 0 (0: the real devices)")
+
+
+def names_arg(who, name, value, what="section names"):
+    """``sections=`` / ``skip_sections=`` (``what``: other names): None or a list (any
+    iterable) of str."""
+    if value is None:
+        return []
+    if isinstance(value, (str, bytes)):
+        raise TypeError(f"{who}: {name} must be a list of {what}, not the string "
+                        f"{value!r} (write {name}=[{value!r}])")
+    try:
+        names = list(value)
+    except TypeError:
+        raise TypeError(f"{who}: {name} must be a list of {what}, not "
+                        f"{_given(value)}") from None
+    for n in names:
+        if not isinstance(n, str):
+            raise TypeError(f"{who}: {name} must hold {what} (str), not {_given(n)}")
+    return names
+
+
+def str_map_arg(who, name, value, what):
+    """None or a mapping of non-empty str -> non-empty str (``what`` says what maps to what)."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{who}: {name} must be a dict {what}, not {_given(value)}")
+    import torch
+    out = {}
+    for k, v in value.items():
+        k, v = (str(x) if isinstance(x, torch.device) else x for x in (k, v))
+        if not isinstance(k, str) or not isinstance(v, str) or not k or not v:
+            raise TypeError(f"{who}: {name} must be a dict {what} (non-empty str), not "
+                            f"{_given(k)}: {_given(v)}")
+        out[k] = v
+    return out
+
+
+def metadata_arg(who, metadata):
+    """``metadata=``: None or a mapping, stored as str -> str."""
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, Mapping):
+        raise TypeError(f"{who}: metadata must be a dict of str -> str (values are stored as "
+                        f"str()), not {_given(metadata)}")
+    return {str(k): str(v) for k, v in metadata.items()}
+
+
+def path_arg(who, name, value):
+    """A path argument (str, bytes or os.PathLike) as a str."""
+    if not isinstance(value, (str, bytes, os.PathLike)):
+        raise TypeError(f"{who}: {name} must be a path (str, bytes or os.PathLike), not "
+                        f"{_given(value)}")
+    return os.fsdecode(os.fspath(value))
 
 
 def progress_callback(progress, label):
@@ -18,20 +120,31 @@ def progress_callback(progress, label):
         return None
     if not callable(progress):
         raise TypeError(f"progress must be True, False, None or a callable(done, total), "
-                        f"not {type(progress)}")
+                        f"not {_given(progress)}")
     return progress
 
 
-def device_str(d):
+def device_str(d, who="rckpt.load", name="model_device"):
     """``model_device=``: None, "auto" or a device (str or torch.device)."""
-    return None if d is None else str(d)
+    import torch
+    if d is None or isinstance(d, str):
+        return d
+    if isinstance(d, torch.device):
+        return str(d)
+    raise TypeError(f"{who}: {name} must be \"auto\", a device (\"cpu\", \"cuda:1\" or a "
+                    f"torch.device) or None, not {_given(d)}")
 
 
-def rng_records(rng):
+def rng_records(rng, who="rckpt.save"):
     """``rng=`` (None, an RngState or a mapping name -> record) as the extension's records."""
-    if isinstance(rng, RngState) or rng is None:
-        return rng.records() if rng else []
-    return RngState(rng).records()
+    if rng is None:
+        return []
+    if not isinstance(rng, Mapping):
+        raise TypeError(f"{who}: rng must be an RngState (rckpt.capture_rng(), ck.rng) or a "
+                        f"dict name -> RngRecord, not {_given(rng)}")
+    for name, record in rng.items():
+        check_rng_record(who, "rng", name, record)
+    return (rng if isinstance(rng, RngState) else RngState(rng)).records()
 
 
 def map_location_arg(m):
@@ -61,7 +174,8 @@ def map_location_arg(m):
             f"map_location callable {m!r} takes {arity} required arguments; rckpt calls "
             "fn(info) (info: a dict with name, section, role, dtype, shape, origin) and "
             "returns a device or None; torch's fn(storage, location) is accepted too")
-    raise TypeError(f"map_location must be a device, a dict or a callable, not {type(m)}")
+    raise TypeError(f"map_location must be a device (\"cuda:0\", a torch.device), a dict "
+                    f"origin -> device or a callable, not {_given(m)}")
 
 
 def _required_positional(fn):

@@ -21,8 +21,9 @@ import os
 import shutil
 import stat
 import tempfile
+import warnings
 
-from .errors import Error
+from .errors import Error, InertObjectWarning
 
 _COPY_BYTES = 16 << 20
 
@@ -43,13 +44,55 @@ def _name(f):
     return f"file object {name!r}" if isinstance(name, str) else f"<{type(f).__name__}>"
 
 
+def shown(f):
+    """How messages name ``f``: the path as given, or the file object."""
+    return path_of(f) if is_path(f) else _name(f)
+
+
 @contextlib.contextmanager
-def _naming(f, temporary):
-    """Error messages name the file object, not the temporary path it went through."""
+def _naming(f, temporary, name=None):
+    """Error messages name the file object (or ``name``), not the temporary path it went
+    through."""
     try:
         yield
     except Error as e:
-        raise type(e)(str(e).replace(temporary, _name(f))) from None
+        raise type(e)(str(e).replace(temporary, name or _name(f))) from None
+
+
+def warn_import(who, name, report, stacklevel):
+    """The importer's warnings about ``name`` and the classes it kept as inert objects
+    (an InertObjectWarning), from ``report``'s "warnings" and "inert_classes"."""
+    for w in report["warnings"]:
+        warnings.warn(f"{who}: {name}: {w}", stacklevel=stacklevel)
+    if report["inert_classes"]:
+        warnings.warn(InertObjectWarning(
+            f"{who}: {name} holds classes outside the known set, kept as inert objects (data, "
+            f"never imported or executed): {', '.join(report['inert_classes'])} (strict=True "
+            f"refuses them)"), stacklevel=stacklevel)
+
+
+@contextlib.contextmanager
+def as_rckpt(f, path, map_location, model_device, emulate_devices, strict, threads, who):
+    """The .rckpt a load of ``path`` (what ``readable(f)`` gave) reads.
+
+    An .rckpt is read as it is. A torch.save archive, a safetensors file or
+    a DCP directory is imported into a private .rckpt copy under TMPDIR,
+    removed when the block ends (a mapped load keeps its pages); errors of
+    the load name ``f``, never the copy. The placement options are checked
+    before anything is read. Classes the import kept as inert objects, and
+    the importer's warnings, are warned about, naming ``f``.
+    """
+    from . import _core
+    info = _core.import_as_rckpt(path, map_location, model_device, emulate_devices, strict,
+                                 threads)
+    try:
+        if info["dir"] is not None:
+            warn_import(who, f"{shown(f)} ({info['format']})", info, stacklevel=5)
+        with _naming(f, info["path"], path):
+            yield info["path"]
+    finally:
+        if info["dir"] is not None:
+            shutil.rmtree(info["dir"], ignore_errors=True)
 
 
 def _fileno(f):

@@ -15,18 +15,27 @@ object the extension does not rebuild itself.
 - NumPy scalars: ``numpy.scalar`` {"dtype": name, "value": typed value}.
 - ``collections.Counter`` (MultiStepLR's milestones) {"items": dict} and
   ``collections.deque`` {"items": list, "maxlen": int or None}.
-- Functions and bound methods (``OneCycleLR.anneal_func`` in torch < 2.2,
-  ``CyclicLR._scale_fn_ref`` and a custom ``scale_fn`` in torch < 2.0):
+- Functions and bound methods inside an LR scheduler's state (a dict with
+  ``base_lrs`` and ``last_epoch``: ``OneCycleLR.anneal_func`` in torch < 2.2,
+  ``CyclicLR._scale_fn_ref`` and a custom ``scale_fn`` in torch < 2.0,
+  ``SWALR.anneal_func``, the attributes of an ``lr_lambda`` object):
   ``rckpt.function`` {"name": "module.qualname"[, "bound_to": "module.class"]},
   an inert reference. Nothing is ever imported or called for it: a load
   gives back an :class:`rckpt.FunctionRef`, and leaves a dict entry holding
   one out of the dict, so that ``scheduler.load_state_dict`` keeps the
   method the freshly built scheduler has (as torch >= 2.2 does with
-  ``_anneal_func_type``).
+  ``_anneal_func_type``). Anywhere else a function could never be restored:
+  it is refused (TypeError naming its key path), or left out of the file
+  with a DroppedValueWarning naming the key paths when the save was given
+  ``drop_functions=True`` (:func:`dropping_functions`).
 """
 
+import contextlib
+import contextvars
 import re
+import warnings
 
+from .errors import DroppedValueWarning
 from .types import FunctionRef, InertObject
 
 COUNTER = "collections.Counter"
@@ -43,8 +52,45 @@ _SCALAR_KINDS = "biufcmM"
 _DTYPE_NAME = re.compile(r"[a-z]+[0-9]*(\[[0-9]*[a-zA-Z]+\])?")
 
 
-def encode(obj, path):
-    """(class path, fields) for ``obj``; TypeError naming ``path`` when it cannot be stored."""
+# What a save does with a function outside an LR scheduler's state: a list
+# collects the key paths it leaves out (drop_functions=True); _REFUSE refuses,
+# naming drop_functions; None (an entry point without the option) refuses.
+_REFUSE = "refuse"
+_FUNCTIONS: contextvars.ContextVar = contextvars.ContextVar("rckpt_functions", default=None)
+
+
+@contextlib.contextmanager
+def dropping_functions(drop, who, stacklevel=4):
+    """The function rule of one save (``drop_functions=drop``) while its state is converted.
+
+    With ``drop``, a DroppedValueWarning naming every key path left out is
+    issued once the body completes (``stacklevel`` counts from the caller of
+    the ``with``'s function). ``who`` names the call in the warning. Inside
+    a block that drops functions (a CheckpointManager's save calling
+    save_async), the outer block's rule and warning hold.
+    """
+    if not isinstance(drop, bool):
+        raise TypeError(f"{who}: drop_functions must be True or False, not {drop!r}")
+    if not drop and isinstance(_FUNCTIONS.get(), list):
+        yield
+        return
+    dropped = []
+    token = _FUNCTIONS.set(dropped if drop else _REFUSE)
+    try:
+        yield
+    finally:
+        _FUNCTIONS.reset(token)
+    if dropped:
+        warnings.warn(DroppedValueWarning(
+            f"{who} left out {len(dropped)} function value{'s' if len(dropped) > 1 else ''} "
+            f"(drop_functions=True; a function cannot be restored from a checkpoint): "
+            f"{', '.join(dropped)}"), stacklevel=stacklevel)
+
+
+def encode(obj, path, in_scheduler_state=False):
+    """(class path, fields) for ``obj``; None to leave it out (a function, under
+    drop_functions=True); TypeError naming ``path`` when it cannot be stored.
+    ``in_scheduler_state``: ``obj`` is inside an LR scheduler's state_dict()."""
     import collections
     module = type(obj).__module__
     if type(obj) is collections.Counter:
@@ -64,8 +110,30 @@ def encode(obj, path):
         obj = target
     ref = _function_ref(obj)
     if ref is not None:
-        return FUNCTION, ref
+        if in_scheduler_state:
+            return FUNCTION, ref
+        rule = _FUNCTIONS.get()
+        if isinstance(rule, list):
+            rule.append(path)
+            return None
+        raise TypeError(_function_refusal(obj, ref, path, offered=rule == _REFUSE))
     raise TypeError(_refusal(obj, path))
+
+
+def _function_refusal(obj, ref, path, offered):
+    import types
+    kind = "method" if "bound_to" in ref else \
+        "lambda" if getattr(obj, "__name__", "") == "<lambda>" else "function"
+    name = ref["name"]
+    if isinstance(obj, types.BuiltinFunctionType) and getattr(obj, "__module__", None):
+        name = f"{obj.__module__}.{obj.__name__}"  # torch.sigmoid, not its C class's path
+    what = f"the {kind} {name}"
+    if isinstance(obj, types.MethodType):
+        what += f" of a {ref['bound_to']}"
+    fix = "leave it out of the state, or pass drop_functions=True to leave it out with a " \
+        "warning" if offered else "leave it out of the state"
+    return (f"{path}: cannot store {what}: a function is code, which rckpt never stores, so it "
+            f"could never be restored from the file; {fix}")
 
 
 def _refusal(obj, path):

@@ -11,8 +11,8 @@ import sys
 import threading
 import weakref
 
-from . import _core
-from ._args import progress_callback, rng_records, sync_cuda
+from . import _core, _state_types
+from ._args import check_save_options, progress_callback, rng_records, sync_cuda
 from .checkpoint import Checkpoint, _sections_to_save
 
 
@@ -140,8 +140,10 @@ class AsyncSaver:
 
     def save(self, path, state, *, rng=None, codec="none", level=1, chunk_bytes=4 << 20,
              threads=0, metadata=None, origin=None, progress=None, emulate_devices=0,
-             on_success=None):
-        records = rng_records(rng)
+             on_success=None, drop_functions=False):
+        check_save_options("rckpt.save_async", codec, level, chunk_bytes, threads,
+                           emulate_devices)
+        records = rng_records(rng, "rckpt.save_async")
         if not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"path must be a str or os.PathLike (save_async writes files by "
                             f"path; rckpt.save takes file objects), not {type(path)}")
@@ -152,9 +154,10 @@ class AsyncSaver:
         sync_cuda(sections)
         with self._lock:
             self._raise_unretrieved()
-            ticket = self._core.save(
-                path, sections, records, codec, level, chunk_bytes, threads, metadata, origin,
-                progress_callback(progress, "save"), emulate_devices)
+            with _state_types.dropping_functions(drop_functions, "rckpt.save_async", 5):
+                ticket = self._core.save(
+                    path, sections, records, codec, level, chunk_bytes, threads, metadata,
+                    origin, progress_callback(progress, "save"), emulate_devices)
             self._last = SaveFuture(path, ticket, self._core, on_success=on_success)
             if on_success is not None:
                 self._last._watch()
@@ -217,7 +220,8 @@ def _module_saver():
 
 
 def save_async(path, state, *, rng=None, codec="none", level=1, chunk_bytes=4 << 20, threads=0,
-               metadata=None, origin=None, progress=None, emulate_devices=0):
+               metadata=None, origin=None, progress=None, emulate_devices=0,
+               drop_functions=False):
     """Saves ``state`` to ``path`` in the background; returns a :class:`SaveFuture`.
 
     ``state`` is what rckpt.save takes (a dict of sections, a Checkpoint, a
@@ -241,7 +245,8 @@ def save_async(path, state, *, rng=None, codec="none", level=1, chunk_bytes=4 <<
     return _module_saver().save(path, state, rng=rng, codec=codec, level=level,
                                 chunk_bytes=chunk_bytes, threads=threads, metadata=metadata,
                                 origin=origin, progress=progress,
-                                emulate_devices=emulate_devices)
+                                emulate_devices=emulate_devices,
+                                drop_functions=drop_functions)
 
 
 def wait_async():

@@ -6,8 +6,10 @@ import re
 from collections.abc import Iterator, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
 
-from . import _core, _files
-from ._args import device_str, map_location_arg, progress_callback, rng_records, sync_cuda
+from . import _core, _files, _state_types
+from ._args import (check_bool, check_emulate_devices, check_save_options, check_threads,
+                    device_str, map_location_arg, metadata_arg, names_arg, progress_callback,
+                    rng_records, sync_cuda)
 from .rng import RngRecord, RngState
 
 if TYPE_CHECKING:
@@ -126,8 +128,8 @@ def _sections_to_save(state: Any, rng: Any, metadata: Optional[Mapping[str, obje
     section so that load gives the object back as it was.
     """
     import torch
-    metadata = {str(k): str(v) for k, v in (metadata or {}).items()}
-    if ROOT_KEY in metadata:
+    meta: dict[str, object] = metadata_arg("rckpt.save", metadata)
+    if ROOT_KEY in meta:
         raise ValueError(f"metadata key {ROOT_KEY!r} is rckpt's own (it names the section of "
                          "a state that is not a dict of sections)")
     if isinstance(state, torch.nn.Module):
@@ -138,7 +140,7 @@ def _sections_to_save(state: Any, rng: Any, metadata: Optional[Mapping[str, obje
     if isinstance(state, Mapping) and all(isinstance(k, str) for k in state):
         flat = len(state) > 0 and all(isinstance(v, torch.Tensor) for v in state.values())
         if not flat or rng:
-            return (state if isinstance(state, dict) else dict(state)), metadata
+            return (state if isinstance(state, dict) else dict(state)), meta
         root = "model"
     else:
         if rng:
@@ -146,14 +148,15 @@ def _sections_to_save(state: Any, rng: Any, metadata: Optional[Mapping[str, obje
                 f"rng= needs a dict of sections to go with, not {type(state)}: save "
                 "{'state': obj} with rng=..., or the object without rng")
         root = "object"
-    metadata[ROOT_KEY] = root
-    return {root: state}, metadata
+    meta[ROOT_KEY] = root
+    return {root: state}, meta
 
 
 def save(f: SaveTarget, state: Any, *, rng: Optional[Mapping[str, RngRecord]] = None,
          codec: str = "none", level: int = 1, chunk_bytes: int = 4 << 20, threads: int = 0,
          metadata: Optional[Mapping[str, object]] = None, origin: Optional[Origin] = None,
-         progress: Optional[Progress] = None, emulate_devices: int = 0) -> None:
+         progress: Optional[Progress] = None, emulate_devices: int = 0,
+         drop_functions: bool = False) -> None:
     """Saves ``state`` to ``f`` (a path or a file object) atomically.
 
     ``state`` is a dict of sections ({"model": model.state_dict(),
@@ -173,16 +176,30 @@ def save(f: SaveTarget, state: Any, *, rng: Optional[Mapping[str, RngRecord]] = 
     model-role tensor (a model trained on cuda:1 and moved to the CPU before
     saving), a dict section -> device to every tensor of those sections.
 
+    Like torch.save, a path in a directory that does not exist is refused
+    (NotFoundError naming the directory); nothing is created.
+
+    A function (a lambda, ``torch.sigmoid``, a bound method) can never be
+    restored from a file, which holds state, not code: one in ``state`` is
+    refused (TypeError naming its key path) unless ``drop_functions=True``,
+    which leaves it out of the file (a dict leaves the entry out; a list,
+    tuple or set holds None in its place) with a
+    :class:`rckpt.DroppedValueWarning` naming the key paths. Functions in an
+    LR scheduler's ``state_dict()`` are the scheduler's own and are kept
+    (docs/PYTHON.md, "Type mapping").
+
     Raises TypeError naming the key path of a value that cannot be stored
     (before anything is written) and rckpt.Error subclasses for the rest.
     """
-    records = rng_records(rng)
+    check_save_options("rckpt.save", codec, level, chunk_bytes, threads, emulate_devices)
+    records = rng_records(rng, "rckpt.save")
     if isinstance(state, Checkpoint):
         state = state.state
     sections, metadata = _sections_to_save(state, rng, metadata)
     sync_cuda(sections)
     progress = progress_callback(progress, "save")
-    with _files.writable(f) as path:
+    with _state_types.dropping_functions(drop_functions, "rckpt.save"), \
+            _files.writable(f) as path:
         _core.save(path, sections, records, codec, level, chunk_bytes, threads, metadata,
                    origin, progress, emulate_devices)
 
@@ -191,11 +208,22 @@ def load(f: LoadSource, *, map_location: Optional[MapLocation] = None,
          model_device: Optional[Device] = None, sections: Optional[Sequence[str]] = None,
          skip_sections: Optional[Sequence[str]] = None, verify: bool = True,
          map_file: bool = True, threads: int = 0, progress: Optional[Progress] = None,
-         emulate_devices: int = 0, file_tree: bool = False) -> Any:
+         emulate_devices: int = 0, file_tree: bool = False, strict: bool = False) -> Any:
     """Loads a checkpoint from ``f`` (a path or a file object).
 
     Returns a :class:`Checkpoint` for a dict of sections, and what save
     was given otherwise (a state_dict, a tensor ...), as torch.load does.
+
+    ``f`` may also be a file of another format ``rckpt convert`` reads: a
+    torch.save archive (.pt, read by the restricted unpickler, never
+    executed), a .safetensors file or a DCP checkpoint directory. It is
+    imported into a private .rckpt copy under TMPDIR (removed once loaded)
+    and loaded from there with the same options, so that every placement
+    and RNG rule below holds for it; the result is what loading the output
+    of ``rckpt.convert`` gives. Classes outside the known set are kept as
+    inert objects with an :class:`rckpt.InertObjectWarning` naming them;
+    ``strict=True`` refuses such a file (UnsupportedError), as
+    ``rckpt convert --strict`` does.
 
     Placement follows rckpt's rules (docs/PYTHON.md): nothing given puts
     every tensor back on its origin device; ``map_location`` (a device, a
@@ -224,15 +252,28 @@ def load(f: LoadSource, *, map_location: Optional[MapLocation] = None,
     all its memory.
     """
     placement = map_location_arg(map_location)
+    device = device_str(model_device, "rckpt.load")
+    sections = names_arg("rckpt.load", "sections", sections)
+    skip_sections = names_arg("rckpt.load", "skip_sections", skip_sections)
+    for name, flag in (("verify", verify), ("map_file", map_file), ("file_tree", file_tree),
+                       ("strict", strict)):
+        check_bool("rckpt.load", name, flag)
+    check_threads("rckpt.load", threads)
+    check_emulate_devices("rckpt.load", emulate_devices)
     progress = progress_callback(progress, "load")
-    with _files.readable(f) as path:
-        raw = _core.load(path, placement, device_str(model_device), list(sections or []),
-                         list(skip_sections or []), verify, map_file, threads, progress,
-                         emulate_devices, file_tree)
+    with _files.readable(f) as path, \
+            _files.as_rckpt(f, path, placement, device, emulate_devices, strict, threads,
+                            "rckpt.load") as rckpt_path:
+        raw = _core.load(rckpt_path, placement, device, sections, skip_sections, verify,
+                         map_file, threads, progress, emulate_devices, file_tree)
     ck = Checkpoint(raw, file_tree)
+    if file_tree:
+        return ck
     root = ck.metadata.get(ROOT_KEY)
-    if root is not None and not file_tree and root in ck.state:
+    if root is not None and root in ck.state:
         return ck.state[root]
+    if ck.state is not None and not isinstance(ck.state, Mapping):
+        return ck.state  # a tree that is not a dict: a torch.save of a tensor or a list
     return ck
 
 
@@ -250,6 +291,10 @@ def load_into(f: LoadSource, state: Union[dict[str, Any], Mapping[str, torch.Ten
     sections without a target) and mismatched tensor.
     """
     import torch
+    for name, flag in (("strict", strict), ("verify", verify)):
+        check_bool("rckpt.load_into", name, flag)
+    check_threads("rckpt.load_into", threads)
+    check_emulate_devices("rckpt.load_into", emulate_devices)
     targets = []
     seen = {}
 
@@ -270,8 +315,9 @@ def load_into(f: LoadSource, state: Union[dict[str, Any], Mapping[str, torch.Ten
                                                     for t in state.values()):
         state = {"model": state}  # model.state_dict(), as save stores it
     if not isinstance(state, dict):
-        raise TypeError(f"load_into's state must be a dict of sections or a state_dict, "
-                        f"not {type(state)}")
+        raise TypeError(f"rckpt.load_into: state must be a dict of sections "
+                        f"({{'model': model.state_dict()}}) or a state_dict, not "
+                        f"{type(state).__name__}")
     for section, value in state.items():
         walk(value, [section])
     sync_cuda([t for _, t in targets])

@@ -54,7 +54,7 @@ from torch.futures import Future
 
 from . import _core
 from . import distributed as _rd
-from ._args import map_location_arg
+from ._args import check_save_options, map_location_arg
 from .errors import InvalidArgumentError, UnsupportedError
 
 try:
@@ -102,7 +102,9 @@ class Writer(StorageWriter, BlockingAsyncStager):
     and non-tensor values are written by the coordinator (DCP treats them
     as replicated); the chunks of DTensors and sharded tensors by the ranks
     that hold them. ``codec`` ("none" or "zstd"), ``level``, ``chunk_bytes``
-    and ``threads`` are rckpt.save's; ``timeout`` bounds each collective as
+    and ``threads`` are rckpt.save's (checked here, before DCP plans); the
+    directory of ``path`` is created when it does not exist, as
+    FileSystemWriter creates its checkpoint directory; ``timeout`` bounds each collective as
     rckpt.distributed.save's does; ``metadata`` is stored with the file.
     Works with ``dcp.save`` and ``dcp.async_save`` (its default, thread
     executor). For ``dcp.async_save`` the Writer stages the state dict into
@@ -128,6 +130,7 @@ class Writer(StorageWriter, BlockingAsyncStager):
                  cache_staged_state_dict: bool = True) -> None:
         StorageWriter.__init__(self)
         BlockingAsyncStager.__init__(self, cache_staged_state_dict=cache_staged_state_dict)
+        check_save_options("rckpt.dcp.Writer", codec, level, chunk_bytes, threads, 0)
         self.path = None if path is None else _check_path(path, "Writer")
         self.process_group = process_group
         self.options = {"codec": codec, "level": level, "chunk_bytes": chunk_bytes,

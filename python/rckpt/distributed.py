@@ -369,7 +369,10 @@ def save(comm: Comm, path: Union[str, os.PathLike[str]], state: dict[str, Any], 
 
     ``codec``, ``level``, ``chunk_bytes``, ``threads``, ``origin`` and
     ``emulate_devices`` are rckpt.save's; ``progress`` sees this rank's
-    bytes. The file at ``path`` is replaced only when every rank succeeded;
+    bytes. The directory of ``path`` is created when it does not exist, as
+    DCP's ``dcp.save`` creates its checkpoint directory (rckpt.save, like
+    torch.save, refuses instead). The file at ``path`` is replaced only when
+    every rank succeeded;
     otherwise every rank raises the same exception (TypeError naming the key
     path of a value that cannot be stored; InvalidArgumentError for blocks
     that overlap, leave a gap or disagree on shape, dtype or section;
@@ -394,10 +397,12 @@ def save(comm: Comm, path: Union[str, os.PathLike[str]], state: dict[str, Any], 
                 raise ValueError(f"sections {both} are both in the state and in common")
             full = {**state, **common}
         sync_cuda(full, Shard)
-        return _distributed.prepare_save(
+        plan = _distributed.prepare_save(
             comm, os.fspath(path), full, Shard, rank_state, rng_records(rng), codec, level,
             chunk_bytes, threads, {str(k): str(v) for k, v in (metadata or {}).items()}, origin,
             progress_callback(progress, f"save (rank {rank})"), emulate_devices)
+        _make_parent(os.fspath(path))  # once the state is known to be storable
+        return plan
 
     plan = _agree(comm, prepare)
     try:
@@ -410,6 +415,18 @@ def save(comm: Comm, path: Union[str, os.PathLike[str]], state: dict[str, Any], 
         # map_location callable that raises on one rank lets the library's
         # load go on.)
         _agree(comm, lambda: _raise(e))
+
+
+def _make_parent(path: str) -> None:
+    """Creates the directory of ``path`` (every rank; the first one wins), naming it on error."""
+    directory = os.path.dirname(path)
+    if not directory:
+        return
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as e:
+        raise type(e)(e.errno, f"cannot create the directory {directory!r} of {path!r}: "
+                               f"{e.strerror}") from None
 
 
 def _raise(e: BaseException) -> None:

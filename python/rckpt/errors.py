@@ -63,6 +63,17 @@ class OutOfMemoryError(Error, MemoryError):
     code = "OutOfMemory"
 
 
+class DroppedValueWarning(UserWarning):
+    """A save left values out of the file, as the caller asked (``drop_functions=True``);
+    the message names their key paths."""
+
+
+class InertObjectWarning(UserWarning):
+    """A load or conversion of a PyTorch or DCP file kept classes outside the known set as
+    inert objects (data, never executed); the message names them. ``strict=True``
+    refuses such files instead."""
+
+
 _BY_CODE = {cls.code: cls for cls in (
     InvalidArgumentError, NotFoundError, CorruptionError, IoError, UnsupportedError,
     DeviceUnavailableError, DeviceError, OutOfMemoryError)}

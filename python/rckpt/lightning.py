@@ -52,6 +52,9 @@ _STORAGE_OPTIONS = ("codec", "level", "chunk_bytes", "threads", "metadata")
 
 
 def _local_path(path: Any) -> str:
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        raise TypeError(f"rckpt.lightning: path must be a str or os.PathLike, not "
+                        f"{type(path).__name__}")
     path = os.fspath(path)
     if isinstance(path, bytes):
         path = os.fsdecode(path)
@@ -71,14 +74,19 @@ class CheckpointIO(_BASES[0]):  # type: ignore[misc,valid-type]
     NumPy, torch CPU and CUDA) with each checkpoint and restores it in
     ``load_checkpoint``, so that a resumed run draws the same dropout masks and
     shuffles as one that never stopped; ``rng=False`` leaves the generators
-    alone, as Lightning's own files do.
+    alone, as Lightning's own files do. ``drop_functions=True`` leaves
+    functions in the checkpoint (a callable among ``hyper_parameters``) out
+    of the file with a warning instead of refusing the save (rckpt.save's
+    option; functions of LR schedulers' states are always kept). The
+    checkpoint's directory is created when it does not exist, as Lightning's
+    own CheckpointIO does.
     """
 
     def __init__(self, *, codec: str = "none", level: int = 1, chunk_bytes: int = 4 << 20,
-                 threads: int = 0, rng: bool = True) -> None:
+                 threads: int = 0, rng: bool = True, drop_functions: bool = False) -> None:
         super().__init__()
         self.options = {"codec": codec, "level": level, "chunk_bytes": chunk_bytes,
-                        "threads": threads}
+                        "threads": threads, "drop_functions": drop_functions}
         self.rng = rng
 
     def _save_args(self, checkpoint: Any, path: Any,

@@ -22,6 +22,7 @@ import re
 import threading
 import warnings
 
+from . import _state_types
 from . import checkpoint as _checkpoint
 from .async_save import AsyncSaver, SaveFuture
 from .errors import Error, NotFoundError
@@ -53,6 +54,11 @@ def _fsync_dir(directory):
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _check_step(who, step):
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise ValueError(f"CheckpointManager.{who}: step must be an int >= 0, got {step!r}")
 
 
 def _check_count(name, value, allow_none):
@@ -90,7 +96,11 @@ class CheckpointManager:
       writes "latest", and every rank gets the same steps; ``timeout``
       (seconds) bounds each collective, as rckpt.distributed's calls.
     - other keywords are rckpt.save's options (codec, level, chunk_bytes,
-      threads, metadata, origin, progress, emulate_devices).
+      threads, metadata, origin, progress, emulate_devices, drop_functions).
+
+    The directory is created (with its parents) when it does not exist, as
+    DCP and Lightning create theirs; a path that is a file is refused
+    (NotADirectoryError), since the manager keeps a directory of its own.
 
     Not thread-safe: one thread calls the manager.
     """
@@ -103,14 +113,21 @@ class CheckpointManager:
             raise TypeError(f"CheckpointManager: directory must be a str or os.PathLike, "
                             f"not {type(directory)}")
         allowed = {"codec", "level", "chunk_bytes", "threads", "metadata", "origin",
-                   "progress", "emulate_devices"}
+                   "progress", "emulate_devices", "drop_functions"}
         unknown = sorted(set(save_options) - allowed)
         if unknown:
             raise TypeError(f"CheckpointManager: unknown save options {unknown}; "
                             f"expected some of {sorted(allowed)}")
+        if not isinstance(async_save, bool):
+            raise TypeError(f"CheckpointManager: async_save must be True or False, not "
+                            f"{async_save!r}")
         self.directory = os.fspath(directory)
         self.keep = keep
         self.keep_every = keep_every
+        self._drop_functions = save_options.pop("drop_functions", False)
+        if not isinstance(self._drop_functions, bool):
+            raise TypeError(f"CheckpointManager: drop_functions must be True or False, not "
+                            f"{self._drop_functions!r}")
         self.async_save = async_save and comm is None
         self._comm = None
         if comm is not None:
@@ -139,7 +156,17 @@ class CheckpointManager:
         return pickle.loads(self._comm.broadcast(pickle.dumps(value), 0))
 
     def _open_directory(self):
-        os.makedirs(self.directory, exist_ok=True)
+        if os.path.exists(self.directory) and not os.path.isdir(self.directory):
+            raise NotADirectoryError(
+                f"CheckpointManager: directory {self.directory!r} is a file, not a directory: "
+                f"the manager keeps its step-NNNNNN.rckpt files in a directory of its own (give "
+                f"one such as {os.path.join(os.path.dirname(self.directory), 'ckpt')!r}); to "
+                f"read that file, use rckpt.load({self.directory!r})")
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+        except OSError as e:
+            raise type(e)(e.errno, f"CheckpointManager: cannot create directory "
+                                   f"{self.directory!r}: {e.strerror}") from None
         for name in os.listdir(self.directory):
             m = _TEMP_FILE.match(name)
             if m and not _pid_alive(int(m.group(1))):
@@ -186,8 +213,7 @@ class CheckpointManager:
         (with ``comm`` only). ValueError for a negative step or one already committed.
         """
         self._check_open()
-        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-            raise ValueError(f"CheckpointManager.save: step must be an int >= 0, got {step!r}")
+        _check_step("save", step)
         if self._comm is None and (rank_state is not None or common is not None):
             raise TypeError("CheckpointManager.save: rank_state and common need a communicator "
                             "(comm=)")
@@ -197,16 +223,18 @@ class CheckpointManager:
                              f"{self.path(step)!r}")
         path = self.path(step)
         commit = lambda: self._commit(step)  # noqa: E731
-        if self.async_save:
-            future = self._saver.save(path, state, rng=rng, on_success=commit, **self._options)
-            self._pending = (step, future)
-            return future
-        if self._comm is None:
-            _checkpoint.save(path, state, rng=rng, **self._options)
-        else:
-            from . import distributed
-            distributed.save(self._comm, path, state, rank_state=rank_state, common=common,
-                             rng=rng, **self._options)
+        with _state_types.dropping_functions(self._drop_functions, "CheckpointManager.save"):
+            if self.async_save:
+                future = self._saver.save(path, state, rng=rng, on_success=commit,
+                                          **self._options)
+                self._pending = (step, future)
+                return future
+            if self._comm is None:
+                _checkpoint.save(path, state, rng=rng, **self._options)
+            else:
+                from . import distributed
+                distributed.save(self._comm, path, state, rank_state=rank_state, common=common,
+                                 rng=rng, **self._options)
         self._on_root(commit)
         return SaveFuture(path)
 
@@ -291,6 +319,10 @@ class CheckpointManager:
         self._check_open()
         self._raise_pending()
         if step is not None:
+            _check_step("load", step)
+            if not os.path.exists(self.path(step)):
+                raise NotFoundError(f"CheckpointManager: step {step} is not saved in "
+                                    f"{self.directory!r} (saved steps: {self._scan_all()})")
             return step, load_one(self.path(step))
         for s in reversed(self.steps()):
             path = self.path(s)

@@ -32,6 +32,31 @@ class RngRecord(NamedTuple):
     origin: str
     data: bytes
 
+    def __repr__(self) -> str:
+        # A summary: a CPU generator's state is 5 KB of bytes nobody reads.
+        return f"RngRecord(kind={self.kind!r}, origin={self.origin!r}, {len(self.data)} bytes)"
+
+
+# The kinds restore_rng knows (schema/FORMAT.md).
+_KINDS = ("python", "numpy", "torch_cpu", "torch_cuda", "opaque", "mt19937", "mt19937_64")
+
+
+def check_rng_record(who: str, arg: str, name: Any, record: Any) -> RngRecord:
+    """One record of an RngState: a str name -> an RngRecord(kind, origin, data)."""
+    if not isinstance(name, str):
+        raise TypeError(f"{who}: {arg} names its records with str, not {name!r} "
+                        f"({type(name).__name__})")
+    if not (isinstance(record, tuple) and len(record) == 3 and isinstance(record[0], str)
+            and isinstance(record[1], str) and isinstance(record[2], (bytes, bytearray))):
+        shown = repr(record)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        raise TypeError(f"{who}: {arg}[{name!r}] must be an RngRecord(kind, origin, data) as "
+                        f"rckpt.capture_rng() makes, not {shown} ({type(record).__name__})")
+    if record[0] not in _KINDS:
+        raise ValueError(f"{who}: {arg}[{name!r}] has kind {record[0]!r}, expected one of "
+                         f"{', '.join(_KINDS)}")
+    return RngRecord(*record)
+
 
 # numpy records: a u32 layout tag, then the bit generator's state, little-endian.
 _NP_LEGACY, _NP_MT19937, _NP_PCG64, _NP_PCG64DXSM, _NP_SFC64, _NP_PHILOX = 1, 2, 3, 4, 5, 6
@@ -118,6 +143,13 @@ class RngState(dict[str, RngRecord]):
     def records(self) -> list[tuple[str, str, str, bytes]]:
         return [(name, r.kind, r.origin, bytes(r.data)) for name, r in self.items()]
 
+    def __repr__(self) -> str:
+        # One line per record, its size instead of its bytes (print(ck.rng)).
+        if not self:
+            return "RngState({})"
+        rows = ",\n".join(f"  {name!r}: {RngRecord(*r)!r}" for name, r in self.items())
+        return "RngState({\n" + rows + "\n})"
+
 
 def _torch_record(generator_state, device):
     data = generator_state.numpy().tobytes()
@@ -138,6 +170,7 @@ def capture_rng(generators: Optional[Mapping[str, Any]] = None, *, python: bool 
     ``numpy.random.RandomState`` or ``torch.Generator``). A library that is
     not installed is skipped; pass ``python=False`` (etc.) to leave one out.
     """
+    _check_generators("capture_rng", generators)
     out = RngState()
     if python:
         out["python.random"] = RngRecord("python", "cpu", _core.python_rng_bytes(random.getstate()))
@@ -168,6 +201,13 @@ def _capture_named(name, g):
     if hasattr(g, "get_state") and hasattr(g, "set_state"):  # numpy.random.RandomState
         return {f"numpy.{name}": RngRecord("numpy", "cpu", _encode_numpy_legacy(g.get_state()))}
     raise TypeError(f"capture_rng: generator '{name}' is a {kind}, not a numpy or torch generator")
+
+
+def _check_generators(who, generators):
+    if generators is not None and not isinstance(generators, Mapping):
+        raise TypeError(f"{who}: generators must be a dict name -> generator (a "
+                        f"numpy.random.Generator, RandomState or torch.Generator), not "
+                        f"{generators!r} ({type(generators).__name__})")
 
 
 def _try_import(name):
@@ -206,13 +246,26 @@ def restore_rng(state: Mapping[str, RngRecord], generators: Optional[Mapping[str
     record raises CorruptionError and nothing is restored.
     """
     import torch as th
+    if not isinstance(state, Mapping):
+        raise TypeError(f"restore_rng: rng must be an RngState (ck.rng, rckpt.capture_rng()) "
+                        f"or a dict name -> RngRecord, not {state!r} ({type(state).__name__})")
+    _check_generators("restore_rng", generators)
+    if device_count is not None and (isinstance(device_count, bool) or
+                                     not isinstance(device_count, int) or device_count < 0):
+        raise TypeError(f"restore_rng: device_count must be an int >= 0 or None (the devices "
+                        f"torch sees), not {device_count!r}")
+    if cuda_set_state is not None and not callable(cuda_set_state):
+        raise TypeError(f"restore_rng: cuda_set_state must be a callable(state, index) or None, "
+                        f"not {cuda_set_state!r}")
+    records = [(name, check_rng_record("restore_rng", "rng", name, r))
+               for name, r in state.items()]
     generators = generators or {}
     actions: list[tuple[str, Callable[..., object]]] = []
     skipped: list[str] = []
     if device_count is None:
         device_count = th.cuda.device_count() if th.cuda.is_available() else 0
     set_cuda = cuda_set_state or (lambda s, i: th.cuda.set_rng_state(s, i))
-    for name, r in state.items():
+    for name, r in records:
         kind, origin, data = r
         if kind in ("torch_cpu", "torch_cuda", "python"):
             _core.validate_rng(kind, data)

@@ -14,9 +14,11 @@
 
 #include "async_module.h"
 #include "call_args.h"
+#include "engine/placement.h"
 #include "errors.h"
 #include "format/collective_layout.h"
 #include "from_checkpoint.h"
+#include "other_formats.h"
 #include "rckpt/human_bytes.h"
 #include "rckpt/inspect.h"
 #include "rckpt/io.h"
@@ -188,6 +190,41 @@ int CudaDeviceCount(int emulate_devices) {
   return runtime ? runtime->DeviceCount() : DefaultRuntime().DeviceCount();
 }
 
+// The .rckpt that rckpt.load reads for `path`: the file itself, or the
+// private copy of a file of another format (ImportToScratch), which the
+// caller removes. The placement options are checked first, before anything
+// is read, as a load checks them before it opens its file. Returns
+// {"format", "path", "dir" (None for an .rckpt), "inert_classes", "warnings"}.
+nb::dict ImportAsRckpt(const std::string& path, nb::handle map_location,
+                       std::optional<std::string> model_device, int emulate_devices, bool strict,
+                       int threads) {
+  if (model_device) {
+    if (Result<DeviceSpec> parsed = DeviceSpec::Parse(*model_device); !parsed.ok()) {
+      throw StatusError(Status::InvalidArgument("model_device: " + parsed.status().message()));
+    }
+  }
+  LoadOptions o;
+  std::optional<nb::python_error> unused;
+  SetPlacement(map_location, model_device, &o, &unused);
+  o.threads = threads;
+  const int devices = CudaDeviceCount(emulate_devices);
+  std::optional<Result<ScratchImport>> imported;
+  {
+    nb::gil_scoped_release release;
+    Status checked = CheckLoadOptions(o, devices);
+    imported.emplace(checked.ok() ? ImportToScratch(path, strict, threads)
+                                  : Result<ScratchImport>(checked));
+  }
+  ScratchImport r = ValueOrThrow(std::move(*imported));
+  nb::dict out;
+  out["format"] = r.report.format;
+  out["path"] = r.path;
+  out["dir"] = r.dir.empty() ? nb::none() : nb::object(nb::str(r.dir.c_str()));
+  out["inert_classes"] = nb::cast(r.report.inert_classes);
+  out["warnings"] = nb::cast(r.report.warnings);
+  return out;
+}
+
 }  // namespace
 }  // namespace rckpt::python
 
@@ -203,6 +240,9 @@ NB_MODULE(_core, m) {
   m.def("load_into", &LoadInto, "path"_a, "targets"_a, "sections"_a, "strict"_a, "verify"_a,
         "threads"_a, "progress"_a.none(), "emulate_devices"_a);
   m.def("cuda_device_count", &CudaDeviceCount, "emulate_devices"_a);
+  m.def("import_as_rckpt", &ImportAsRckpt, "path"_a, "map_location"_a.none(),
+        "model_device"_a.none(), "emulate_devices"_a, "strict"_a, "threads"_a);
+  RegisterOtherFormats(m);
   m.def("describe", &Describe, "path"_a, "ref"_a);
   // Looks torch up once, at `import rckpt`, while one thread runs.
   m.def("init_torch", [] { Torch(); });

@@ -2,6 +2,7 @@
 
 #include <nanobind/stl/vector.h>
 
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -58,17 +59,29 @@ class TreeBuilder {
       section_ = nb::cast<std::string>(nb::handle(k));
       ThrowIfError(ck_->AddSection(section_, DefaultRoleForSection(section_)));
       std::vector<std::string> path{section_};
-      entries.emplace_back(Value(section_), Convert(v, path, 1));
+      if (std::optional<Value> value = ConvertOrDrop(v, path, 1)) {
+        entries.emplace_back(Value(section_), std::move(*value));
+      }
     }
     ck_->Tree() = Value::Map(std::move(entries));
   }
 
   Value Plain(nb::handle tree, const std::string& what) {
     std::vector<std::string> path{what};
-    return Convert(tree, path, 1);
+    return ConvertOrDrop(tree, path, 1).value_or(Value());
   }
 
  private:
+  // Convert, or nullopt for a value the save leaves out (a function, when
+  // the caller asked for functions to be dropped): a dict leaves its entry
+  // out, a list, tuple or set holds None in its place.
+  std::optional<Value> ConvertOrDrop(nb::handle o, std::vector<std::string>& path, int depth) {
+    Value v = Convert(o, path, depth);
+    if (!dropped_) return v;
+    dropped_ = false;
+    return std::nullopt;
+  }
+
   Value Convert(nb::handle o, std::vector<std::string>& path, int depth) {
     PyObject* p = o.ptr();
     if (PyObject_TypeCheck(p, reinterpret_cast<PyTypeObject*>(api_.tensor_type.ptr()))) {
@@ -149,7 +162,7 @@ class TreeBuilder {
       size_t i = 0;
       for (nb::handle item : o) {
         path.push_back(std::to_string(i++));
-        items.push_back(Convert(item, path, depth + 1));
+        items.push_back(ConvertOrDrop(item, path, depth + 1).value_or(Value()));
         path.pop_back();
       }
       if (PyList_CheckExact(p)) return Value::List(std::move(items));
@@ -158,7 +171,7 @@ class TreeBuilder {
     }
     if (Py_TYPE(p) == reinterpret_cast<PyTypeObject*>(api_.inert_type.ptr())) {
       path.push_back("fields");
-      Value fields = Convert(o.attr("fields"), path, depth + 1);
+      Value fields = ConvertOrDrop(o.attr("fields"), path, depth + 1).value_or(Value());
       path.pop_back();
       return Value::Object(nb::cast<std::string>(o.attr("class_path")), std::move(fields));
     }
@@ -166,38 +179,67 @@ class TreeBuilder {
   }
 
   // What the tree has no kind for (NumPy values, function references):
-  // rckpt._state_types gives it a class path and fields, or raises the
-  // TypeError naming its path. The fields' tensors are named by the key path
-  // of the object itself, so a NumPy array's tensor is named as a tensor
-  // there would be. An object met twice is stored once.
+  // rckpt._state_types gives it a class path and fields, None for a value
+  // the save leaves out, or raises the TypeError naming its path. It is
+  // told whether the value sits in an LR scheduler's state, where functions
+  // are kept as inert references. The fields' tensors are named by the key
+  // path of the object itself, so a NumPy array's tensor is named as a
+  // tensor there would be. An object met twice is stored once.
   Value Encoded(nb::handle o, std::vector<std::string>& path, int depth) {
     if (auto it = encoded_.find(o.ptr()); it != encoded_.end()) return it->second;
-    nb::tuple r = nb::cast<nb::tuple>(api_.encode_object(o, convert::JoinPath(path)));
+    nb::object encoded =
+        api_.encode_object(o, convert::JoinPath(path), nb::bool_(scheduler_depth_ > 0));
+    if (encoded.is_none()) {
+      dropped_ = true;
+      return Value();
+    }
+    nb::tuple r = nb::cast<nb::tuple>(encoded);
     (keep_alive_ != nullptr ? keep_alive_ : &own_keep_alive_)->push_back(r);
     nb::handle fields = r[1];
     std::vector<Value::Entry> entries;
     PyObject *k, *v;
     Py_ssize_t pos = 0;
     while (PyDict_Next(fields.ptr(), &pos, &k, &v)) {
-      entries.emplace_back(Key(k, path, false), Convert(v, path, depth + 1));
+      Value key = Key(k, path, false);
+      if (std::optional<Value> value = ConvertOrDrop(v, path, depth + 1)) {
+        entries.emplace_back(std::move(key), std::move(*value));
+      }
     }
-    Value out = Value::Object(nb::cast<std::string>(r[0]), Value::Map(std::move(entries)));
-    encoded_.emplace(o.ptr(), out);
+    std::string class_path = nb::cast<std::string>(r[0]);
+    // A function is judged where it is met (in a scheduler's state or not).
+    const bool judged_by_place = class_path == "rckpt.function";
+    Value out = Value::Object(std::move(class_path), Value::Map(std::move(entries)));
+    if (!judged_by_place) encoded_.emplace(o.ptr(), out);
     return out;
   }
 
   Value Map(nb::handle d, std::vector<std::string>& path, int depth) {
     std::vector<Value::Entry> entries;
     entries.reserve(static_cast<size_t>(PyDict_Size(d.ptr())));
+    const bool scheduler = IsSchedulerState(d);
+    scheduler_depth_ += scheduler;
     PyObject *k, *v;
     Py_ssize_t pos = 0;
     while (PyDict_Next(d.ptr(), &pos, &k, &v)) {
       Value key = Key(k, path, false);
       path.push_back(convert::KeyComponent(key));
-      entries.emplace_back(std::move(key), Convert(v, path, depth + 1));
+      if (std::optional<Value> value = ConvertOrDrop(v, path, depth + 1)) {
+        entries.emplace_back(std::move(key), std::move(*value));
+      }
       path.pop_back();
     }
+    scheduler_depth_ -= scheduler;
     return Value::Map(std::move(entries));
+  }
+
+  // An LR scheduler's state_dict(): its attributes, among them base_lrs and
+  // last_epoch, which every scheduler of torch.optim.lr_scheduler (and
+  // SWALR) has. Functions in it are the scheduler's own (OneCycleLR's
+  // anneal_func, an lr_lambda object's attributes), which the scheduler
+  // built again at a restart has too: they are kept as inert references.
+  static bool IsSchedulerState(nb::handle d) {
+    return PyDict_GetItemString(d.ptr(), "base_lrs") != nullptr &&
+           PyDict_GetItemString(d.ptr(), "last_epoch") != nullptr;
   }
 
   // A map key: a scalar or a tuple of scalars (docs/DESIGN.md §3, the state tree).
@@ -275,25 +317,45 @@ class TreeBuilder {
   std::unordered_set<PyObject*> in_progress_;
   std::unordered_map<PyObject*, Value> encoded_;
   std::vector<nb::object> own_keep_alive_;  // when the caller keeps nothing alive
+  int scheduler_depth_ = 0;  // how many LR scheduler states the walk is inside
+  bool dropped_ = false;     // the value just converted is left out
 };
 
 void ApplyOrigin(nb::handle origin, Checkpoint* ck, ShardLeaves* shards) {
   if (origin.is_none()) return;
   std::unordered_map<std::string, Device> by_section;
   std::optional<Device> model_origin;
+  auto device = [](nb::handle d, const std::string& what) {
+    if (!PyUnicode_Check(d.ptr())) {
+      throw nb::type_error((what + " must be a device string (\"cuda:1\"), not " +
+                            nb::cast<std::string>(nb::repr(d)) + " (" + TypeName(d) + ")")
+                               .c_str());
+    }
+    Result<Device> parsed = ParseDevice(nb::cast<std::string>(d));
+    if (!parsed.ok()) {
+      throw StatusError(Status::InvalidArgument(what + ": " + parsed.status().message()));
+    }
+    return *parsed;
+  };
   if (PyUnicode_Check(origin.ptr())) {
-    model_origin = ValueOrThrow(ParseDevice(nb::cast<std::string>(origin)));
+    model_origin = device(origin, "origin");
   } else if (PyDict_Check(origin.ptr())) {
     for (auto [k, v] : nb::borrow<nb::dict>(origin)) {
+      if (!PyUnicode_Check(k.ptr())) {
+        throw nb::type_error(("origin's keys must be section names (str), not " +
+                              nb::cast<std::string>(nb::repr(k))).c_str());
+      }
       std::string section = nb::cast<std::string>(k);
       if (ck->FindSection(section) == nullptr) {
         throw StatusError(Status::InvalidArgument("origin names section '" + section +
                                                   "', which the state does not have"));
       }
-      by_section[section] = ValueOrThrow(ParseDevice(nb::cast<std::string>(v)));
+      by_section[section] = device(v, "origin['" + section + "']");
     }
   } else {
-    throw nb::type_error("origin must be None, a device string or a dict section -> device");
+    throw nb::type_error(("origin must be None, a device string or a dict section -> device, "
+                          "not " + nb::cast<std::string>(nb::repr(origin)) + " (" +
+                          TypeName(origin) + ")").c_str());
   }
   auto origin_of = [&](const std::string& section, Role role) -> std::optional<Device> {
     if (auto it = by_section.find(section); it != by_section.end()) return it->second;

@@ -72,6 +72,22 @@ bool ProcessIsDead(pid_t pid) {
   return comm_end != std::string::npos && comm_end + 2 < line.size() && line[comm_end + 2] == 'Z';
 }
 
+// The user's path is what an error names, never the temporary: a failure to
+// create, write or rename it is a failure to write `path`.
+Status NamingThePath(const Status& s, const std::string& temp, const std::string& path) {
+  if (s.ok()) return s;
+  std::string message = s.message();
+  const std::string rename = "rename '" + temp + "' to '" + path + "'";
+  for (size_t at = message.find(rename); at != std::string::npos; at = message.find(rename)) {
+    message.replace(at, rename.size(), "replace '" + path + "'");
+  }
+  for (size_t at = message.find(temp); at != std::string::npos; at = message.find(temp, at)) {
+    message.replace(at, temp.size(), path);
+    at += path.size();
+  }
+  return Status(s.code(), std::move(message));
+}
+
 }  // namespace
 
 std::string TempPathFor(const std::string& path) {
@@ -120,10 +136,30 @@ AtomicFile::~AtomicFile() {
   if (!committed_) (void)RemoveIfExists(fs_, temp_);
 }
 
-Result<std::unique_ptr<WritableFile>> AtomicFile::Open() { return fs_.OpenForWrite(temp_); }
+Result<std::unique_ptr<WritableFile>> AtomicFile::Open() {
+  // A directory at the path, or a path in a directory that does not exist,
+  // is refused before the first byte is written, naming the path.
+  if (fs_.Exists(path_)) {
+    Result<std::unique_ptr<RandomAccessFile>> existing = fs_.OpenForRead(path_);
+    if (!existing.ok() && existing.status().code() == StatusCode::kInvalidArgument &&
+        fs_.ListDir(path_).ok()) {
+      return Status::InvalidArgument(
+          "'" + path_ + "' is a directory: expected a file path such as '" +
+          (std::filesystem::path(path_) / "checkpoint.rckpt").string() + "'");
+    }
+  }
+  Result<std::unique_ptr<WritableFile>> file = fs_.OpenForWrite(temp_);
+  if (file.ok()) return file;
+  const std::filesystem::path parent = std::filesystem::path(path_).parent_path();
+  if (file.status().code() == StatusCode::kNotFound && !parent.empty() &&
+      !fs_.Exists(parent.string())) {
+    return Status::NotFound("directory '" + parent.string() + "' does not exist (create it first)");
+  }
+  return NamingThePath(file.status(), temp_, path_);
+}
 
 Status AtomicFile::Commit() {
-  RCKPT_RETURN_IF_ERROR(fs_.Rename(temp_, path_));
+  RCKPT_RETURN_IF_ERROR(NamingThePath(fs_.Rename(temp_, path_), temp_, path_));
   committed_ = true;
   return fs_.SyncParentDir(path_);
 }
@@ -135,8 +171,8 @@ Status WriteFileAtomically(FileSystem& fs, const std::string& path,
   Status s = write(*file);
   if (s.ok()) s = file->Sync();
   Status closed = file->Close();
-  RCKPT_RETURN_IF_ERROR(s);
-  RCKPT_RETURN_IF_ERROR(closed);
+  RCKPT_RETURN_IF_ERROR(NamingThePath(s, target.temp_path(), path));
+  RCKPT_RETURN_IF_ERROR(NamingThePath(closed, target.temp_path(), path));
   return target.Commit();
 }
 

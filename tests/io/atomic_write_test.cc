@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <set>
@@ -157,22 +158,61 @@ TEST(WriteFileAtomicallyTest, WriterErrorKeepsThePreviousFileAndRemovesTheTempor
   ExpectOnly(fsys, "ck");
 }
 
+// Fault `n` of the three a write can meet: a full disk, a failed fsync, a
+// failed rename.
+MemFileSystem::Faults Fault(int n) {
+  MemFileSystem::Faults faults;
+  if (n == 0) faults.fail_write_after_bytes = 2;
+  if (n == 1) faults.fail_sync = true;
+  if (n == 2) faults.fail_rename = true;
+  return faults;
+}
+
 TEST(WriteFileAtomicallyTest, FullDiskSyncAndRenameFailuresKeepThePreviousFile) {
   for (int fault = 0; fault < 3; ++fault) {
     SCOPED_TRACE(fault);
     MemFileSystem fsys;
     fsys.SetFile("d/ck", BytesOf("old"));
-    MemFileSystem::Faults faults;
-    if (fault == 0) faults.fail_write_after_bytes = 2;
-    if (fault == 1) faults.fail_sync = true;
-    if (fault == 2) faults.fail_rename = true;
-    fsys.SetFaults(faults);
+    fsys.SetFaults(Fault(fault));
     Status s = WriteFileAtomically(fsys, "d/ck",
                                    [](WritableFile& f) { return AppendText(f, "new"); });
     EXPECT_EQ(s.code(), StatusCode::kIoError) << s.ToString();
     EXPECT_EQ(*fsys.GetFile("d/ck"), BytesOf("old"));
     ExpectOnly(fsys, "ck");
   }
+}
+
+TEST(WriteFileAtomicallyTest, FailuresNameThePathNeverTheTemporary) {
+  for (int fault = 0; fault < 3; ++fault) {
+    SCOPED_TRACE(fault);
+    MemFileSystem fsys;
+    fsys.SetFaults(Fault(fault));
+    Status s = WriteFileAtomically(fsys, "d/ck",
+                                   [](WritableFile& f) { return AppendText(f, "new"); });
+    EXPECT_EQ(s.code(), StatusCode::kIoError);
+    EXPECT_THAT(s.message(), ::testing::HasSubstr("'d/ck'"));
+    EXPECT_THAT(s.message(), ::testing::Not(::testing::HasSubstr(".tmp-")));
+  }
+}
+
+TEST(AtomicFileTest, APathInAMissingDirectoryIsNotFoundNamingTheDirectory) {
+  const std::string dir = testing::NewTempDir("missing-parent");
+  AtomicFile target(PosixFileSystem(), dir + "/absent/ck.rckpt");
+  Result<std::unique_ptr<WritableFile>> f = target.Open();
+  EXPECT_THAT(f.status(), StatusIs(StatusCode::kNotFound,
+                                   "directory '" + dir + "/absent' does not exist"));
+  EXPECT_THAT(f.status().message(), ::testing::Not(::testing::HasSubstr(".tmp-")));
+}
+
+TEST(AtomicFileTest, ADirectoryAtThePathIsRefusedBeforeATemporaryIsCreated) {
+  const std::string dir = testing::NewTempDir("directory-at-path");
+  std::filesystem::create_directory(dir + "/ck.rckpt");
+  AtomicFile target(PosixFileSystem(), dir + "/ck.rckpt");
+  Result<std::unique_ptr<WritableFile>> f = target.Open();
+  EXPECT_THAT(f.status(), StatusIs(StatusCode::kInvalidArgument,
+                                   "'" + dir + "/ck.rckpt' is a directory: expected a file path"));
+  ASSERT_OK_AND_ASSIGN(std::vector<std::string> names, PosixFileSystem().ListDir(dir));
+  EXPECT_THAT(names, ElementsAre("ck.rckpt"));  // no temporary beside it
 }
 
 TEST(AtomicFileTest, AnAbandonedTemporaryIsRemovedAndACommittedOneIsThePath) {

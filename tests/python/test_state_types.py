@@ -175,16 +175,17 @@ def test_every_scheduler_continues_identically_after_a_round_trip(tmp, name):
         assert _lrs(opt2) == _lrs(opt), f"{name}: step {i}"
 
 
-def test_a_bound_method_is_stored_as_an_inert_reference_and_left_out_on_load(tmp):
+def test_functions_in_a_scheduler_state_are_inert_references_left_out_on_load(tmp):
     opt = _sched_opt()
     sched = SCHEDULERS.OneCycleLR(opt, max_lr=0.5, total_steps=20)
+    # A scheduler's state_dict() has base_lrs and last_epoch beside its functions.
     state = {"scheduler": {"fn": sched._annealing_cos, "plain": _cyclic_fn,  # type: ignore[attr-defined]
-                           "listed": [_cyclic_fn], "epoch": 3}}
+                           "listed": [_cyclic_fn], "base_lrs": [0.5], "last_epoch": 3}}
     rckpt.save(tmp / "m.rckpt", state)
     ck = rckpt.load(tmp / "m.rckpt")
     # Dict entries holding a function are left out; elsewhere an inert FunctionRef stays.
     assert ck["scheduler"] == {"listed": [rckpt.FunctionRef(f"{__name__}._cyclic_fn")],
-                               "epoch": 3}
+                               "base_lrs": [0.5], "last_epoch": 3}
     # The file shows what each reference was.
     text = json.dumps(json.loads(run_cli("inspect", "--json", tmp / "m.rckpt").stdout))
     assert "torch.optim.lr_scheduler.OneCycleLR._annealing_cos" in text

@@ -1,0 +1,107 @@
+"""rckpt.convert: what ``rckpt convert`` does, from Python (docs/CONVERT.md)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, NamedTuple, Optional
+
+from . import _core
+from ._args import (check_bool, check_int, names_arg, path_arg, progress_callback,
+                    str_map_arg)
+from ._files import warn_import
+
+if TYPE_CHECKING:
+    from ._typing import Progress
+
+# Format names as `rckpt convert --from/--to` takes them, and the library's names.
+_FORMATS = {"rckpt": "rckpt", "pt": "pytorch", "pth": "pytorch", "pytorch": "pytorch",
+            "safetensors": "safetensors", "dcp": "dcp"}
+
+
+class ConvertReport(NamedTuple):
+    """What :func:`convert` did; ``str(report)`` is the line ``rckpt convert`` prints."""
+
+    src: str
+    dst: str
+    format: str  # the input's: "rckpt", "pytorch", "safetensors" or "dcp"
+    tensors: int
+    rng_records: int
+    bytes: int  # tensor bytes
+    seconds: float
+    inert_classes: list[str]  # classes kept as inert objects (warned about)
+    warnings: list[str]  # the importer's warnings (warned about)
+    summary: str
+
+    def __str__(self) -> str:
+        return self.summary
+
+
+def _format_arg(name: str, value: Optional[str]) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str) or value not in _FORMATS:
+        raise ValueError(f"rckpt.convert: {name} must be None (by content, then by extension) "
+                         f"or one of {', '.join(map(repr, _FORMATS))}, not {value!r}")
+    if name == "to_format" and value == "dcp":
+        raise ValueError("rckpt.convert: to_format='dcp': rckpt reads DCP directories but does "
+                         "not write them (rckpt.dcp.Writer saves a DCP state dict into an "
+                         ".rckpt)")
+    return _FORMATS[value]
+
+
+def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], *,
+            from_format: Optional[str] = None, to_format: Optional[str] = None,
+            strict: bool = False, rng_keys: Sequence[str] = (),
+            sections: Optional[Mapping[str, str]] = None, drop_objects: bool = False,
+            codec: str = "none", level: int = 1, chunk_bytes: int = 4 << 20,
+            shuffle: str = "auto", set_device: Optional[Mapping[str, str]] = None,
+            progress: Optional[Progress] = None) -> ConvertReport:
+    """Converts ``src`` into ``dst`` as ``rckpt convert SRC DST`` does, with its options.
+
+    Formats: ``.rckpt``; ``.pt .pth .bin .ckpt`` (PyTorch zip); ``.safetensors``;
+    and a DCP checkpoint directory as ``src``. ``src`` is recognised by its
+    content, then by its extension; ``dst`` by its extension.
+    ``from_format`` / ``to_format`` ("rckpt", "pt", "safetensors"; "dcp" for
+    ``src``) name them otherwise (--from/--to). ``dst`` is checked before
+    ``src`` is read: a directory is InvalidArgumentError, a path in a
+    directory that does not exist NotFoundError. It is written atomically:
+    a failed conversion leaves a previous file intact.
+
+    ``strict`` (--strict) refuses PyTorch and DCP files holding classes
+    outside the known set; otherwise they are kept as inert objects with an
+    :class:`rckpt.InertObjectWarning` naming them. ``rng_keys`` (--rng-key)
+    marks more uint8 tensors as RNG states; ``sections`` (--section
+    KEY=SECTION) puts top-level keys into sections; ``drop_objects``
+    (--drop-objects) exports inert objects as None; ``codec``, ``level``,
+    ``chunk_bytes`` and ``shuffle`` ("auto", "on", "off") encode an .rckpt
+    output; ``set_device`` (--set-device FROM=TO) rewrites recorded origin
+    devices ({"cuda:1": "cuda:0"}; bytes unchanged). ``progress`` reports the
+    .rckpt output's writing, as rckpt.save's does.
+
+    Returns a :class:`ConvertReport` (``str(report)`` is the CLI's summary
+    line). Errors are rckpt.Error subclasses, as the CLI's exit codes.
+    """
+    who = "rckpt.convert"
+    src_path: str = path_arg(who, "src", src)
+    dst_path: str = path_arg(who, "dst", dst)
+    source_format = _format_arg("from_format", from_format)
+    target_format = _format_arg("to_format", to_format)
+    for name, flag in (("strict", strict), ("drop_objects", drop_objects)):
+        check_bool(who, name, flag)
+    keys = names_arg(who, "rng_keys", rng_keys, "keys")
+    section_map = str_map_arg(who, "sections", sections, "top-level key -> section")
+    devices = str_map_arg(who, "set_device", set_device, "origin device -> device")
+    if not isinstance(codec, str):
+        raise TypeError(f"{who}: codec must be 'none' or 'zstd', not {codec!r}")
+    check_int(who, "level", level, -(1 << 31), "an int (zstd level, -7 to 22)")
+    check_int(who, "chunk_bytes", chunk_bytes, 1, "an int from 1 to 1 GiB (bytes)")
+    if shuffle not in ("auto", "on", "off"):
+        raise ValueError(f"{who}: shuffle must be 'auto', 'on' or 'off', not {shuffle!r}")
+    raw = _core.convert(src_path, dst_path, source_format, target_format, strict, keys, section_map,
+                        drop_objects, codec, level, chunk_bytes, shuffle, devices,
+                        progress_callback(progress, "convert"))
+    warn_import(who, src_path, raw, stacklevel=3)
+    return ConvertReport(src_path, dst_path, raw["format"], raw["tensors"], raw["rng_records"],
+                         raw["bytes"], raw["seconds"], list(raw["inert_classes"]),
+                         list(raw["warnings"]), raw["summary"])
