@@ -190,6 +190,12 @@ Result<Checkpoint> Import(const RandomAccessFile& f, const ImportOptions& option
     auto bad = [&name = name](const std::string& what) {
       return Status::Corruption("safetensors: tensor '" + Printable(name) + "': " + what);
     };
+    if (name.empty()) {
+      // Any JSON string is a key of the format, but every tensor of a
+      // checkpoint has a name.
+      return Status::Unsupported(
+          "safetensors: a tensor has an empty name (\"\" in the header), which rckpt cannot hold");
+    }
     const Json* dt = e.is_object() ? e.Find("dtype") : nullptr;
     const Json* shape = e.is_object() ? e.Find("shape") : nullptr;
     const Json* offs = e.is_object() ? e.Find("data_offsets") : nullptr;

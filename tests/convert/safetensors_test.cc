@@ -250,6 +250,9 @@ TEST(SafetensorsValidationTest, RejectsEachRuleViolation) {
       {File("{\"a\": {\"dtype\": \"U8\", \"shape\": [2], \"data_offsets\": [0, 2]},"
             " \"a\": {\"dtype\": \"U8\", \"shape\": [2], \"data_offsets\": [2, 4]}}", "1234"),
        StatusCode::kCorruption, "duplicate"},
+      {File("{\"\": {\"dtype\": \"U8\", \"shape\": [4], \"data_offsets\": [0, 4]}}", "1234"),
+       StatusCode::kUnsupported,
+       "safetensors: a tensor has an empty name (\"\" in the header), which rckpt cannot hold"},
   };
   for (const Case& c : cases) {
     EXPECT_THAT(ImportSafetensorsFromBytes(c.bytes), StatusIs(c.code, c.msg)) << c.msg;
