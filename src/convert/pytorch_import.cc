@@ -249,6 +249,12 @@ Result<Value> Importer::PythonRngState(const PyNode* n, const std::vector<std::s
 // Python's decoder accepts and UTF-8 does not (lone surrogates, written with
 // "surrogatepass"), or, in a damaged file, any bytes.
 Status Importer::CheckName(const std::string& name) const {
+  if (name.empty()) {
+    // Only empty keys ("" at the top level) lead to the tensor; a checkpoint
+    // names every tensor.
+    return Status::Unsupported("pytorch: a tensor's key path is empty (the key \"\"), which "
+                               "gives it no name; rckpt names every tensor");
+  }
   if (IsValidUtf8(name)) return Status::Ok();
   return Status::Unsupported("pytorch: the key path '" + name +
                              "' is not valid UTF-8; rckpt names must be");

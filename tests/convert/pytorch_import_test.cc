@@ -327,6 +327,15 @@ TEST(PyTorchCorruptionTest, ImportsAHandBuiltArchive) {
   EXPECT_EQ(ck.FindTensor("w")->Origin(), Device::Cuda(3));
 }
 
+// torch.save({"": t}): the key path gives the tensor no name.
+TEST(PyTorchCorruptionTest, RefusesATensorUnderAnEmptyKeyPath) {
+  std::string pkl = DictOf("", PFloatTensor("0", 2, 0, {2}, {1}));
+  EXPECT_THAT(ImportArchive(MakeArchive(pkl, {{"data/0", Floats({0, 1})}})),
+              StatusIs(StatusCode::kUnsupported,
+                       "pytorch: a tensor's key path is empty (the key \"\"), which gives it no "
+                       "name; rckpt names every tensor"));
+}
+
 TEST(PyTorchCorruptionTest, RejectsViewsOutsideTheirStorage) {
   std::string pkl = DictOf("w", PFloatTensor("0", 6, 3, {2, 2}, {2, 1}));
   EXPECT_THAT(ImportArchive(MakeArchive(pkl, {{"data/0", Floats({0, 1, 2, 3, 4, 5})}})),
