@@ -176,9 +176,17 @@ int RunConvert(std::vector<std::string> words) {
     if (it != devices.end()) r.origin = it->second;
   }
   save.progress = ProgressBar("convert");
+  ExportReport written;
+  out_opts.report = &written;
   Status s = WriteCheckpoint(*ck, out, out_format, out_opts, save);
   EndProgress();
   if (!s.ok()) return Fail("convert", s);
+  for (const auto& w : written.not_kept) {
+    std::fprintf(stderr, "rckpt convert: warning: %s does not keep %s\n", out.c_str(), w.c_str());
+  }
+  for (const auto& n : written.notes) {
+    std::fprintf(stderr, "rckpt convert: note: %s: %s\n", out.c_str(), n.c_str());
+  }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   uint64_t bytes = ck->TensorBytes();
   std::printf("%s -> %s: %zu tensor%s, %zu RNG record%s, %s in %.2f s (%s)\n", in.c_str(),
@@ -200,6 +208,15 @@ an input is also recognised by its content. PyTorch files are read by a restrict
 executes anything; unknown classes are kept as inert objects (listed as a
 warning) unless --strict. Every tensor is kept bit for bit with the device it
 was saved on; RNG states under well-known keys become RNG records.
+
+Everything the output format can carry is kept: rckpt -> pt -> rckpt and
+rckpt -> safetensors -> rckpt give back the same checkpoint (rckpt diff
+--strict says identical). rckpt's sections, roles, RNG kinds and metadata
+travel in a .pt as the record .data/rckpt.json and in a .safetensors as
+rckpt.* keys of __metadata__. What OUT cannot hold is refused (c128 in
+.safetensors, inert objects in .pt without --drop-objects) or named on stderr
+("warning: OUT does not keep ..."); parts only rckpt reads back from OUT are
+named as a note.
 
 IN may also be a torch.distributed.checkpoint (DCP) directory, as
 dcp.save(state_dict, checkpoint_id=DIR) leaves it (DIR/.metadata and

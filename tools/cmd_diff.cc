@@ -23,11 +23,18 @@ int RunDiff(std::vector<std::string> words) {
   bool json = args.Flag("json");
   DiffOptions o;
   o.ignore_devices = args.Flag("ignore-devices");
+  const bool strict = args.Flag("strict");
+  const bool tensors_only = args.Flag("tensors-only");
   auto atol = args.Value("atol");
   auto rtol = args.Value("rtol");
   auto pos = args.Positional();
   if (!pos.ok()) return Usage("diff", pos.status().message());
   if (pos->size() != 2) return Usage("diff", "expected two files A and B");
+  if (strict && tensors_only) {
+    return Usage("diff", "--strict and --tensors-only are two different modes: give one");
+  }
+  if (strict) o.mode = DiffMode::kStrict;
+  if (tensors_only) o.mode = DiffMode::kTensors;
   if (atol) {
     auto v = ParseTolerance("atol", *atol);
     if (!v.ok()) return Fail("diff", v.status());
@@ -40,10 +47,13 @@ int RunDiff(std::vector<std::string> words) {
   }
   const std::string& a_path = (*pos)[0];
   const std::string& b_path = (*pos)[1];
-  auto a = ReadCheckpoint(a_path, std::nullopt, {}, nullptr);
+  ImportReport a_report, b_report;
+  auto a = ReadCheckpoint(a_path, std::nullopt, {}, &a_report);
   if (!a.ok()) return Fail("diff", a.status());
-  auto b = ReadCheckpoint(b_path, std::nullopt, {}, nullptr);
+  auto b = ReadCheckpoint(b_path, std::nullopt, {}, &b_report);
   if (!b.ok()) return Fail("diff", b.status());
+  o.a_records = a_report.recorded;
+  o.b_records = b_report.recorded;
   auto report = DiffCheckpoints(*a, *b, o);
   if (!report.ok()) return Fail("diff", report.status());
   std::string out = json ? RenderDiffJson(*report, a_path, b_path)
@@ -56,20 +66,35 @@ int RunDiff(std::vector<std::string> words) {
 
 const CommandInfo kDiff = {
     "diff", "compare two checkpoints of any supported format by content",
-    R"(usage: rckpt diff A B [--json] [--atol X] [--rtol Y] [--ignore-devices]
+    R"(usage: rckpt diff A B [--strict | --tensors-only] [--json] [--atol X] [--rtol Y]
+                  [--ignore-devices]
 
-Compares what a restart depends on: tensor names, sections, roles, dtypes,
-shapes and bytes (bit for bit: NaN payloads and -0.0 count), origin devices,
-RNG records (kind and bytes), the state tree (structure, order and values)
-and user metadata. Ignores how the bytes are stored (codec, level, filter,
-chunking, alignment), the writer and the creation time: two saves of the same
-state are identical whatever their encoding. A and B may be .rckpt, .pt/.pth
-or .safetensors files.
+Compares the state a restart depends on. A and B may be .rckpt, .pt/.pth,
+.safetensors files or DCP directories, in any pair.
 
+By default it compares what both files record: tensor names, dtypes, shapes
+and bytes (bit for bit: NaN payloads and -0.0 count) always; sections and
+roles, origin devices, RNG kinds, the state tree, its key order and user
+metadata where both formats record them (a plain .pt derives sections from
+key names and has no metadata, a plain .safetensors has no tree, a DCP
+directory no devices or key order; .rckpt files, and .pt and .safetensors
+files rckpt wrote, record everything). The state is compared inside its
+containers: an OrderedDict as its items, a collective file's tree as its
+"common" part, metadata without the "rckpt." keys that say how a file was
+written. What was not compared is listed after the result. It ignores how
+bytes are stored (codec, chunking, alignment), the writer and the creation
+time: two saves of the same state are identical whatever their encoding.
+
+  --strict            compare everything each checkpoint holds, as held:
+                      container types and attributes, key order, sections,
+                      RNG kinds, all metadata (a conversion that kept
+                      everything is identical under --strict)
+  --tensors-only      compare tensor names, dtypes, shapes and bytes only
   --atol X, --rtol Y  floating-point elements match when |a-b| <= X + Y*|b|
   --ignore-devices    do not compare origin devices
-  --json              {"schema_version":1,"identical","count","differences":
-                      [{"kind","name","detail"}]} (docs/CLI.md)
+  --json              {"schema_version":2,"mode","a","b","identical","count",
+                      "differences":[{"kind","name","detail"}],
+                      "not_compared":[{"what","why"}]} (docs/CLI.md)
 
 Exit codes: 0 identical, 1 different (the differences are listed), 2 usage,
 3 not found, 4 corrupt, 5 unsupported (as for inspect), 7 I/O error.

@@ -1,5 +1,5 @@
 // What the `rckpt` tool prints: text and JSON renderings of the library's
-// reports (docs/CLI.md, schema_version 1 throughout), its exit codes, and
+// reports (docs/CLI.md; schema_version 1, diff's 2), its exit codes, and
 // load errors in the words of its flags. Part of the tool, not of the
 // library's API; rckpt-train-demo links it for the same exit codes and
 // messages.
@@ -67,9 +67,10 @@ Result<LoadReport> LoadForReport(const std::string& path, LoadOptions options);
 std::string RenderLoadText(const LoadReport& report);
 std::string RenderLoadJson(const LoadReport& report);
 
-// `rckpt diff`. Text: one line per difference and a summary. JSON:
-// {"schema_version":1,"identical":bool,"count":N,"differences":[{"kind",
-// "name","detail"}]}.
+// `rckpt diff`. Text: one line per difference and a summary, then what was
+// not compared. JSON (schema_version 2): {"schema_version":2,"mode":"state"|
+// "strict"|"tensors","a","b","identical":bool,"count":N,"differences":
+// [{"kind","name","detail"}],"not_compared":[{"what","why"}]}.
 std::string RenderDiffText(const DiffReport& report, const std::string& a, const std::string& b);
 std::string RenderDiffJson(const DiffReport& report, const std::string& a, const std::string& b);
 

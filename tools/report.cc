@@ -1,4 +1,4 @@
-// Rendering of `rckpt plan`, `rckpt load` and `rckpt diff` results (render.h).
+// Rendering of `rckpt plan` and `rckpt load` results (render.h).
 #include <cstdio>
 #include <map>
 #include <string>
@@ -145,30 +145,6 @@ std::string RenderLoadJson(const LoadReport& r) {
   PlacementsJson(w, r.placements);
   w.EndObject();
   return w.str();
-}
-
-std::string RenderDiffText(const DiffReport& r, const std::string& a, const std::string& b) {
-  std::string out;
-  if (r.identical) return "identical: " + a + " and " + b + " hold the same state\n";
-  out += "A = " + a + "\nB = " + b + "\n";
-  for (const auto& d : r.differences) out += d.kind + " " + d.name + ": " + d.detail + "\n";
-  if (r.count > r.differences.size()) {
-    out += "... and " + std::to_string(r.count - r.differences.size()) + " more\n";
-  }
-  out += std::to_string(r.count) + (r.count == 1 ? " difference\n" : " differences\n");
-  return out;
-}
-
-std::string RenderDiffJson(const DiffReport& r, const std::string& a, const std::string& b) {
-  JsonWriter w;
-  w.BeginObject().Key("schema_version").Int(1).Key("a").String(a).Key("b").String(b);
-  w.Key("identical").Bool(r.identical).Key("count").Uint(r.count);
-  w.Key("differences").BeginArray();
-  for (const auto& d : r.differences) {
-    w.BeginObject().Key("kind").String(d.kind).Key("name").String(d.name).Key("detail").String(d.detail).EndObject();
-  }
-  w.EndArray().EndObject();
-  return w.str() + "\n";
 }
 
 }  // namespace rckpt::cli

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "rckpt/checkpoint.h"
+#include "rckpt/diff.h"
 #include "rckpt/options.h"
 #include "rckpt/status.h"
 
@@ -66,6 +67,13 @@ struct ImportOptions {
   // write files without CRCs), Corruption when true.
   bool require_crc32 = false;
   PickleLimits limits;
+  // Map the file (copy-on-write) and let contiguous tensors point into the
+  // mapping instead of copying them (PyTorch and safetensors files). The
+  // tensors keep the mapping alive; as with a mapped rckpt::Load, the file
+  // must not be truncated or rewritten in place while they live (replacing it
+  // by a rename, as every rckpt and torch writer does, is fine). Falls back
+  // to reading where the file cannot be mapped.
+  bool map_file = true;
   // ImportDcp only: a directory (the output's, say) where each tensor is
   // staged, one at a time, in a scratch file that is then mapped back and
   // removed, so memory holds one tensor (and one chunk) rather than the whole
@@ -76,9 +84,27 @@ struct ImportOptions {
 
 struct ImportReport {
   std::string format;  // "pytorch", "safetensors", "rckpt" or "dcp"
+  // What the file records by itself rather than the importer derived: all of
+  // it for .rckpt files and for .pt and .safetensors files rckpt wrote (they
+  // carry its layout); less for other files (docs/CONVERT.md, "What each
+  // format records"). DiffOptions::a_records / b_records take it, so that
+  // `rckpt diff` compares what both files record.
+  Recorded recorded;
   // Class paths kept as inert objects, sorted, without duplicates.
   std::vector<std::string> inert_classes;
   std::vector<std::string> warnings;
+};
+
+// What an export could not keep of a checkpoint, and where its parts went.
+struct ExportReport {
+  // One line per thing the written file does not hold (an inert object
+  // written as None under drop_objects, ...). Empty: a re-import gives the
+  // checkpoint back whole (`rckpt diff --strict` says identical).
+  std::vector<std::string> not_kept;
+  // Parts the file keeps only for rckpt: readers of the format other than
+  // rckpt do not see them (user metadata in a .pt, the state tree of a
+  // .safetensors, ...).
+  std::vector<std::string> notes;
 };
 
 struct ExportOptions {
@@ -90,6 +116,9 @@ struct ExportOptions {
   // writes 64, GPUDirect Storage wants 4096).
   uint32_t pytorch_alignment = 64;
   FileSystem* fs = nullptr;  // nullptr: the POSIX file system
+  // Receives what the export could not keep and where the rest went
+  // (optional; filled on success).
+  ExportReport* report = nullptr;
 };
 
 // Imports a torch.save zip archive (.pt, .pth, .bin, any extension).
@@ -105,10 +134,15 @@ Result<Checkpoint> ImportPyTorchFromBytes(std::span<const std::byte> bytes,
 // torch.load(weights_only=True) reads: the tree as dicts/lists/tuples/sets/
 // scalars (an OrderedDict with its _metadata where imported so), tensors as
 // _rebuild_tensor_v2/v3 views tagged with their origin device ('cpu',
-// 'cuda:N'), RNG records as uint8 tensors tagged 'cpu'. Tensors or RNG records
-// the tree does not reference are added to a top-level dict under their names
-// (InvalidArgument when the tree is not a dict and some are unreferenced).
-// Unsupported for inert objects unless drop_objects.
+// 'cuda:N'), RNG records as uint8 tensors tagged 'cpu' (python records as
+// random.getstate()'s tuple). Tensors or RNG records the tree does not
+// reference are added to a top-level dict under their names (InvalidArgument
+// when the tree is not a dict and some are unreferenced). What torch.load has
+// no place for (sections, roles, tensor names, RNG kinds and origins, user
+// metadata, the added keys) goes to the record .data/rckpt.json, which
+// ImportPyTorch reads back: export then import gives `ck` back whole.
+// Unsupported for inert objects unless drop_objects (then each is reported
+// in ExportReport::not_kept).
 Status ExportPyTorch(const Checkpoint& ck, const std::string& path,
                      const ExportOptions& options = {});
 

@@ -637,6 +637,14 @@ Result<Checkpoint> DcpImporter::Run(ImportReport* report) {
     report->format = "dcp";
     report->inert_classes.assign(inert_.begin(), inert_.end());
     report->warnings.insert(report->warnings.end(), warnings_.begin(), warnings_.end());
+    // DCP records the state dict's items by key path: the tree, but not the
+    // order of its keys (its planner orders them), sections and roles,
+    // devices, RNG kinds or metadata.
+    report->recorded.sections = false;
+    report->recorded.origins = false;
+    report->recorded.rng_kinds = false;
+    report->recorded.key_order = false;
+    report->recorded.metadata = false;
   }
   return std::move(ck_);
 }

@@ -8,6 +8,7 @@
 #include "convert/import_common.h"
 #include "convert/pickle_reader.h"
 #include "convert/pickle_writer.h"
+#include "convert/pytorch_layout.h"
 #include "convert/zip.h"
 #include "rckpt/convert.h"
 #include "rckpt/file.h"
@@ -21,7 +22,11 @@ class Exporter {
   Exporter(const Checkpoint& ck, const ExportOptions& options) : ck_(ck), options_(options) {}
 
   Status Build();
+  // The pickle and the layout record; then WriteZip writes the archive.
+  Status Pickle();
   Status WriteZip(WritableFile* f);
+  // Parts only rckpt reads back, and what was not kept (ExportReport).
+  void Report(ExportReport* report) const;
 
  private:
   Status Collect(const Value& v, int depth);
@@ -29,6 +34,8 @@ class Exporter {
   Status WriteRef(const std::string& name, bool rng);
   void WriteIntTuple(const Shape& s);
   void WriteTuple(const std::vector<Value>& items, int depth, Status* st);
+  // Write(v) with `component` appended to the key path.
+  Status WriteAt(const Value& v, std::string component, int depth);
 
   const Checkpoint& ck_;
   const ExportOptions& options_;
@@ -37,6 +44,15 @@ class Exporter {
   PickleWriter p_;
   std::map<std::string, uint32_t> memo_of_;  // tensor/rng name -> memo index
   std::vector<std::span<const std::byte>> records_;  // data/<i>
+  // The key path of the value being written, as ImportPyTorch will name it.
+  std::vector<std::string> path_;
+  // Where each tensor and RNG record went: storage key, or (python records)
+  // the key path of the tuple.
+  std::map<std::string, std::string> tensor_key_;
+  std::map<std::string, std::pair<bool, std::string>> rng_where_;  // name -> (storage?, key/path)
+  std::vector<std::string> added_keys_;
+  std::vector<std::string> not_kept_;
+  std::string layout_json_;
 };
 
 Status Exporter::Collect(const Value& v, int depth) {
@@ -109,6 +125,7 @@ Status Exporter::Build() {
       return Status::InvalidArgument("export: unreferenced tensor '" + e.first.as_string() +
                                      "' collides with a top-level key of the tree");
     }
+    added_keys_.push_back(e.first.as_string());
     target->entries().push_back(std::move(e));
   }
   return Status::Ok();
@@ -151,6 +168,7 @@ Status Exporter::WriteRef(const std::string& name, bool rng) {
       }
       p_.Op(0x87);
       memo_of_[name] = p_.Put();
+      rng_where_[name] = {false, JoinPath(path_)};
       return Status::Ok();
     }
     dtype = DType::kU8;
@@ -172,6 +190,11 @@ Status Exporter::WriteRef(const std::string& name, bool rng) {
   bool v3 = storage.empty();
   std::string key = std::to_string(records_.size());
   records_.push_back(bytes);
+  if (rng) {
+    rng_where_[name] = {true, key};
+  } else {
+    tensor_key_[name] = key;
+  }
   Shape stride(shape.size());
   int64_t s = 1;
   for (size_t d = shape.size(); d-- > 0;) {
@@ -206,14 +229,21 @@ Status Exporter::WriteRef(const std::string& name, bool rng) {
   return Status::Ok();
 }
 
+Status Exporter::WriteAt(const Value& v, std::string component, int depth) {
+  path_.push_back(std::move(component));
+  Status s = Write(v, depth);
+  path_.pop_back();
+  return s;
+}
+
 void Exporter::WriteTuple(const std::vector<Value>& items, int depth, Status* st) {
   if (items.empty()) {
     p_.Op(')');
     return;
   }
   if (items.size() > 3) p_.Mark();
-  for (const Value& x : items) {
-    if (st->ok()) *st = Write(x, depth + 1);
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (st->ok()) *st = WriteAt(items[i], std::to_string(i), depth + 1);
   }
   p_.Op(items.size() == 1 ? 0x85 : items.size() == 2 ? 0x86 : items.size() == 3 ? 0x87 : 't');
 }
@@ -234,7 +264,9 @@ Status Exporter::Write(const Value& v, int depth) {
       p_.Put();
       if (v.items().empty()) return Status::Ok();
       p_.Mark();
-      for (const Value& x : v.items()) RCKPT_RETURN_IF_ERROR(Write(x, depth + 1));
+      for (size_t i = 0; i < v.items().size(); ++i) {
+        RCKPT_RETURN_IF_ERROR(WriteAt(v.items()[i], std::to_string(i), depth + 1));
+      }
       p_.Op('e');
       return Status::Ok();
     }
@@ -248,7 +280,9 @@ Status Exporter::Write(const Value& v, int depth) {
       p_.Op(']');
       if (!v.items().empty()) {
         p_.Mark();
-        for (const Value& x : v.items()) RCKPT_RETURN_IF_ERROR(Write(x, depth + 1));
+        for (size_t i = 0; i < v.items().size(); ++i) {
+          RCKPT_RETURN_IF_ERROR(WriteAt(v.items()[i], std::to_string(i), depth + 1));
+        }
         p_.Op('e');
       }
       p_.Op(0x85);
@@ -262,7 +296,7 @@ Status Exporter::Write(const Value& v, int depth) {
       p_.Mark();
       for (const auto& [k, x] : v.entries()) {
         RCKPT_RETURN_IF_ERROR(Write(k, depth + 1));
-        RCKPT_RETURN_IF_ERROR(Write(x, depth + 1));
+        RCKPT_RETURN_IF_ERROR(WriteAt(x, KeyComponent(k), depth + 1));
       }
       p_.Op('u');
       return Status::Ok();
@@ -272,6 +306,9 @@ Status Exporter::Write(const Value& v, int depth) {
   const std::string& cls = v.as_string();
   const Value& f = v.fields();
   if (!IsKnownObjectClass(cls)) {  // Collect refused these unless dropping
+    not_kept_.push_back("inert object of class '" + cls + "' at '" +
+                        (path_.empty() ? std::string("(root)") : JoinPath(path_)) +
+                        "' (written as None: torch.load(weights_only=True) cannot rebuild it)");
     p_.None();
     return Status::Ok();
   }
@@ -289,12 +326,14 @@ Status Exporter::Write(const Value& v, int depth) {
       p_.Mark();
       for (const auto& [k, x] : items->entries()) {
         RCKPT_RETURN_IF_ERROR(Write(k, depth + 1));
-        RCKPT_RETURN_IF_ERROR(Write(x, depth + 1));
+        RCKPT_RETURN_IF_ERROR(WriteAt(x, KeyComponent(k), depth + 1));
       }
       p_.Op('u');
     }
     if (const Value* state = f.Find(std::string_view("state"))) {
-      RCKPT_RETURN_IF_ERROR(Write(*state, depth + 1));
+      // The importer names a dict state's entries without a "state" component.
+      RCKPT_RETURN_IF_ERROR(state->is_map() ? Write(*state, depth + 1)
+                                            : WriteAt(*state, "state", depth + 1));
       p_.Op('b');
     }
     return Status::Ok();
@@ -325,9 +364,66 @@ Status Exporter::Write(const Value& v, int depth) {
   return Status::Ok();
 }
 
-Status Exporter::WriteZip(WritableFile* f) {
+Status Exporter::Pickle() {
   RCKPT_RETURN_IF_ERROR(Write(root_, 0));
   p_.Stop();
+  PyTorchLayout layout;
+  layout.pickle_crc32 = Crc32(AsBytes(p_.str()));
+  layout.sections = ck_.sections();
+  for (const TensorEntry& t : ck_.tensors()) {
+    auto it = tensor_key_.find(t.name);
+    if (it == tensor_key_.end()) continue;  // not written (cannot happen: Build adds them)
+    layout.tensors.push_back({it->second, t.name, t.section, t.role});
+  }
+  for (const RngRecord& r : ck_.rng()) {
+    auto it = rng_where_.find(r.name);
+    if (it == rng_where_.end()) continue;
+    PyTorchLayout::RngMeta m;
+    m.name = r.name;
+    m.kind = r.kind;
+    m.origin = r.origin;
+    if (it->second.first) {
+      m.storage_key = it->second.second;
+    } else {
+      m.path = it->second.second;
+    }
+    layout.rng.push_back(std::move(m));
+  }
+  layout.added_keys = added_keys_;
+  layout.tree_was_null = ck_.Tree().is_null();
+  layout.metadata = ck_.Metadata();
+  layout_json_ = EncodePyTorchLayout(layout);
+  return Status::Ok();
+}
+
+void Exporter::Report(ExportReport* report) const {
+  report->not_kept.insert(report->not_kept.end(), not_kept_.begin(), not_kept_.end());
+  // What torch.load does not show: RNG kinds (it sees uint8 tensors) and
+  // user metadata. Sections and roles follow from the key names.
+  std::vector<std::string> rng_names;
+  for (const RngRecord& r : ck_.rng()) {
+    auto it = rng_where_.find(r.name);
+    if (it != rng_where_.end() && it->second.first) rng_names.push_back("'" + r.name + "'");
+  }
+  std::string parts;
+  if (!rng_names.empty()) {
+    std::string list;
+    for (size_t i = 0; i < rng_names.size() && i < 5; ++i) list += (i ? ", " : "") + rng_names[i];
+    if (rng_names.size() > 5) list += ", ...";
+    parts = "the kinds and origin devices of RNG records " + list +
+            " (torch.load sees uint8 tensors)";
+  }
+  if (!ck_.Metadata().empty()) {
+    parts += std::string(parts.empty() ? "" : "; ") + "user metadata (" +
+             std::to_string(ck_.Metadata().size()) + " keys)";
+  }
+  if (!parts.empty()) {
+    report->notes.push_back("kept in the record archive/" + std::string(kPyTorchLayoutRecord) +
+                            ", which rckpt reads back and torch.load ignores: " + parts);
+  }
+}
+
+Status Exporter::WriteZip(WritableFile* f) {
   ZipWriter z(f, options_.pytorch_alignment);
   RCKPT_RETURN_IF_ERROR(z.Add("archive/data.pkl", AsBytes(p_.str())));
   RCKPT_RETURN_IF_ERROR(z.Add("archive/byteorder", AsBytes("little")));
@@ -335,6 +431,8 @@ Status Exporter::WriteZip(WritableFile* f) {
     RCKPT_RETURN_IF_ERROR(z.Add("archive/data/" + std::to_string(i), records_[i]));
   }
   RCKPT_RETURN_IF_ERROR(z.Add("archive/version", AsBytes("3\n")));
+  RCKPT_RETURN_IF_ERROR(
+      z.Add("archive/" + std::string(kPyTorchLayoutRecord), AsBytes(layout_json_)));
   if (options_.pytorch_alignment != 64) {
     RCKPT_RETURN_IF_ERROR(z.Add("archive/.storage_alignment",
                                 AsBytes(std::to_string(options_.pytorch_alignment))));
@@ -354,8 +452,12 @@ Status ExportPyTorch(const Checkpoint& ck, const std::string& path,
   }
   convert::Exporter ex(ck, options);
   RCKPT_RETURN_IF_ERROR(ex.Build());
+  RCKPT_RETURN_IF_ERROR(ex.Pickle());
   FileSystem& fs = options.fs ? *options.fs : PosixFileSystem();
-  return WriteFileAtomically(fs, path, [&](WritableFile& f) { return ex.WriteZip(&f); });
+  RCKPT_RETURN_IF_ERROR(
+      WriteFileAtomically(fs, path, [&](WritableFile& f) { return ex.WriteZip(&f); }));
+  if (options.report != nullptr) ex.Report(options.report);
+  return Status::Ok();
 }
 
 }  // namespace rckpt

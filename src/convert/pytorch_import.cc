@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -11,7 +12,9 @@
 #include "convert/import_common.h"
 #include "convert/pickle_reader.h"
 #include "convert/pytorch_import.h"
+#include "convert/pytorch_layout.h"
 #include "convert/zip.h"
+#include "util/host_memory.h"
 #include "util/utf8.h"
 #include "rckpt/convert.h"
 #include "rckpt/file.h"
@@ -49,8 +52,11 @@ Value MapOrPairs(std::vector<Value::Entry> entries) {
   return Value::Object(kDictPairsClass, Value::List(std::move(pairs)));
 }
 
+// A storage's bytes: in the file's mapping, or in memory of their own.
 struct Storage {
-  std::shared_ptr<std::vector<std::byte>> bytes;
+  std::shared_ptr<void> owner;
+  std::byte* data = nullptr;
+  uint64_t size = 0;
 };
 
 Result<Device> DeviceFromTag(const std::string& tag, std::vector<std::string>* warnings) {
@@ -66,6 +72,13 @@ Result<Device> DeviceFromTag(const std::string& tag, std::vector<std::string>* w
   return Device::Cpu();
 }
 
+Status CompressedRecord(const ZipEntry& e) {
+  return Status::Unsupported("pytorch: record '" + Printable(e.name) +
+                             "' is compressed (zip method " + std::to_string(e.method) +
+                             "); torch.save writes stored records: the archive was re-zipped "
+                             "by another tool, re-save it with torch.save");
+}
+
 class Importer {
  public:
   Importer(const RandomAccessFile& file, const ImportOptions& options)
@@ -75,6 +88,12 @@ class Importer {
 
  private:
   Status ReadRecord(const std::string& name, std::vector<std::byte>* out, bool required);
+  Status CheckCrc(const ZipEntry& e, std::span<const std::byte> bytes);
+  // Reads the layout record ExportPyTorch writes, if any, and checks that it
+  // describes `pickle` (else a warning, and the file imports as any other).
+  Status ReadLayout(std::span<const std::byte> pickle);
+  // Gives the checkpoint the layout's order, tree and metadata.
+  Result<Checkpoint> ApplyLayout();
   Result<Storage*> LoadStorage(const StorageRef& ref);
   Result<Tensor> Materialize(const TensorRefInfo& t, const std::string& name);
   Result<Value> Convert(PyNode* n, std::vector<std::string>& path, int depth, bool in_key);
@@ -98,7 +117,32 @@ class Importer {
   std::unordered_map<const PyNode*, std::string> first_path_;
   std::set<std::string> inert_;
   std::vector<std::string> warnings_;
+  std::shared_ptr<std::byte> map_;  // the whole file, when mapped
+  // The layout record, when present and describing this pickle; the
+  // storages and key paths it names, each used for its first tensor only.
+  std::optional<PyTorchLayout> layout_;
+  std::map<std::string, const PyTorchLayout::TensorMeta*> layout_tensors_;
+  std::map<std::string, const PyTorchLayout::RngMeta*> layout_rng_storage_;
+  std::map<std::string, const PyTorchLayout::RngMeta*> layout_rng_path_;
 };
+
+// What the checkpoint refuses of the layout record (a duplicate name, a
+// section of two roles, an invalid RNG state) is a damaged file.
+Status LayoutError(const Status& s) {
+  if (s.ok()) return s;
+  return Status::Corruption("pytorch: record " + std::string(kPyTorchLayoutRecord) + ": " +
+                            s.message());
+}
+
+Status Importer::CheckCrc(const ZipEntry& e, std::span<const std::byte> bytes) {
+  uint32_t crc = Crc32(bytes);
+  if (crc == e.crc32) return Status::Ok();
+  std::string msg = "pytorch: record '" + Printable(e.name) + "' CRC-32 " + std::to_string(crc) +
+                    " differs from the directory's " + std::to_string(e.crc32);
+  if (options_.require_crc32) return Status::Corruption(msg);
+  warnings_.push_back(msg);
+  return Status::Ok();
+}
 
 Status Importer::ReadRecord(const std::string& name, std::vector<std::byte>* out,
                             bool required) {
@@ -108,23 +152,10 @@ Status Importer::ReadRecord(const std::string& name, std::vector<std::byte>* out
     return Status::Corruption("pytorch: archive has no record '" + Printable(prefix_ + name) +
                               "'");
   }
-  if (e->method != 0) {
-    return Status::Unsupported("pytorch: record '" + Printable(e->name) +
-                               "' is compressed (zip method " + std::to_string(e->method) +
-                               "); torch.save writes stored records: the archive was re-zipped "
-                               "by another tool, re-save it with torch.save");
-  }
+  if (e->method != 0) return CompressedRecord(*e);
   out->resize(e->size);
   RCKPT_RETURN_IF_ERROR(file_.ReadAt(e->data_offset, *out));
-  uint32_t crc = Crc32(*out);
-  if (crc != e->crc32) {
-    std::string msg = "pytorch: record '" + Printable(e->name) + "' CRC-32 " +
-                      std::to_string(crc) + " differs from the directory's " +
-                      std::to_string(e->crc32);
-    if (options_.require_crc32) return Status::Corruption(msg);
-    warnings_.push_back(msg);
-  }
-  return Status::Ok();
+  return CheckCrc(*e, *out);
 }
 
 Result<Storage*> Importer::LoadStorage(const StorageRef& ref) {
@@ -146,9 +177,23 @@ Result<Storage*> Importer::LoadStorage(const StorageRef& ref) {
                               std::to_string(ref.numel) + " x " + std::to_string(elem) +
                               " = " + std::to_string(nbytes));
   }
+  if (e->method != 0) return CompressedRecord(*e);
   Storage s;
-  s.bytes = std::make_shared<std::vector<std::byte>>();
-  RCKPT_RETURN_IF_ERROR(ReadRecord("data/" + ref.key, s.bytes.get(), true));
+  s.size = e->size;
+  if (map_) {
+    // ReadZipDirectory checked that the record lies inside the file.
+    s.owner = map_;
+    s.data = map_.get() + e->data_offset;
+  } else {
+    s.owner = AllocateHostBlock(e->size, /*zero=*/false);
+    if (s.owner == nullptr) {
+      return Status::OutOfMemory("pytorch: " + std::to_string(e->size) +
+                                 " bytes for storage '" + Printable(ref.key) + "'");
+    }
+    s.data = static_cast<std::byte*>(s.owner.get());
+    RCKPT_RETURN_IF_ERROR(file_.ReadAt(e->data_offset, {s.data, e->size}));
+  }
+  RCKPT_RETURN_IF_ERROR(CheckCrc(*e, {s.data, s.size}));
   return &storages_.emplace(ref.key, std::move(s)).first->second;
 }
 
@@ -156,7 +201,7 @@ Result<Tensor> Importer::Materialize(const TensorRefInfo& t, const std::string& 
   const StorageRef& ref = t.storage->storage;
   RCKPT_ASSIGN_OR_RETURN(Storage * st, LoadStorage(ref));
   const uint64_t elem = DTypeSize(t.dtype);
-  const uint64_t storage_elems = st->bytes->size() / elem;
+  const uint64_t storage_elems = st->size / elem;
   auto bad = [&](const std::string& why) {
     return Status::Corruption("pytorch: tensor '" + Printable(name) + "' view of storage '" +
                               Printable(ref.key) + "' " + why);
@@ -197,10 +242,10 @@ Result<Tensor> Importer::Materialize(const TensorRefInfo& t, const std::string& 
     if (t.size[d] != 1 && static_cast<uint64_t>(t.stride[d]) != expect) contiguous = false;
     expect *= static_cast<uint64_t>(t.size[d]);
   }
-  std::byte* base = st->bytes->data();
+  std::byte* base = st->data;
   if (contiguous && !big_endian_) {
     void* data = base + t.offset * elem;
-    return Tensor::Adopt(t.dtype, shape, Device::Cpu(), std::shared_ptr<void>(st->bytes), data);
+    return Tensor::Adopt(t.dtype, shape, Device::Cpu(), st->owner, data);
   }
   RCKPT_ASSIGN_OR_RETURN(Tensor out, Tensor::Zeros(t.dtype, shape));
   std::byte* dst = static_cast<std::byte*>(out.data());
@@ -237,12 +282,24 @@ Result<Value> Importer::PythonRngState(const PyNode* n, const std::vector<std::s
     words.push_back(static_cast<uint32_t>(w->i));
   }
   if (words[624] > 624) return Value();  // the MT position
+  if (auto seen = tensors_seen_.find(n); seen != tensors_seen_.end()) return seen->second;
   bool has_gauss = it[2]->kind == PyKind::kFloat;
   std::string bytes = EncodePythonRng(words, has_gauss, has_gauss ? it[2]->f : 0.0);
-  std::string name = UniqueName(ck_, JoinPath(path), &warnings_);
-  RCKPT_RETURN_IF_ERROR(CheckName(name));
-  RCKPT_RETURN_IF_ERROR(ck_.AddRng(name, RngKind::kPython, AsBytes(bytes)));
-  return Value::RngRef(name);
+  std::string name;
+  Device origin = Device::Cpu();
+  if (auto meta = layout_rng_path_.find(JoinPath(path)); meta != layout_rng_path_.end()) {
+    name = meta->second->name;
+    origin = meta->second->origin;
+    layout_rng_path_.erase(meta);
+    RCKPT_RETURN_IF_ERROR(LayoutError(ck_.AddRng(name, RngKind::kPython, AsBytes(bytes), origin)));
+  } else {
+    name = UniqueName(ck_, JoinPath(path), &warnings_);
+    RCKPT_RETURN_IF_ERROR(CheckName(name));
+    RCKPT_RETURN_IF_ERROR(ck_.AddRng(name, RngKind::kPython, AsBytes(bytes)));
+  }
+  Value ref = Value::RngRef(name);
+  tensors_seen_.emplace(n, ref);
+  return ref;
 }
 
 // rckpt names are UTF-8 (schema/FORMAT.md). A pickled key can hold what
@@ -264,6 +321,35 @@ Result<Value> Importer::ConvertTensor(PyNode* n, const std::vector<std::string>&
                                       bool in_key) {
   if (in_key) return Status::Unsupported("pytorch: a tensor used as a dict key");
   if (auto it = tensors_seen_.find(n); it != tensors_seen_.end()) return it->second;
+  const std::string& key = n->tensor.storage->storage.key;
+  if (auto meta = layout_tensors_.find(key); meta != layout_tensors_.end()) {
+    const PyTorchLayout::TensorMeta& m = *meta->second;
+    layout_tensors_.erase(meta);
+    RCKPT_ASSIGN_OR_RETURN(Tensor t, Materialize(n->tensor, m.name));
+    RCKPT_ASSIGN_OR_RETURN(Device origin,
+                           DeviceFromTag(n->tensor.storage->storage.location, &warnings_));
+    RCKPT_RETURN_IF_ERROR(LayoutError(ck_.AddTensor(m.section, m.name, std::move(t), m.role)));
+    if (origin != Device::Cpu()) ck_.mutable_tensors().back().origin = origin;
+    Value ref = Value::TensorRef(m.name);
+    tensors_seen_.emplace(n, ref);
+    return ref;
+  }
+  if (auto meta = layout_rng_storage_.find(key); meta != layout_rng_storage_.end()) {
+    const PyTorchLayout::RngMeta& m = *meta->second;
+    layout_rng_storage_.erase(meta);
+    RCKPT_ASSIGN_OR_RETURN(Tensor t, Materialize(n->tensor, m.name));
+    if (t.dtype() != DType::kU8 || t.shape().size() != 1) {
+      return Status::Corruption("pytorch: record " + std::string(kPyTorchLayoutRecord) +
+                                " names storage '" + Printable(key) + "' as RNG record '" +
+                                m.name + "', but it holds a " +
+                                std::string(DTypeName(t.dtype())) + ShapeToString(t.shape()) +
+                                " tensor, not uint8 bytes");
+    }
+    RCKPT_RETURN_IF_ERROR(LayoutError(ck_.AddRng(m.name, m.kind, t.host_bytes(), m.origin)));
+    Value ref = Value::RngRef(m.name);
+    tensors_seen_.emplace(n, ref);
+    return ref;
+  }
   std::string name = UniqueName(ck_, JoinPath(path), &warnings_);
   RCKPT_RETURN_IF_ERROR(CheckName(name));
   RCKPT_ASSIGN_OR_RETURN(Tensor t, Materialize(n->tensor, name));
@@ -509,6 +595,12 @@ Result<Checkpoint> Importer::Run(ImportReport* report) {
       break;
     }
   }
+  if (options_.map_file) {
+    // Storages then point into the mapping; where the file cannot be
+    // mapped, each is read into memory of its own.
+    auto mapped = file_.MapPrivate();
+    if (mapped.ok()) map_ = std::move(mapped).value();
+  }
   const ZipEntry* pkl = dir_.Find(prefix_ + "data.pkl");
   if (pkl == nullptr) {
     return Status::Corruption("pytorch: archive has no '" + Printable(prefix_) +
@@ -520,6 +612,7 @@ Result<Checkpoint> Importer::Run(ImportReport* report) {
                               std::to_string(options_.limits.max_pickle_bytes));
   }
   RCKPT_RETURN_IF_ERROR(ReadRecord("data.pkl", &rec, true));
+  RCKPT_RETURN_IF_ERROR(ReadLayout(rec));
   RCKPT_ASSIGN_OR_RETURN(PickleResult pr, Unpickle(rec, options_.limits, options_.strict));
   warnings_.insert(warnings_.end(), pr.warnings.begin(), pr.warnings.end());
   PyNode* root = pr.root;
@@ -538,12 +631,134 @@ Result<Checkpoint> Importer::Run(ImportReport* report) {
     return Status::Unsupported("pytorch: strict import refuses classes outside the "
                                "recognised set: " + list);
   }
+  Checkpoint out;
+  if (layout_) {
+    RCKPT_ASSIGN_OR_RETURN(out, ApplyLayout());
+  } else {
+    out = std::move(ck_);
+  }
   if (report != nullptr) {
     report->format = "pytorch";
     report->inert_classes.assign(inert_.begin(), inert_.end());
     report->warnings.insert(report->warnings.end(), warnings_.begin(), warnings_.end());
+    if (!layout_) {
+      // torch.save records the tree and the location tags; sections, roles
+      // and RNG kinds follow from key names, and there is no metadata.
+      report->recorded.sections = false;
+      report->recorded.rng_kinds = false;
+      report->recorded.metadata = false;
+    }
   }
-  return std::move(ck_);
+  return out;
+}
+
+Status Importer::ReadLayout(std::span<const std::byte> pickle) {
+  const std::string record(kPyTorchLayoutRecord);
+  const ZipEntry* e = dir_.Find(prefix_ + record);
+  if (e == nullptr) return Status::Ok();
+  if (e->size > options_.limits.max_pickle_bytes) {
+    return Status::Corruption("pytorch: record " + record + " of " + std::to_string(e->size) +
+                              " bytes exceeds the limit of " +
+                              std::to_string(options_.limits.max_pickle_bytes) +
+                              " (max_pickle_bytes)");
+  }
+  std::vector<std::byte> bytes;
+  RCKPT_RETURN_IF_ERROR(ReadRecord(record, &bytes, true));
+  auto layout = DecodePyTorchLayout(AsChars(bytes));
+  if (!layout.ok()) {
+    warnings_.push_back(layout.status().message() + "; ignored: the file is imported as "
+                        "torch.save wrote it, without rckpt's sections, roles, RNG kinds and "
+                        "metadata");
+    return Status::Ok();
+  }
+  if (layout->pickle_crc32 != Crc32(pickle)) {
+    warnings_.push_back("pytorch: record " + record +
+                        " describes another data.pkl (its CRC-32 differs: the pickle was "
+                        "rewritten by a tool other than rckpt); ignored: the file is imported "
+                        "as torch.save wrote it, without rckpt's sections, roles, RNG kinds and "
+                        "metadata");
+    return Status::Ok();
+  }
+  layout_ = std::move(layout).value();
+  for (const SectionInfo& sec : layout_->sections) {
+    RCKPT_RETURN_IF_ERROR(LayoutError(ck_.AddSection(sec.name, sec.role)));
+  }
+  for (const auto& t : layout_->tensors) layout_tensors_.emplace(t.storage_key, &t);
+  for (const auto& r : layout_->rng) {
+    if (r.storage_key) {
+      layout_rng_storage_.emplace(*r.storage_key, &r);
+    } else {
+      layout_rng_path_.emplace(r.path, &r);
+    }
+  }
+  return Status::Ok();
+}
+
+Result<Checkpoint> Importer::ApplyLayout() {
+  const std::string where = "pytorch: record " + std::string(kPyTorchLayoutRecord);
+  if (!layout_tensors_.empty() || !layout_rng_storage_.empty() || !layout_rng_path_.empty()) {
+    std::string missing = !layout_tensors_.empty() ? layout_tensors_.begin()->second->name
+                          : !layout_rng_storage_.empty()
+                              ? layout_rng_storage_.begin()->second->name
+                              : layout_rng_path_.begin()->second->name;
+    return Status::Corruption(where + " names '" + missing +
+                              "', which the pickle does not hold where the record says");
+  }
+  // The keys the export added for entries the tree did not reference.
+  Value& tree = ck_.Tree();
+  Value* top = tree.is_map() ? &tree : nullptr;
+  if (tree.kind() == ValueKind::kObject && tree.as_string() == "collections.OrderedDict") {
+    top = tree.fields().Find("items");
+  }
+  for (const std::string& key : layout_->added_keys) {
+    auto is_added = [&](const Value::Entry& e) {
+      return e.first == Value(key) &&
+             (e.second.kind() == ValueKind::kTensorRef || e.second.kind() == ValueKind::kRngRef) &&
+             e.second.as_string() == key;
+    };
+    auto it = top == nullptr ? std::vector<Value::Entry>::iterator()
+                             : std::find_if(top->entries().begin(), top->entries().end(), is_added);
+    if (top == nullptr || it == top->entries().end()) {
+      return Status::Corruption(where + " names '" + key +
+                                "' as a key the export added, but the pickle's top-level dict "
+                                "has no such entry");
+    }
+    top->entries().erase(it);
+  }
+  if (layout_->tree_was_null) {
+    if (!tree.is_map() || !tree.entries().empty()) {
+      return Status::Corruption(where + " says the tree was empty, but the pickle holds more "
+                                "than the added keys");
+    }
+    tree = Value();
+  }
+  // The checkpoint's own order: sections as recorded, then tensors and RNG
+  // records in the record's order.
+  Checkpoint out;
+  for (const SectionInfo& sec : ck_.sections()) {
+    RCKPT_RETURN_IF_ERROR(out.AddSection(sec.name, sec.role));
+  }
+  for (const auto& t : layout_->tensors) {
+    const TensorEntry* e = ck_.FindTensor(t.name);
+    RCKPT_RETURN_IF_ERROR(out.AddTensor(e->section, e->name, e->tensor, e->role));
+    out.mutable_tensors().back().origin = e->origin;
+  }
+  for (const TensorEntry& e : ck_.tensors()) {  // any the record does not list
+    if (out.FindTensor(e.name)) continue;
+    RCKPT_RETURN_IF_ERROR(out.AddTensor(e.section, e.name, e.tensor, e.role));
+    out.mutable_tensors().back().origin = e.origin;
+  }
+  for (const auto& r : layout_->rng) {
+    const RngRecord* x = ck_.FindRng(r.name);
+    RCKPT_RETURN_IF_ERROR(out.AddRng(x->name, x->kind, x->bytes, x->origin));
+  }
+  for (const RngRecord& x : ck_.rng()) {
+    if (out.FindRng(x.name)) continue;
+    RCKPT_RETURN_IF_ERROR(out.AddRng(x.name, x.kind, x.bytes, x.origin));
+  }
+  out.Tree() = std::move(tree);
+  out.Metadata() = layout_->metadata;
+  return out;
 }
 
 }  // namespace

@@ -41,6 +41,13 @@ const StDType kStDTypes[] = {
     {"F8_E8M0", std::nullopt}, {"F8_E4M3FNUZ", std::nullopt}, {"F8_E5M2FNUZ", std::nullopt},
 };
 
+// The keys ExportSafetensors writes for rckpt's layout; a checkpoint's
+// own metadata may use any other key.
+bool IsLayoutKey(std::string_view k) {
+  return k == kFormatKey || k == kTreeKey || k == kTensorsKey || k == kSectionsKey ||
+         k == kRngKey;
+}
+
 const char* StName(DType d) {
   for (const auto& s : kStDTypes) {
     if (s.dtype == d) return s.name;
@@ -140,9 +147,10 @@ Status ImportRckptLayout(const std::map<std::string, std::string>& meta,
     if (!v.ok()) return v.status().WithContext("safetensors: rckpt.tree");
     ck->Tree() = std::move(v).value();
   }
-  // rckpt.dcp.* (a converted DCP checkpoint's key paths) is carried as is.
+  // Every other key is the checkpoint's metadata, "rckpt." keys that
+  // describe how it was written (rckpt.world_size, rckpt.dcp.*) included.
   for (const auto& [k, v] : meta) {
-    if (k.rfind("rckpt.", 0) != 0 || k.rfind("rckpt.dcp.", 0) == 0) ck->Metadata()[k] = v;
+    if (!IsLayoutKey(k)) ck->Metadata()[k] = v;
   }
   return Status::Ok();
 }
@@ -253,13 +261,25 @@ Result<Checkpoint> Import(const RandomAccessFile& f, const ImportOptions& option
                               " but the file has " + std::to_string(size) +
                               " bytes (trailing or missing bytes)");
   }
+  // Tensors point into the file's mapping where their bytes are aligned for
+  // their dtype (the reference writer pads the header to a multiple of 8);
+  // otherwise, or where the file cannot be mapped, each is read into memory
+  // of its own.
+  std::shared_ptr<std::byte> map;
+  if (options.map_file) {
+    auto mapped = f.MapPrivate();
+    if (mapped.ok()) map = std::move(mapped).value();
+  }
   std::map<std::string, Tensor> tensors;
   for (size_t i : order) {
     const Entry& e = entries[i];
-    RCKPT_ASSIGN_OR_RETURN(Tensor t, Tensor::Zeros(e.dtype, e.shape));
-    if (t.nbytes() > 0) {
-      RCKPT_RETURN_IF_ERROR(f.ReadAt(8 + n + e.begin, t.mutable_host_bytes()));
+    const uint64_t at = 8 + n + e.begin;
+    if (map && at % DTypeSize(e.dtype) == 0) {
+      tensors.emplace(e.name, Tensor::Adopt(e.dtype, e.shape, Device::Cpu(), map, map.get() + at));
+      continue;
     }
+    RCKPT_ASSIGN_OR_RETURN(Tensor t, Tensor::Empty(e.dtype, e.shape));
+    if (t.nbytes() > 0) RCKPT_RETURN_IF_ERROR(f.ReadAt(at, t.mutable_host_bytes()));
     tensors.emplace(e.name, std::move(t));
   }
   Checkpoint ck;
@@ -319,6 +339,14 @@ Result<Checkpoint> Import(const RandomAccessFile& f, const ImportOptions& option
   if (report != nullptr) {
     report->format = "safetensors";
     report->warnings.insert(report->warnings.end(), warnings.begin(), warnings.end());
+    if (!meta.count(kFormatKey)) {
+      // A plain file records tensors and string metadata only.
+      report->recorded.sections = false;
+      report->recorded.origins = false;
+      report->recorded.rng_kinds = false;
+      report->recorded.tree = false;
+      report->recorded.key_order = false;
+    }
   }
   return ck;
 }
@@ -347,6 +375,36 @@ bool IsPlainModelFile(const Checkpoint& ck) {
     flat.emplace_back(Value(t.name), Value::TensorRef(t.name));
   }
   return ck.Tree() == Value::Map(std::move(flat));
+}
+
+// What of `ck` a safetensors reader other than rckpt does not see (it is in
+// the rckpt.* keys of __metadata__), as one line; empty when nothing.
+std::string OnlyRckptReads(const Checkpoint& ck) {
+  std::vector<std::string> parts;
+  // A flat map of name -> that tensor or RNG record is what any reader has.
+  bool flat = ck.Tree().is_null() || ck.Tree().is_map();
+  for (const auto& [k, v] : ck.Tree().entries()) {
+    flat = flat && (v.kind() == ValueKind::kTensorRef || v.kind() == ValueKind::kRngRef) &&
+           k == Value(v.as_string());
+  }
+  if (!flat) parts.push_back("the state tree");
+  if (!ck.rng().empty()) {
+    parts.push_back(std::to_string(ck.rng().size()) + " RNG record" +
+                    (ck.rng().size() == 1 ? "" : "s") + " (other readers see U8 tensors)");
+  }
+  bool sections = false, origins = false;
+  for (const TensorEntry& t : ck.tensors()) {
+    if (t.section != "model" || t.role != Role::kModel) sections = true;
+    if (!t.Origin().is_cpu()) origins = true;
+  }
+  for (const RngRecord& r : ck.rng()) origins = origins || !r.origin.is_cpu();
+  if (sections) parts.push_back("sections and roles");
+  if (origins) parts.push_back("origin devices");
+  if (parts.empty()) return "";
+  std::string out = "kept in __metadata__ (rckpt.* keys), which rckpt reads back and other "
+                    "safetensors readers ignore: ";
+  for (size_t i = 0; i < parts.size(); ++i) out += (i == 0 ? "" : "; ") + parts[i];
+  return out;
 }
 
 struct Out {
@@ -435,9 +493,11 @@ Status ExportSafetensors(const Checkpoint& ck, const std::string& path,
   sections_json += ']';
   std::map<std::string, std::string> meta;
   for (const auto& [k, v] : ck.Metadata()) {
-    if (k.rfind("rckpt.", 0) == 0 && k.rfind("rckpt.dcp.", 0) != 0) {
-      return Status::InvalidArgument("export: user metadata key '" + k +
-                                     "' uses the reserved prefix 'rckpt.'");
+    if (convert::IsLayoutKey(k)) {
+      return Status::InvalidArgument("export: metadata key '" + k +
+                                     "' is reserved: safetensors export writes it itself "
+                                     "(rckpt.format, rckpt.sections, rckpt.tensors, rckpt.rng, "
+                                     "rckpt.tree)");
     }
     if (!IsValidUtf8(k) || !IsValidUtf8(v)) {
       return Status::InvalidArgument("export: user metadata '" + convert::Printable(k) +
@@ -446,7 +506,8 @@ Status ExportSafetensors(const Checkpoint& ck, const std::string& path,
     meta[k] = v;
   }
   // What a plain import derives by itself is not written (IsPlainModelFile).
-  if (!convert::IsPlainModelFile(ck)) {
+  const bool plain = convert::IsPlainModelFile(ck);
+  if (!plain) {
     meta[convert::kFormatKey] = "1";
     meta[convert::kTensorsKey] = tensors_json;
     meta[convert::kRngKey] = rng_json;
@@ -490,14 +551,19 @@ Status ExportSafetensors(const Checkpoint& ck, const std::string& path,
                                    " bytes exceeds the 100000000-byte limit");
   }
   FileSystem& fs = options.fs ? *options.fs : PosixFileSystem();
-  return WriteFileAtomically(fs, path, [&](WritableFile& f) -> Status {
+  RCKPT_RETURN_IF_ERROR(WriteFileAtomically(fs, path, [&](WritableFile& f) -> Status {
     std::string n;
     convert::AppendLE(&n, header.size(), 8);
     RCKPT_RETURN_IF_ERROR(f.Append(convert::AsBytes(n)));
     RCKPT_RETURN_IF_ERROR(f.Append(convert::AsBytes(header)));
     for (const convert::Out& o : outs) RCKPT_RETURN_IF_ERROR(f.Append(o.bytes));
     return Status::Ok();
-  });
+  }));
+  if (options.report != nullptr && !plain) {
+    std::string note = convert::OnlyRckptReads(ck);
+    if (!note.empty()) options.report->notes.push_back(note);
+  }
+  return Status::Ok();
 }
 
 }  // namespace rckpt

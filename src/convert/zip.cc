@@ -22,16 +22,6 @@ constexpr uint64_t kLocalSize = 30;
 constexpr uint64_t kMaxComment = 0xffff;
 constexpr uint32_t k32Max = 0xffffffffu;
 
-std::array<uint32_t, 256> MakeCrcTable() {
-  std::array<uint32_t, 256> t{};
-  for (uint32_t i = 0; i < 256; ++i) {
-    uint32_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xedb88320u ^ (c >> 1) : c >> 1;
-    t[i] = c;
-  }
-  return t;
-}
-
 std::string At(uint64_t offset) { return " at offset " + std::to_string(offset); }
 
 Status ReadExact(const RandomAccessFile& f, uint64_t offset, uint64_t n,
@@ -175,13 +165,6 @@ Result<EndRecord> ReadEnd(const RandomAccessFile& f) {
 }
 
 }  // namespace
-
-uint32_t Crc32(std::span<const std::byte> data, uint32_t crc) {
-  static const std::array<uint32_t, 256> table = MakeCrcTable();
-  crc = ~crc;
-  for (std::byte b : data) crc = table[(crc ^ static_cast<uint8_t>(b)) & 0xff] ^ (crc >> 8);
-  return ~crc;
-}
 
 std::string Printable(std::string_view s) {
   std::string out;

@@ -21,13 +21,11 @@
 #include <string_view>
 #include <vector>
 
+#include "convert/crc32.h"
 #include "rckpt/file.h"
 #include "rckpt/status.h"
 
 namespace rckpt::convert {
-
-// CRC-32 (IEEE 802.3, as zip uses), continuing from `crc` (0 to start).
-uint32_t Crc32(std::span<const std::byte> data, uint32_t crc = 0);
 
 struct ZipEntry {
   std::string name;

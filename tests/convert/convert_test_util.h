@@ -12,6 +12,8 @@
 
 #include "convert/zip.h"
 #include "rckpt/file.h"
+#include "gtest/gtest.h"
+#include "rckpt/tensor.h"
 
 namespace rckpt::testing {
 
@@ -94,6 +96,24 @@ inline std::string PFloatTensor(const std::string& key, int numel, int offset,
   s += "t(";
   for (int d : stride) s += PInt(static_cast<uint8_t>(d));
   s += "t\x89" + PGlobal("collections", "OrderedDict") + ")Rt" + "R";
+  return s;
+}
+
+// A host tensor whose bytes count up from `seed` in steps of 7.
+inline Tensor Make(DType dtype, Shape shape, uint8_t seed) {
+  auto t = Tensor::Zeros(dtype, shape);
+  EXPECT_TRUE(t.ok());
+  auto b = t->mutable_host_bytes();
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<std::byte>(seed + i * 7);
+  return *t;
+}
+
+// A valid torch.get_rng_state() (5056 bytes).
+inline std::vector<std::byte> CpuRngState() {
+  std::vector<std::byte> s(5056);
+  uint32_t one = 1, left = 1;
+  std::memcpy(s.data() + 8, &left, 4);
+  std::memcpy(s.data() + 12, &one, 4);
   return s;
 }
 

@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "convert/bytes.h"
+#include "convert/pickle_reader.h"
 #include "convert/zip.h"
 #include "convert_test_util.h"
 #include "rckpt/convert.h"
@@ -11,23 +12,9 @@
 namespace rckpt {
 namespace {
 
+using ::rckpt::testing::CpuRngState;
 using ::rckpt::testing::Fixture;
-
-Tensor Make(DType dtype, Shape shape, uint8_t seed) {
-  auto t = Tensor::Zeros(dtype, shape);
-  EXPECT_TRUE(t.ok());
-  auto b = t->mutable_host_bytes();
-  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<std::byte>(seed + i * 7);
-  return *t;
-}
-
-std::vector<std::byte> CpuRngState() {
-  std::vector<std::byte> s(5056);
-  uint32_t one = 1, left = 1;
-  std::memcpy(s.data() + 8, &left, 4);
-  std::memcpy(s.data() + 12, &one, 4);
-  return s;
-}
+using ::rckpt::testing::Make;
 
 // Everything a .pt file can carry: dtypes (v2 and v3 storages), origins,
 // tied references, RNG records and every tree value kind torch can rebuild.
@@ -177,19 +164,46 @@ TEST(PyTorchExportTest, RefusesInertObjectsUnlessDropping) {
   EXPECT_NE(back.FindTensor("metric_tracker.best"), nullptr);
 }
 
-TEST(PyTorchExportTest, AddsUnreferencedTensorsAndBuildsADictForAnEmptyTree) {
+// The top-level keys of the pickle torch.load reads from `path`.
+std::vector<std::string> PickledTopKeys(MemFileSystem& fs, const std::string& path) {
+  const auto* bytes = fs.GetFile(path);
+  auto dir = convert::ReadZipDirectoryFromBytes(*bytes);
+  EXPECT_TRUE(dir.ok());
+  const convert::ZipEntry* pkl = dir->Find("archive/data.pkl");
+  auto pr = convert::Unpickle(std::span(*bytes).subspan(pkl->data_offset, pkl->size),
+                              PickleLimits{}, false);
+  EXPECT_TRUE(pr.ok());
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : pr->root->entries) keys.push_back(k->s);
+  return keys;
+}
+
+TEST(PyTorchExportTest, AddsUnreferencedTensorsForTorchAndGivesTheTreeBackToRckpt) {
+  MemFileSystem fs;
+  ExportOptions eo;
+  eo.fs = &fs;
+  ImportOptions io;
+  io.fs = &fs;
   Checkpoint ck;
   ASSERT_OK(ck.AddTensor("model", "a", Make(DType::kF32, {2}, 1)));
   ASSERT_OK(ck.AddTensor("model", "b", Make(DType::kF32, {2}, 2)));
   ASSERT_OK(ck.AddRng("torch_rng_state", RngKind::kTorchCpu, CpuRngState()));
-  ASSERT_OK_AND_ASSIGN(Checkpoint back, ExportAndImport(ck));
+  // An empty tree: torch.load sees a dict of everything; rckpt the empty tree.
+  ASSERT_OK(ExportPyTorch(ck, "/x/empty.pt", eo));
+  EXPECT_EQ(PickledTopKeys(fs, "/x/empty.pt"),
+            (std::vector<std::string>{"a", "b", "torch_rng_state"}));
+  ASSERT_OK_AND_ASSIGN(Checkpoint back, ImportPyTorch("/x/empty.pt", io));
+  EXPECT_TRUE(back.Tree().is_null()) << back.Tree().DebugString();
   EXPECT_EQ(back.tensors().size(), 2u);
   EXPECT_NE(back.FindRng("torch_rng_state"), nullptr);
-  EXPECT_EQ(*back.Tree().Find("a"), Value::TensorRef("a"));
 
   ck.Tree() = Value::Map({{Value("a"), Value::TensorRef("a")}});
-  ASSERT_OK_AND_ASSIGN(back, ExportAndImport(ck));
-  EXPECT_EQ(*back.Tree().Find("b"), Value::TensorRef("b"));
+  ASSERT_OK(ExportPyTorch(ck, "/x/some.pt", eo));
+  EXPECT_EQ(PickledTopKeys(fs, "/x/some.pt"),
+            (std::vector<std::string>{"a", "b", "torch_rng_state"}));
+  ASSERT_OK_AND_ASSIGN(back, ImportPyTorch("/x/some.pt", io));
+  EXPECT_EQ(back.Tree(), ck.Tree());
+  EXPECT_NE(back.FindTensor("b"), nullptr);
 
   ck.Tree() = Value::List({Value::TensorRef("a")});
   EXPECT_THAT(ExportAndImport(ck), StatusIs(StatusCode::kInvalidArgument, "not referenced"));

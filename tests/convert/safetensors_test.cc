@@ -11,15 +11,8 @@ namespace rckpt {
 namespace {
 
 using ::rckpt::testing::Fixture;
+using ::rckpt::testing::Make;
 using ::rckpt::testing::ToBytes;
-
-Tensor Make(DType dtype, Shape shape, uint8_t seed) {
-  auto t = Tensor::Zeros(dtype, shape);
-  EXPECT_TRUE(t.ok());
-  auto b = t->mutable_host_bytes();
-  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<std::byte>(seed + i * 3);
-  return *t;
-}
 
 Checkpoint Rich() {
   Checkpoint ck;

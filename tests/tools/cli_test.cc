@@ -192,6 +192,60 @@ TEST(CliTest, ConvertRoundTripThroughSafetensorsIsIdenticalAndDiffExitsOnDiffere
   EXPECT_EQ(Cli("convert " + src + " " + dir + "/x.rckpt --codec lz4").code, 2);
 }
 
+// A DCP directory and the rckpt.dcp.Writer file of the same state
+// (tests/data/diff/make_fixtures.py): identical by default, listing what was
+// not compared; --strict sees the containers; JSON says which mode ran.
+TEST(CliTest, DiffModesAndWhatWasNotCompared) {
+  const std::string dcp = std::string(RCKPT_TEST_DATA_DIR) + "/diff/dcp";
+  const std::string writer = std::string(RCKPT_TEST_DATA_DIR) + "/diff/writer.rckpt";
+  CliRun state = Cli("diff " + dcp + " " + writer);
+  EXPECT_EQ(state.code, 0) << state.out << state.err;
+  EXPECT_EQ(state.out.rfind("identical: " + dcp + " and " + writer + " hold the same state\n", 0),
+            0u) << state.out;
+  EXPECT_NE(state.out.find("not compared (A = " + dcp + ", B = " + writer + "):\n"),
+            std::string::npos) << state.out;
+  EXPECT_NE(state.out.find("  key order: A does not record it"), std::string::npos) << state.out;
+  CliRun strict = Cli("diff --strict " + dcp + " " + writer);
+  EXPECT_EQ(strict.code, 1) << strict.out;
+  EXPECT_NE(strict.out.find("tree model: key 'model' vs 'common' at position 0"),
+            std::string::npos) << strict.out;
+  EXPECT_EQ(strict.out.find("not compared"), std::string::npos) << strict.out;
+  EXPECT_EQ(Cli("diff --tensors-only " + dcp + " " + writer).code, 0);
+  CliRun both = Cli("diff --strict --tensors-only " + dcp + " " + writer);
+  EXPECT_EQ(both.code, 2);
+  EXPECT_EQ(Lines(both.err), 1) << both.err;
+  EXPECT_NE(both.err.find("--strict and --tensors-only"), std::string::npos) << both.err;
+  CliRun json = Cli("diff --json " + dcp + " " + writer);
+  EXPECT_EQ(json.code, 0);
+  EXPECT_EQ(json.out.rfind("{\"schema_version\":2,\"mode\":\"state\",", 0), 0u) << json.out;
+  EXPECT_NE(json.out.find("\"not_compared\":[{\"what\":\"sections and roles\",\"why\":"),
+            std::string::npos) << json.out;
+  CliRun strict_json = Cli("diff --json --strict " + dcp + " " + writer);
+  EXPECT_NE(strict_json.out.find("\"mode\":\"strict\""), std::string::npos);
+  EXPECT_NE(strict_json.out.find("\"not_compared\":[]"), std::string::npos);
+}
+
+// Convert says on stderr what the output does not keep (a warning) and what
+// only rckpt reads back from it (a note); the result is still written.
+TEST(CliTest, ConvertSaysWhatTheOutputDoesNotKeep) {
+  std::string dir = testing::NewTempDir("keep");
+  const std::string custom = std::string(RCKPT_TEST_DATA_DIR) + "/pytorch/custom_class.pt";
+  CliRun dropped = Cli("convert " + custom + " " + dir + "/c.pt --drop-objects");
+  ASSERT_EQ(dropped.code, 0) << dropped.err;
+  EXPECT_NE(dropped.err.find("rckpt convert: warning: " + dir +
+                             "/c.pt does not keep inert object of class "
+                             "'mylib.metrics.MetricTracker' at 'metric_tracker'"),
+            std::string::npos) << dropped.err;
+  EXPECT_EQ(Cli("diff --strict " + custom + " " + dir + "/c.pt").code, 1);
+  CliRun st = Cli("convert " + kGolden + "v1.0-training-state.rckpt " + dir + "/t.safetensors");
+  ASSERT_EQ(st.code, 0) << st.err;
+  EXPECT_NE(st.err.find("rckpt convert: note: " + dir + "/t.safetensors: kept in __metadata__"),
+            std::string::npos) << st.err;
+  EXPECT_EQ(st.err.find("warning"), std::string::npos) << st.err;
+  EXPECT_EQ(Cli("diff --strict " + kGolden + "v1.0-training-state.rckpt " + dir +
+                "/t.safetensors").code, 0);
+}
+
 }  // namespace
 }  // namespace rckpt
 
