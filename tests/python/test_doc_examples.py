@@ -174,19 +174,23 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def _skip_reason(block):
+def _skip_reason(doc, block):
+    """Why the block is not run here, or None; a bad marker is an error
+    naming the doc and the line."""
     m = block["markers"]
     if "not-run" in m:
         if not m["not-run"]:
-            raise ValueError(f"line {block['line']}: <!-- not-run: --> needs a reason")
+            raise ValueError(f"{doc}:{block['line']}: <!-- not-run: --> needs a reason")
         return m["not-run"]
     if "example" in m:
         return None  # checked apart: another suite runs it
+    reasons = []
     for need in (n.strip() for n in m.get("needs", "").split(",") if n.strip()):
-        reason = _missing(need)
-        if reason:
-            return reason
-    return None
+        try:
+            reasons.append(_missing(need))  # every need checked, so a misspelt one fails anywhere
+        except ValueError as e:
+            raise ValueError(f"{doc}:{block['line']}: {e}") from None
+    return next((r for r in reasons if r), None)
 
 
 _RESULTS = {}
@@ -197,7 +201,7 @@ def _run_doc(doc, blocks, tmp_path_factory):
     if doc in _RESULTS:
         return _RESULTS[doc]
     work = tmp_path_factory.mktemp(re.sub(r"[^A-Za-z0-9]+", "_", doc))
-    run = [_skip_reason(b) is None and "example" not in b["markers"] for b in blocks]
+    run = [_skip_reason(doc, b) is None and "example" not in b["markers"] for b in blocks]
     spec = {"doc": doc, "blocks": [dict(b, run=r) for b, r in zip(blocks, run)]}
     spec_path, out_path = work / "spec.json", work / "results.json"
     spec_path.write_text(json.dumps(spec))
@@ -240,7 +244,7 @@ def test_doc_example_runs(doc, index, tmp_path_factory):
     blocks = dict(DOCS)[doc]
     block = blocks[index]
     where = f"{doc}, the ```python block at line {block['line']}"
-    reason = _skip_reason(block)
+    reason = _skip_reason(doc, block)
     if reason:
         pytest.skip(f"{where}: {reason}")
     results, output = _run_doc(doc, blocks, tmp_path_factory)
@@ -318,3 +322,12 @@ def test_a_broken_example_is_reported_with_doc_line_and_error(tmp_path):
     assert results[1]["error"] == "NameError: name 'undefined_name' is not defined"
     assert 'File "docs/BROKEN.md", line 7' in results[1]["traceback"]
     assert results[2]["after"] == 5
+
+
+def test_a_bad_marker_names_the_doc_and_line():
+    with pytest.raises(ValueError, match=r"docs/X.md:3: unknown need 'gpus' \(known: torch2"):
+        _skip_reason("docs/X.md", {"line": 3, "markers": {"needs": "torch2, gpus"}})
+    with pytest.raises(ValueError, match=r"docs/X.md:7: <!-- not-run: --> needs a reason"):
+        _skip_reason("docs/X.md", {"line": 7, "markers": {"not-run": ""}})
+    assert _skip_reason("docs/X.md", {"line": 9, "markers": {"not-run": "needs 2 GPUs"}}) == (
+        "needs 2 GPUs")
