@@ -290,7 +290,7 @@ CodecRates MeasureCodec(const std::vector<CodecChunk>& chunks, int level, int re
 
 double HostToDeviceBps(DeviceRuntime& rt, Device device, uint64_t bytes, int reps) {
   const uint64_t piece = std::min<uint64_t>(bytes, 64ull << 20);
-  auto pinned = rt.AllocatePinned(piece);
+  auto pinned = rt.AllocatePinned(device, piece);
   if (!pinned.ok()) return 0;
   auto dev = rt.Allocate(device, bytes);
   auto stream = rt.CreateStream(device);

@@ -499,7 +499,7 @@ void Bench::DeviceCases() {
   std::unique_ptr<DeviceRuntime> emulated;
   std::string label;
   auto cuda = CudaRuntime();
-  if (cuda.ok() && (*cuda)->DeviceCount() > 0) {
+  if (cuda.ok() && (*cuda)->DeviceCount().value_or(0) > 0) {
     rt = *cuda;
     label = "cuda";
   } else {

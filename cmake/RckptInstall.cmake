@@ -25,6 +25,6 @@ configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/rckptConfig.cmake.in
   ${PROJECT_BINARY_DIR}/rckptConfig.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/rckpt)
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/rckptConfigVersion.cmake COMPATIBILITY SameMajorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/rckptConfig.cmake ${PROJECT_BINARY_DIR}/rckptConfigVersion.cmake
-  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/rckpt)
+  ${PROJECT_SOURCE_DIR}/cmake/FindXxhash.cmake DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/rckpt)
 configure_file(${PROJECT_SOURCE_DIR}/cmake/rckpt.pc.in ${PROJECT_BINARY_DIR}/rckpt.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/rckpt.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -1,161 +1,320 @@
-// The CUDA device runtime: the CUDA runtime API, linked statically. On a
-// machine without a driver or a GPU, cudaGetDeviceCount fails and the runtime
-// reports 0 devices; nothing else is called then.
-#include <cuda_runtime_api.h>
-
+// The CUDA device runtime over the driver API, loaded at run time
+// (driver.h). Every call works in the primary context of its device, pushed
+// for the call and popped after it, so the caller's current context (and
+// torch's current device) is the same afterwards, on every thread.
+#include <map>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
-#include "cuda_check.h"
+#include "driver.h"
+#include "kernel_image.h"
 #include "rckpt/runtime.h"
-#include "unshuffle_kernel.h"
+#include "unshuffle_params.h"
 
 namespace rckpt {
 namespace {
 
+using cuda::CUdeviceptr;
+using cuda::CUevent;
+using cuda::CUfunction;
+using cuda::CUmodule;
+using cuda::CUstream;
+using cuda::Driver;
+using cuda::ScopedContext;
+
+CUdeviceptr DevPtr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
+CUstream StreamOf(Stream s) { return static_cast<CUstream>(s.handle); }
+
+// An event and the device whose context made it.
+struct EventBox {
+  CUevent event;
+  int device;
+};
+
+// The un-shuffle kernels of one device: loaded once, or the reason they
+// cannot be.
+struct DeviceKernels {
+  bool tried = false;
+  CUmodule module = nullptr;
+  CUfunction tiled = nullptr;
+  CUfunction generic = nullptr;
+  std::string why_not;
+};
+
+bool ImageDoesNotFit(cuda::CUresult r) {
+  return r == cuda::kErrorNoBinaryForGpu || r == cuda::kErrorUnsupportedPtxVersion ||
+         r == cuda::kErrorInvalidPtx || r == cuda::kErrorInvalidImage ||
+         r == cuda::kErrorJitCompilerNotFound;
+}
+
 class CudaRuntimeImpl final : public DeviceRuntime {
  public:
+  explicit CudaRuntimeImpl(std::string library) : driver_(std::move(library)) {}
+
+  ~CudaRuntimeImpl() override {
+    std::lock_guard<std::mutex> lock(kernels_mu_);
+    for (auto& [device, k] : kernels_) {
+      if (k.module == nullptr) continue;
+      ScopedContext ctx(driver_, device, "unloading the un-shuffle kernels");
+      if (ctx.status().ok()) (void)driver_.api().ModuleUnload(k.module);
+    }
+  }
+
   std::string_view name() const override { return "cuda"; }
 
-  int DeviceCount() override {
-    std::call_once(count_once_, [this] {
-      int n = 0;
-      if (cudaGetDeviceCount(&n) != cudaSuccess) {
-        cudaGetLastError();  // clear the error for later calls
-        n = 0;
-      }
-      count_ = n;
-    });
-    return count_;
+  Result<int> DeviceCount() override {
+    const cuda::DriverState& s = driver_.State();
+    if (!s.status.ok()) return s.status;
+    return s.device_count;
+  }
+
+  std::string NoDeviceReason() override {
+    const cuda::DriverState& s = driver_.State();
+    return s.status.ok() && s.device_count == 0 ? s.no_device_reason : "";
+  }
+
+  Result<int> CurrentDevice() override {
+    RCKPT_ASSIGN_OR_RETURN(int ordinal, driver_.CurrentOrdinal());
+    return ordinal < 0 ? 0 : ordinal;
   }
 
   Result<void*> Allocate(Device device, uint64_t bytes) override {
-    RCKPT_RETURN_IF_ERROR(Use(device, "Allocate"));
-    void* p = nullptr;
-    // cudaMalloc(0) may return nullptr; a distinct pointer keeps callers
-    // simple.
-    RCKPT_CUDA_RETURN_IF_ERROR(cudaMalloc(&p, bytes == 0 ? 1 : bytes));
-    return p;
+    ScopedContext ctx(driver_, Index(device), "Allocate");
+    RCKPT_RETURN_IF_ERROR(ctx.status());
+    CUdeviceptr p = 0;
+    // A zero-byte allocation would give no pointer; a distinct one keeps
+    // callers simple.
+    RCKPT_RETURN_IF_ERROR(driver_.Check(driver_.api().MemAlloc(&p, bytes == 0 ? 1 : bytes),
+                                        "cuMemAlloc of " + std::to_string(bytes) + " bytes on " +
+                                            device.ToString()));
+    return reinterpret_cast<void*>(p);
   }
 
   void Free(Device device, void* ptr) override {
-    if (ptr == nullptr || !Use(device, "Free").ok()) return;
-    cudaFree(ptr);
+    if (ptr == nullptr) return;
+    ScopedContext ctx(driver_, Index(device), "Free");
+    if (ctx.status().ok()) (void)driver_.api().MemFree(DevPtr(ptr));
   }
 
-  Result<void*> AllocatePinned(uint64_t bytes) override {
+  Result<void*> AllocatePinned(Device device, uint64_t bytes) override {
+    ScopedContext ctx(driver_, Index(device), "AllocatePinned");
+    RCKPT_RETURN_IF_ERROR(ctx.status());
     void* p = nullptr;
-    RCKPT_CUDA_RETURN_IF_ERROR(
-        cudaHostAlloc(&p, bytes == 0 ? 1 : bytes, cudaHostAllocPortable));
+    RCKPT_RETURN_IF_ERROR(driver_.Check(
+        driver_.api().MemHostAlloc(&p, bytes == 0 ? 1 : bytes, cuda::kMemHostAllocPortable),
+        "cuMemHostAlloc of " + std::to_string(bytes) + " bytes of pinned host memory"));
+    std::lock_guard<std::mutex> lock(pinned_mu_);
+    pinned_[p] = Index(device);
     return p;
   }
+
   void FreePinned(void* ptr) override {
-    if (ptr != nullptr) cudaFreeHost(ptr);
+    if (ptr == nullptr) return;
+    int device = 0;
+    {
+      std::lock_guard<std::mutex> lock(pinned_mu_);
+      auto it = pinned_.find(ptr);
+      if (it == pinned_.end()) return;
+      device = it->second;
+      pinned_.erase(it);
+    }
+    ScopedContext ctx(driver_, device, "FreePinned");
+    if (ctx.status().ok()) (void)driver_.api().MemFreeHost(ptr);
   }
 
   Result<Stream> CreateStream(Device device) override {
-    RCKPT_RETURN_IF_ERROR(Use(device, "CreateStream"));
-    cudaStream_t s = nullptr;
-    RCKPT_CUDA_RETURN_IF_ERROR(
-        cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    ScopedContext ctx(driver_, Index(device), "CreateStream");
+    RCKPT_RETURN_IF_ERROR(ctx.status());
+    CUstream s = nullptr;
+    RCKPT_RETURN_IF_ERROR(driver_.Check(driver_.api().StreamCreate(&s, cuda::kStreamNonBlocking),
+                                        "cuStreamCreate on " + device.ToString()));
     return Stream{s};
   }
+
   void DestroyStream(Device device, Stream stream) override {
-    if (stream.handle == nullptr || !Use(device, "DestroyStream").ok()) return;
-    cudaStreamDestroy(static_cast<cudaStream_t>(stream.handle));
+    if (stream.handle == nullptr) return;
+    ScopedContext ctx(driver_, Index(device), "DestroyStream");
+    if (ctx.status().ok()) (void)driver_.api().StreamDestroy(StreamOf(stream));
   }
 
-  Status CopyToDeviceAsync(Device device, Stream stream, void* dst,
-                           const void* src, uint64_t bytes) override {
-    RCKPT_RETURN_IF_ERROR(Use(device, "CopyToDeviceAsync"));
-    RCKPT_CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
-                        static_cast<cudaStream_t>(stream.handle)));
-    return Status::Ok();
-  }
-  Status CopyToHostAsync(Device device, Stream stream, void* dst,
-                         const void* src, uint64_t bytes) override {
-    RCKPT_RETURN_IF_ERROR(Use(device, "CopyToHostAsync"));
-    RCKPT_CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost,
-                        static_cast<cudaStream_t>(stream.handle)));
-    return Status::Ok();
+  Status CopyToDeviceAsync(Device device, Stream stream, void* dst, const void* src,
+                           uint64_t bytes) override {
+    ScopedContext ctx(driver_, Index(device), "CopyToDeviceAsync");
+    RCKPT_RETURN_IF_ERROR(ctx.status());
+    return driver_.Check(driver_.api().MemcpyHtoDAsync(DevPtr(dst), src, bytes, StreamOf(stream)),
+                         "cuMemcpyHtoDAsync of " + std::to_string(bytes) + " bytes to " +
+                             device.ToString());
   }
 
-  Status UnshuffleAsync(Device device, Stream stream, void* dst,
-                        const void* src, uint64_t bytes,
+  Status CopyToHostAsync(Device device, Stream stream, void* dst, const void* src,
+                         uint64_t bytes) override {
+    ScopedContext ctx(driver_, Index(device), "CopyToHostAsync");
+    RCKPT_RETURN_IF_ERROR(ctx.status());
+    return driver_.Check(driver_.api().MemcpyDtoHAsync(dst, DevPtr(src), bytes, StreamOf(stream)),
+                         "cuMemcpyDtoHAsync of " + std::to_string(bytes) + " bytes from " +
+                             device.ToString());
+  }
+
+  bool CanUnshuffle(Device device, std::string* why_not) override {
+    const DeviceKernels& k = KernelsOf(device);
+    if (k.module == nullptr && why_not != nullptr) *why_not = k.why_not;
+    return k.module != nullptr;
+  }
+
+  Status UnshuffleAsync(Device device, Stream stream, void* dst, const void* src, uint64_t bytes,
                         uint32_t elem_size) override {
     if (elem_size < 2) {
-      return Status::InvalidArgument("UnshuffleAsync: elem_size " +
-                                     std::to_string(elem_size) +
+      return Status::InvalidArgument("UnshuffleAsync: elem_size " + std::to_string(elem_size) +
                                      ", expected >= 2");
     }
-    RCKPT_RETURN_IF_ERROR(Use(device, "UnshuffleAsync"));
-    RCKPT_CUDA_RETURN_IF_ERROR(LaunchUnshuffle(
-        dst, src, bytes, elem_size, static_cast<cudaStream_t>(stream.handle)));
+    const DeviceKernels& k = KernelsOf(device);
+    if (k.module == nullptr) {
+      return Status::Unsupported("UnshuffleAsync on " + device.ToString() + ": " + k.why_not);
+    }
+    ScopedContext ctx(driver_, Index(device), "UnshuffleAsync");
+    RCKPT_RETURN_IF_ERROR(ctx.status());
+    const cuda::UnshuffleLaunch l = cuda::PlanUnshuffle(bytes, elem_size);
+    auto* d = static_cast<uint8_t*>(dst);
+    const auto* s = static_cast<const uint8_t*>(src);
+    if (l.kernel != nullptr) {
+      uint64_t n_elem = l.n_elem;
+      uint32_t elem = elem_size;
+      void* params[] = {&d, &s, &n_elem, &elem};
+      CUfunction fn = l.kernel == std::string_view(cuda::kUnshuffleTiledKernel) ? k.tiled : k.generic;
+      RCKPT_RETURN_IF_ERROR(driver_.Check(
+          driver_.api().LaunchKernel(fn, l.blocks, 1, 1, cuda::kUnshuffleThreads, 1, 1, 0,
+                                     StreamOf(stream), params, nullptr),
+          std::string("cuLaunchKernel(") + l.kernel + ") on " + device.ToString()));
+    }
+    if (bytes > l.body_bytes) {
+      // The trailing partial element is stored unshuffled at the end.
+      RCKPT_RETURN_IF_ERROR(driver_.Check(
+          driver_.api().MemcpyDtoDAsync(DevPtr(d + l.body_bytes), DevPtr(s + l.body_bytes),
+                                        bytes - l.body_bytes, StreamOf(stream)),
+          "cuMemcpyDtoDAsync of an un-shuffle's tail on " + device.ToString()));
+    }
     return Status::Ok();
   }
 
   Result<Event> RecordEvent(Device device, Stream stream) override {
-    RCKPT_RETURN_IF_ERROR(Use(device, "RecordEvent"));
-    cudaEvent_t e = nullptr;
-    RCKPT_CUDA_RETURN_IF_ERROR(
-        cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    cudaError_t err =
-        cudaEventRecord(e, static_cast<cudaStream_t>(stream.handle));
-    if (err != cudaSuccess) {
-      cudaEventDestroy(e);
-      return CudaStatus(err, "cudaEventRecord");
+    ScopedContext ctx(driver_, Index(device), "RecordEvent");
+    RCKPT_RETURN_IF_ERROR(ctx.status());
+    CUevent e = nullptr;
+    RCKPT_RETURN_IF_ERROR(driver_.Check(driver_.api().EventCreate(&e, cuda::kEventDisableTiming),
+                                        "cuEventCreate on " + device.ToString()));
+    Status s = driver_.Check(driver_.api().EventRecord(e, StreamOf(stream)),
+                             "cuEventRecord on " + device.ToString());
+    if (!s.ok()) {
+      (void)driver_.api().EventDestroy(e);
+      return s;
     }
-    return Event{e};
+    return Event{new EventBox{e, device.index}};
   }
+
+  Status StreamWaitEvent(Device device, Stream stream, Event event) override {
+    if (event.handle == nullptr) return Status::Ok();
+    ScopedContext ctx(driver_, Index(device), "StreamWaitEvent");
+    RCKPT_RETURN_IF_ERROR(ctx.status());
+    return driver_.Check(
+        driver_.api().StreamWaitEvent(StreamOf(stream), Box(event)->event, 0),
+        "cuStreamWaitEvent on " + device.ToString());
+  }
+
   Status WaitEvent(Event event) override {
     if (event.handle == nullptr) return Status::Ok();
-    RCKPT_CUDA_RETURN_IF_ERROR(
-        cudaEventSynchronize(static_cast<cudaEvent_t>(event.handle)));
-    return Status::Ok();
+    const EventBox* box = Box(event);
+    ScopedContext ctx(driver_, box->device, "WaitEvent");
+    RCKPT_RETURN_IF_ERROR(ctx.status());
+    return driver_.Check(driver_.api().EventSynchronize(box->event),
+                         "cuEventSynchronize on cuda:" + std::to_string(box->device));
   }
+
   void DestroyEvent(Event event) override {
-    if (event.handle != nullptr) {
-      cudaEventDestroy(static_cast<cudaEvent_t>(event.handle));
-    }
+    if (event.handle == nullptr) return;
+    std::unique_ptr<EventBox> box(Box(event));
+    ScopedContext ctx(driver_, box->device, "DestroyEvent");
+    if (ctx.status().ok()) (void)driver_.api().EventDestroy(box->event);
   }
 
   Status Synchronize(Device device, Stream stream) override {
-    RCKPT_RETURN_IF_ERROR(Use(device, "Synchronize"));
-    RCKPT_CUDA_RETURN_IF_ERROR(
-        cudaStreamSynchronize(static_cast<cudaStream_t>(stream.handle)));
-    return Status::Ok();
+    ScopedContext ctx(driver_, Index(device), "Synchronize");
+    RCKPT_RETURN_IF_ERROR(ctx.status());
+    return driver_.Check(driver_.api().StreamSynchronize(StreamOf(stream)),
+                         "cuStreamSynchronize on " + device.ToString());
   }
+
+  Driver& driver() { return driver_; }
 
  private:
-  // Makes `device` current on the calling thread (the runtime's current
-  // device is per thread, and the engine calls from worker threads).
-  Status Use(Device device, std::string_view what) {
-    if (!device.is_cuda()) {
-      return Status::InvalidArgument(std::string(what) + ": device " +
-                                     device.ToString() +
-                                     " is not a CUDA device");
+  static EventBox* Box(Event e) { return static_cast<EventBox*>(e.handle); }
+
+  // The ordinal of a CUDA device; -1 (which every call rejects as a device
+  // that does not exist) for the CPU.
+  static int Index(Device device) { return device.is_cuda() ? device.index : -1; }
+
+  const DeviceKernels& KernelsOf(Device device) {
+    std::lock_guard<std::mutex> lock(kernels_mu_);
+    DeviceKernels& k = kernels_[Index(device)];
+    if (k.tried) return k;
+    k.tried = true;
+    const cuda::DriverState& s = driver_.State();
+    if (s.status.ok() && s.version < kMinKernelDriverVersion) {
+      k.why_not = "the driver supports CUDA " + std::to_string(s.version / 1000) + "." +
+                  std::to_string(s.version % 1000 / 10) +
+                  "; the shipped kernel image needs CUDA " +
+                  std::to_string(kMinKernelDriverVersion / 1000) + "." +
+                  std::to_string(kMinKernelDriverVersion % 1000 / 10) + " (driver R580+)";
+      return k;
     }
-    const int count = DeviceCount();
-    if (device.index < 0 || device.index >= count) {
-      return Status::DeviceUnavailable(
-          std::string(what) + ": device " + device.ToString() +
-          " does not exist (this machine has " + std::to_string(count) +
-          " CUDA devices)");
+    ScopedContext ctx(driver_, Index(device), "loading the un-shuffle kernels");
+    if (!ctx.status().ok()) {
+      k.why_not = ctx.status().message();
+      return k;
     }
-    RCKPT_CUDA_RETURN_IF_ERROR(cudaSetDevice(device.index));
-    return Status::Ok();
+    const cuda::CUresult r = driver_.api().ModuleLoadData(&k.module, cuda::UnshuffleKernelImage().data());
+    if (r != cuda::kSuccess) {
+      k.module = nullptr;
+      k.why_not = "the kernel image (" + cuda::UnshuffleKernelSummary() + ") does not load on " +
+                  device.ToString() + ": " + driver_.ErrorName(r) +
+                  (ImageDoesNotFit(r) ? "" : " (" + driver_.Check(r, "cuModuleLoadData").message() + ")");
+      return k;
+    }
+    Status fs = driver_.Check(
+        driver_.api().ModuleGetFunction(&k.tiled, k.module, cuda::kUnshuffleTiledKernel),
+        "cuModuleGetFunction");
+    if (fs.ok()) {
+      fs = driver_.Check(
+          driver_.api().ModuleGetFunction(&k.generic, k.module, cuda::kUnshuffleGenericKernel),
+          "cuModuleGetFunction");
+    }
+    if (!fs.ok()) {
+      (void)driver_.api().ModuleUnload(k.module);
+      k.module = nullptr;
+      k.why_not = "the kernel image lacks its kernels: " + fs.message();
+    }
+    return k;
   }
 
-  std::once_flag count_once_;
-  int count_ = 0;
+  Driver driver_;
+  std::mutex pinned_mu_;
+  std::map<void*, int> pinned_;
+  std::mutex kernels_mu_;
+  std::map<int, DeviceKernels> kernels_;
 };
 
 }  // namespace
 
+Result<std::unique_ptr<DeviceRuntime>> NewCudaRuntime(const CudaRuntimeOptions& options) {
+  if (options.driver_library.empty()) {
+    return Status::InvalidArgument("CudaRuntimeOptions.driver_library is empty");
+  }
+  return std::unique_ptr<DeviceRuntime>(new CudaRuntimeImpl(options.driver_library));
+}
+
 Result<DeviceRuntime*> CudaRuntime() {
-  static CudaRuntimeImpl* runtime = new CudaRuntimeImpl();  // never destroyed
+  static DeviceRuntime* runtime = new CudaRuntimeImpl("libcuda.so.1");  // never destroyed
   return runtime;
 }
 

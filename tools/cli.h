@@ -72,6 +72,7 @@ extern const CommandInfo kPlan;
 extern const CommandInfo kLoad;
 extern const CommandInfo kDiff;
 extern const CommandInfo kConvert;
+extern const CommandInfo kDoctor;
 
 }  // namespace rckpt::cli
 

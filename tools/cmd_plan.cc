@@ -9,6 +9,24 @@ namespace rckpt::cli {
 
 namespace {
 
+// What --model-device auto means here, and why; "" without it.
+std::string AutoNote(const LoadOptions& o, int assumed_devices) {
+  if (!o.model_device.has_value() || !o.model_device->is_auto()) return "";
+  if (assumed_devices >= 0) {
+    return assumed_devices > 0 ? "model_device auto: cuda:0 there (a process's current device "
+                                 "unless it chose another)\n"
+                               : "model_device auto: cpu there (no GPU)\n";
+  }
+  DeviceRuntime& rt = o.runtime != nullptr ? *o.runtime : DefaultRuntime();
+  Result<int> n = rt.DeviceCount();
+  if (!n.ok()) return "";  // the plan reported it
+  if (*n == 0) return "model_device auto: cpu (no GPU: " + rt.NoDeviceReason() + ")\n";
+  Result<int> current = rt.CurrentDevice();
+  if (!current.ok()) return "";
+  return "model_device auto: cuda:" + std::to_string(*current) +
+         " (this process's current CUDA device; in Python, torch.cuda.current_device())\n";
+}
+
 int RunPlan(std::vector<std::string> words) {
   Args args(std::move(words));
   bool json = args.Flag("json");
@@ -27,7 +45,8 @@ int RunPlan(std::vector<std::string> words) {
   }
   auto plan = PlanLoad((*pos)[0], placement.options, devices);
   if (!plan.ok()) return Fail("plan", ExplainOtherFormat("plan", (*pos)[0], plan.status()));
-  std::string out = json ? RenderPlanJson(*plan) : RenderPlanText(*plan);
+  std::string out = json ? RenderPlanJson(*plan) : RenderPlanText(*plan) +
+                                                       AutoNote(placement.options, devices);
   std::fwrite(out.data(), 1, out.size(), stdout);
   return 0;
 }
@@ -50,7 +69,7 @@ load would fail, exactly the error it would give (and its exit code).
 )") + kPlacementHelp + R"(
 examples:
   rckpt plan last.rckpt                          as stored
-  rckpt plan last.rckpt --model-device auto      model to cuda:0 if present
+  rckpt plan last.rckpt --model-device auto      model to this process's GPU if any
   rckpt plan last.rckpt --map-location cuda:1=cuda:0 --assume-devices 1
 
 Exit codes: 0 ok, 2 invalid options, 3 not found, 4 corrupt, 5 unsupported

@@ -28,11 +28,20 @@ Status ParsePlacementFlags(Args& args, Placement* out) {
   }
   if (auto v = args.Value("sections")) o.sections = SplitCommas(*v);
   if (auto v = args.Value("skip-sections")) o.skip_sections = SplitCommas(*v);
-  if (auto v = args.Value("emulate-devices")) {
-    RCKPT_ASSIGN_OR_RETURN(uint64_t n, ParseCount("emulate-devices", *v, 64));
-    out->emulated = NewEmulatedRuntime(static_cast<int>(n));
-    o.runtime = out->emulated.get();
+  auto emulate = args.Value("emulate-devices");
+  auto driver = args.Value("cuda-driver");
+  if (emulate && driver) {
+    return Status::InvalidArgument(
+        "--emulate-devices and --cuda-driver are incompatible: emulated devices use no driver");
   }
+  if (emulate) {
+    RCKPT_ASSIGN_OR_RETURN(uint64_t n, ParseCount("emulate-devices", *emulate, 64));
+    out->runtime = NewEmulatedRuntime(static_cast<int>(n));
+  }
+  if (driver) {
+    RCKPT_ASSIGN_OR_RETURN(out->runtime, NewCudaRuntime({.driver_library = *driver}));
+  }
+  o.runtime = out->runtime.get();
   return Status::Ok();
 }
 

@@ -1,6 +1,6 @@
 // The placement options shared by `plan`, `load` (and the demo's resume):
 // --map-location, --model-device, --sections, --skip-sections,
-// --emulate-devices.
+// --emulate-devices, --cuda-driver.
 #ifndef RCKPT_TOOLS_PLACEMENT_FLAGS_H_
 #define RCKPT_TOOLS_PLACEMENT_FLAGS_H_
 
@@ -14,7 +14,9 @@ namespace rckpt::cli {
 
 struct Placement {
   LoadOptions options;
-  std::unique_ptr<DeviceRuntime> emulated;  // set by --emulate-devices N
+  // The runtime of --emulate-devices N or --cuda-driver LIB (null: the
+  // default one).
+  std::unique_ptr<DeviceRuntime> runtime;
 };
 
 // Declares and parses the flags into `out`. InvalidArgument for a malformed
@@ -33,6 +35,9 @@ inline constexpr const char* kPlacementHelp =
   --skip-sections A,B      never read these sections (e.g. database)
   --emulate-devices N      use N host-emulated CUDA devices instead of the real
                            runtime (try placements on a machine without GPUs)
+  --cuda-driver LIB        load this CUDA driver library instead of libcuda.so.1
+--model-device auto is this process's current CUDA device (cuda:0 for a
+command-line tool) when there is a GPU, else cpu; `rckpt doctor` says which.
 RNG records and host-role tensors (scheduler, controller, metrics, evaluator,
 optimizer step counters) always go to cpu.
 )";

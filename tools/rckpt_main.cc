@@ -1,4 +1,4 @@
-// rckpt: inspect, verify, plan, load, diff and convert checkpoints.
+// rckpt: inspect, verify, plan, load, diff and convert checkpoints; doctor.
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -17,6 +17,7 @@ const CommandInfo* const kCommands[] = {
     &rckpt::cli::kLoad,
     &rckpt::cli::kDiff,
     &rckpt::cli::kConvert,
+    &rckpt::cli::kDoctor,
 };
 
 void PrintHelp(std::FILE* to) {

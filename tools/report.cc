@@ -116,8 +116,13 @@ std::string RenderLoadText(const LoadReport& r) {
   std::snprintf(time, sizeof time, "%.3f s, %s", r.stats.seconds,
                 RenderRate(r.stats.bytes_restored, r.stats.seconds).c_str());
   const LoadStats& s = r.stats;
-  std::string out = "loaded " + r.path + " with the " + r.runtime +
-                    " runtime" + (r.mapped ? ", file mapped" : "") + "\n";
+  bool on_device = false;
+  for (const rckpt::Placement& p : r.placements) on_device |= p.target.is_cuda();
+  // The runtime is named only when a device was used: a host load touches
+  // none (and never the driver).
+  std::string out = "loaded " + r.path +
+                    (on_device ? " with the " + r.runtime + " runtime" : std::string(" into host memory")) +
+                    (r.mapped ? ", file mapped" : "") + "\n";
   out += "  restored  " + HumanBytes(s.bytes_restored) + " (" +
          std::to_string(s.bytes_restored) + " bytes), " +
          HumanBytes(s.bytes_read) + " read from the file\n";

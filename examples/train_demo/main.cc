@@ -95,11 +95,22 @@ Status CheckResumeFlags(const DemoOptions& opt, const Config& stored) {
 
 int Run(const DemoOptions& opt) {
   // The runtime outlives every tensor (device masters free through it).
-  std::unique_ptr<rckpt::DeviceRuntime> emulated;
+  std::unique_ptr<rckpt::DeviceRuntime> own;
   rckpt::DeviceRuntime* runtime = &rckpt::DefaultRuntime();
+  if (opt.emulate_devices >= 0 && !opt.cuda_driver.empty()) {
+    return Fail("invalid options", Status::InvalidArgument(
+                                       "--emulate-devices and --cuda-driver are incompatible"));
+  }
   if (opt.emulate_devices >= 0) {
-    emulated = rckpt::NewEmulatedRuntime(opt.emulate_devices);
-    runtime = emulated.get();
+    own = rckpt::NewEmulatedRuntime(opt.emulate_devices);
+    runtime = own.get();
+  }
+  if (!opt.cuda_driver.empty()) {
+    rckpt::Result<std::unique_ptr<rckpt::DeviceRuntime>> cuda =
+        rckpt::NewCudaRuntime({.driver_library = opt.cuda_driver});
+    if (!cuda.ok()) return Fail("invalid options", cuda.status());
+    own = std::move(*cuda);
+    runtime = own.get();
   }
   DeviceMemory memory(runtime);
 

@@ -109,6 +109,8 @@ Result<DemoOptions> ParseOptions(const std::vector<std::string>& args) {
             "--emulate-devices: expected at most 64, got " + std::to_string(n));
       }
       o.emulate_devices = static_cast<int>(n);
+    } else if (name == "--cuda-driver") {
+      RCKPT_ASSIGN_OR_RETURN(o.cuda_driver, next());
     } else if (name == "--device") {
       RCKPT_ASSIGN_OR_RETURN(std::string v, next());
       Result<rckpt::Device> d = rckpt::ParseDevice(v);
@@ -168,7 +170,8 @@ Options:
                         tensors: cpu or cuda:N (default cpu)
   --resume PATH         continue the run saved at PATH
   --model-device SPEC   on resume: model, loss and optimizer tensors to SPEC
-                        (auto = cuda:0 if this machine has a GPU, else cpu);
+                        (auto = this process's current GPU, cuda:0, if
+                        this machine has one, else cpu);
                         everything else to host memory
   --map-location SPEC   on resume: every model/data tensor to one device
                         ("cpu", "cuda:0") or by origin tag ("cuda:1=cuda:0");
@@ -179,6 +182,7 @@ Options:
   --stop-in-save K      crash in the middle of writing the K-th checkpoint
   --emulate-devices N   use N host-emulated CUDA devices instead of the real
                         runtime (try placements on a machine without GPUs)
+  --cuda-driver LIB     load this CUDA driver library instead of libcuda.so.1
   --help                this text
 
 Example: a run on GPU 1 crashes and continues on this machine, identically:

@@ -27,6 +27,7 @@ struct DemoOptions {
   uint64_t seed = 1;
   int64_t hidden = 64;
   int emulate_devices = -1;            // < 0: the real runtime
+  std::string cuda_driver;             // non-empty: the CUDA driver library to load
   rckpt::Device device;                // fresh runs only
   bool seed_given = false;
   bool hidden_given = false;

@@ -196,10 +196,10 @@ TrainState LayoutState(const Config& config) {
 }
 
 Result<TrainState> NewRun(const Config& config, Device device, DeviceMemory& memory) {
-  if (device.is_cuda() && device.index >= memory.runtime()->DeviceCount()) {
+  RCKPT_ASSIGN_OR_RETURN(const int devices, memory.runtime()->DeviceCount());
+  if (device.is_cuda() && device.index >= devices) {
     return Status::DeviceUnavailable(
-        "--device " + device.ToString() + ": this machine has " +
-        std::to_string(memory.runtime()->DeviceCount()) +
+        "--device " + device.ToString() + ": this machine has " + std::to_string(devices) +
         " CUDA device(s) (runtime '" + std::string(memory.runtime()->name()) +
         "'); use --device cpu, or --emulate-devices N to try device placements");
   }

@@ -38,8 +38,13 @@ struct Device {
 Result<Device> ParseDevice(std::string_view text);
 
 // A requested model device: a concrete Device or "auto".
-// "auto" resolves to cuda:0 when the runtime has at least one usable CUDA
-// device, else to cpu.
+// "auto" is the process's own GPU: in C++ the calling thread's current CUDA
+// device (its current context's, as cudaSetDevice or torch.cuda.set_device
+// made it; cuda:0 when it has none), captured when a load starts; in Python
+// torch.cuda.current_device(). Under torchrun, after
+// torch.cuda.set_device(local_rank), every rank restores onto its own GPU.
+// Only when there is no GPU (DeviceRuntime::DeviceCount() is 0) is it cpu;
+// a GPU that is present but unusable is an error, never a quiet fallback.
 class DeviceSpec {
  public:
   static DeviceSpec Auto() { return DeviceSpec(true, Device::Cpu()); }
@@ -51,11 +56,6 @@ class DeviceSpec {
   bool is_auto() const { return auto_; }
   Device device() const { return device_; }  // meaningless when is_auto()
 
-  // Resolves against the number of CUDA devices present.
-  Device Resolve(int cuda_device_count) const {
-    if (!auto_) return device_;
-    return cuda_device_count > 0 ? Device::Cuda(0) : Device::Cpu();
-  }
   std::string ToString() const { return auto_ ? "auto" : device_.ToString(); }
 
  private:

@@ -6,16 +6,51 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "rckpt/checkpoint.h"
 #include "rckpt/device.h"
+#include "rckpt/runtime.h"
 
 namespace rckpt {
 
-class DeviceRuntime;
 class FileSystem;
+
+// The caller's stream on a device: where the work that produces a saved
+// tensor, or reads a restored one, runs (in Python, torch's current stream of
+// that device). Called on the calling thread, at most once per device and
+// call. A save reads a device's tensors only after the work queued on its
+// stream so far, without synchronising the device; a load writes only after
+// it (the memory it fills may have been in use there), and the stream sees
+// every byte of a load before the load returns. An error fails the call
+// before any device work is queued. Unset: the runtime's streams alone order
+// the work (a C++ caller that synchronised its own work needs nothing more).
+using CallerStream = std::function<Result<Stream>(Device device)>;
+
+// Device memory for the tensors a load hands back, from an allocator the
+// caller chooses (the Python package passes torch's caching allocator, so
+// freeing a loaded tensor never synchronises the device). Without one, a load
+// allocates with its runtime (DeviceRuntime::Allocate, freed through it when
+// the last copy of the tensor goes: the CUDA runtime's cuMemFree synchronises
+// the device).
+class DeviceAllocator {
+ public:
+  virtual ~DeviceAllocator() = default;
+  struct Request {
+    std::string_view name;  // the tensor's
+    Device device;          // a CUDA device
+    DType dtype = DType::kF32;
+    Shape shape;            // the tensor's, or its block's in a distributed load
+  };
+  // Called once per load, on the calling thread, before any byte is read,
+  // with every device tensor the load will return. Appends one tensor per
+  // request to `out`, in order, of its device, dtype and shape and owning its
+  // memory (a Tensor::Adopt whose owner frees it). An error fails the load:
+  // nothing has been read, and the tensors already made are released.
+  virtual Status Allocate(std::span<const Request> requests, std::vector<Tensor>* out) = 0;
+};
 
 // Stored in files; frozen.
 enum class Codec : uint8_t { kNone = 0, kZstd = 1 };
@@ -45,6 +80,8 @@ struct SaveOptions {
   // tensors stream device-to-host through a pinned ring of staging_bytes.
   DeviceRuntime* runtime = nullptr;
   uint64_t staging_bytes = 64ull << 20;
+  // Orders the reads of device tensors after the caller's work (above).
+  CallerStream caller_stream;
   FileSystem* fs = nullptr;             // nullptr: the POSIX file system
   // Recorded as the writer identity; default "rckpt <version>".
   std::string writer;
@@ -65,8 +102,14 @@ class MapLocation {
   static Result<MapLocation> Parse(std::string_view spec);
 
   bool is_set() const { return kind_ != Kind::kNone; }
+  // A tag map (keys are exact device tags: "cuda" is cuda:0).
+  bool is_tag_map() const { return kind_ == Kind::kMap; }
   // Target for a tensor under this map alone (origin when not mapped).
-  Device Apply(const TensorInfo& info) const;
+  Device Apply(const TensorInfo& info) const { return Lookup(info).value_or(info.origin); }
+  // The target this map gives a tensor; nullopt when it does not map it (a
+  // tag map without its origin, a callback returning nothing). A callback is
+  // called once per Lookup.
+  std::optional<Device> Lookup(const TensorInfo& info) const;
   std::string ToString() const;
 
  private:
@@ -83,6 +126,11 @@ struct LoadStats {
   double seconds = 0;
   uint64_t staging_high_water = 0; // peak pinned staging bytes in use
   uint64_t staging_capacity = 0;   // the ring's size
+  // Byte-shuffled bytes bound for a device, un-shuffled there (the kernel)
+  // or on the host (no kernel for this GPU or driver, or
+  // device_unshuffle = false).
+  uint64_t device_unshuffled_bytes = 0;
+  uint64_t host_unshuffled_bytes = 0;
 };
 
 struct LoadOptions {
@@ -114,6 +162,23 @@ struct LoadOptions {
   int threads = 0;                      // 0: all cores
   uint64_t staging_bytes = 64ull << 20; // pinned ring for device-bound data
   DeviceRuntime* runtime = nullptr;     // nullptr: DefaultRuntime()
+  // What model_device "auto" means, asked the first time a load needs it
+  // (at its first model-role tensor), on the calling thread, with the
+  // runtime's device count: a CUDA device index, or -1 for cpu. An error
+  // fails the load before any byte is read (the Python package's says so
+  // when torch and rckpt disagree about the GPUs). Unset: the calling
+  // thread's current device (DeviceRuntime::CurrentDevice) when there is a
+  // GPU, else cpu.
+  std::function<Result<int>(int device_count)> auto_device;
+  // Orders the load's device writes against the caller's work (above).
+  CallerStream caller_stream;
+  // Allocates the device tensors Load, ReadTensors and the distributed load
+  // return (above); nullptr: the runtime's own memory.
+  DeviceAllocator* device_allocator = nullptr;
+  // false: byte-shuffled chunks bound for a device are un-shuffled on the
+  // host even where the device could (to measure one against the other).
+  // Where the device cannot (DeviceRuntime::CanUnshuffle), the host does.
+  bool device_unshuffle = true;
   FileSystem* fs = nullptr;             // nullptr: the POSIX file system
   ProgressCallback progress;
   LoadStats* stats = nullptr;           // filled when not null

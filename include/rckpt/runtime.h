@@ -1,13 +1,21 @@
 // DeviceRuntime: the one interface between rckpt's engine and device memory.
 //
-// Three implementations exist: the host runtime (no CUDA devices; always
-// built), the CUDA runtime (cuda/, built when the toolkit is found; reports
-// zero devices and never crashes without a driver or GPU), and an emulated
-// runtime with N "CUDA" devices backed by separate host allocations whose
-// copies run asynchronously on worker threads, so every placement and the
-// whole streaming pipeline can be tested without a GPU.
+// Three implementations exist:
+//   - the host runtime: no CUDA devices; always built;
+//   - the CUDA runtime (cuda/): the CUDA driver API, loaded at run time from
+//     libcuda.so.1 (the library every NVIDIA driver installs), so every build
+//     uses the machine's GPUs whether or not a CUDA toolkit was present when
+//     rckpt was built. It works in the primary context of each device, the one
+//     torch and the CUDA runtime use, and leaves every thread's current
+//     context as it found it;
+//   - the emulated runtime: N "CUDA" devices backed by separate host
+//     allocations whose copies run asynchronously on worker threads, so every
+//     placement and the whole streaming pipeline can be tried without a GPU.
 //
 // Handles (streams, events, pointers) are opaque; no CUDA header is needed.
+// A Stream whose handle is null is the device's default stream (CUDA's
+// legacy default stream, torch's default current stream); a runtime's own
+// streams never are.
 //
 // Thread-safety: every method may be called from any thread concurrently.
 #ifndef RCKPT_RUNTIME_H_
@@ -15,6 +23,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "rckpt/device.h"
@@ -36,21 +45,39 @@ class DeviceRuntime {
   // "host", "cuda", "emulated(N)".
   virtual std::string_view name() const = 0;
 
-  // Number of usable CUDA-type devices (0 for the host runtime, and for the
-  // CUDA runtime on a machine without a driver or GPU).
-  virtual int DeviceCount() = 0;
+  // The number of CUDA-type devices this runtime can use. 0 means there is
+  // no GPU, and NoDeviceReason() says which of the three reasons holds: no
+  // driver library (libcuda.so.1 absent, e.g. a container started without
+  // the NVIDIA runtime), CUDA_VISIBLE_DEVICES hiding every device, or a
+  // driver that reports no device. A driver or device that is present but
+  // unusable (initialisation fails, a driver older than rckpt needs, no
+  // permission) is an error, DeviceUnavailable, naming the cause and the
+  // fix; it is never reported as 0 devices.
+  // The CUDA runtime initialises the driver on the first call (not before:
+  // a process that never asks can fork children that use CUDA).
+  virtual Result<int> DeviceCount() = 0;
+  // Why DeviceCount() is 0 ("" when it is not, or was not asked yet).
+  virtual std::string NoDeviceReason() = 0;
+
+  // The calling thread's current CUDA device: the device of its current
+  // context (torch.cuda.set_device and cudaSetDevice make it), or 0 when the
+  // thread has none. What model_device "auto" resolves to in C++.
+  // REQUIRES: DeviceCount() > 0.
+  virtual Result<int> CurrentDevice() = 0;
 
   // Device memory on `device` (a CUDA device). OutOfMemory when it cannot be
   // had, DeviceUnavailable for a device index that does not exist.
   virtual Result<void*> Allocate(Device device, uint64_t bytes) = 0;
   virtual void Free(Device device, void* ptr) = 0;
 
-  // Page-locked host memory usable as the source/target of async copies
-  // (plain aligned memory for the host and emulated runtimes).
-  virtual Result<void*> AllocatePinned(uint64_t bytes) = 0;
+  // Page-locked host memory usable as the source/target of async copies of
+  // every device (plain aligned memory for the host and emulated runtimes).
+  // `device` is the CUDA device whose context allocates it.
+  virtual Result<void*> AllocatePinned(Device device, uint64_t bytes) = 0;
   virtual void FreePinned(void* ptr) = 0;
 
-  // A stream orders async work on one device.
+  // A stream orders async work on one device. A runtime's own streams do not
+  // synchronise with the default stream; use events (StreamWaitEvent).
   virtual Result<Stream> CreateStream(Device device) = 0;
   virtual void DestroyStream(Device device, Stream stream) = 0;
 
@@ -61,15 +88,24 @@ class DeviceRuntime {
   virtual Status CopyToHostAsync(Device device, Stream stream, void* dst,
                                  const void* src, uint64_t bytes) = 0;
 
+  // Whether UnshuffleAsync runs on `device`. When it does not (the CUDA
+  // runtime's kernel image cannot load on this driver or GPU, the reason in
+  // `*why_not`), byte-shuffled data must be un-shuffled on the host before
+  // it is copied.
+  virtual bool CanUnshuffle(Device device, std::string* why_not) = 0;
   // Reverses a byte-shuffle filter in device memory (a kernel on CUDA):
   // `src` holds `bytes` shuffled with element size `elem_size`; writes the
   // unshuffled bytes to `dst`. `dst` and `src` must not overlap.
+  // Unsupported when CanUnshuffle(device) is false.
   virtual Status UnshuffleAsync(Device device, Stream stream, void* dst,
                                 const void* src, uint64_t bytes,
                                 uint32_t elem_size) = 0;
 
   // Events mark a point in a stream.
   virtual Result<Event> RecordEvent(Device device, Stream stream) = 0;
+  // Later work on `stream` waits until `event` has completed (no host
+  // blocking). The event may be of another stream of the same device.
+  virtual Status StreamWaitEvent(Device device, Stream stream, Event event) = 0;
   // Blocks until the event's work is done; returns the error of any failed
   // work before it (DeviceError).
   virtual Status WaitEvent(Event event) = 0;
@@ -89,12 +125,37 @@ DeviceRuntime& HostRuntime();
 // Python package's --emulate-devices / emulate_devices).
 std::unique_ptr<DeviceRuntime> NewEmulatedRuntime(int device_count);
 
-// The CUDA runtime. Unsupported when rckpt was built without CUDA. On a
-// machine without driver or GPU it succeeds and reports 0 devices.
+// The oldest driver the CUDA runtime works with, as cuDriverGetVersion
+// reports it (1000 * major + 10 * minor): every driver API entry point it
+// resolves exists from CUDA 11.4 (driver R470) on. Below it, DeviceCount()
+// is DeviceUnavailable naming both versions.
+inline constexpr int kMinCudaDriverVersion = 11040;
+// The oldest driver that loads the shipped un-shuffle kernel image (its
+// cubins and PTX are made by CUDA 13.0's nvcc: driver R580 or newer).
+// Below it, byte-shuffled chunks are un-shuffled on the host (CanUnshuffle).
+inline constexpr int kMinKernelDriverVersion = 13000;
+
+struct CudaRuntimeOptions {
+  // The driver library to load: a name the dynamic loader searches for, or
+  // a path. Another path is for drivers installed outside the loader's
+  // search path (and for testing against a stand-in driver).
+  std::string driver_library = "libcuda.so.1";
+};
+
+// A CUDA runtime over the driver library of `options`. Creating it loads
+// nothing: the library is opened and the driver initialised on the first
+// call that needs a device. Unsupported when rckpt was built without it
+// (RCKPT_ENABLE_CUDA=OFF). The runtime must outlive every tensor, stream
+// and pinned buffer it made.
+Result<std::unique_ptr<DeviceRuntime>> NewCudaRuntime(const CudaRuntimeOptions& options);
+
+// The process's CUDA runtime over libcuda.so.1 (never destroyed).
+// Unsupported when rckpt was built without it.
 Result<DeviceRuntime*> CudaRuntime();
 
-// The CUDA runtime when it is built and sees at least one device, otherwise
-// the host runtime.
+// The CUDA runtime when rckpt was built with it, else the host runtime.
+// Choosing it touches no driver: a process with no GPU sees 0 devices (with
+// the reason) the first time it asks.
 DeviceRuntime& DefaultRuntime();
 
 }  // namespace rckpt

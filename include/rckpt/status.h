@@ -107,6 +107,8 @@ class [[nodiscard]] Result {
   T&& operator*() && { return std::move(*this).value(); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
+  // The value, or `fallback` for an error.
+  T value_or(T fallback) const& { return ok() ? std::get<T>(v_) : std::move(fallback); }
 
  private:
   void Check() const {

@@ -1,10 +1,13 @@
 // LoadDistributed (distributed.h): each rank reads the chunks that hold its
 // wanted blocks, places them, and picks up its RNG records and trees.
 #include <map>
+#include <optional>
 
 #include "distributed/collective.h"
 #include "distributed/rank_names.h"
 #include "engine/block_read.h"
+#include "engine/caller_streams.h"
+#include "engine/device_alloc.h"
 #include "engine/placement.h"
 #include "format/file_reader.h"
 #include "rckpt/distributed.h"
@@ -13,18 +16,6 @@
 
 namespace rckpt {
 namespace {
-
-// A block's memory on `target`: host memory, or device memory freed through
-// `runtime` when the last copy of the tensor goes.
-Result<Tensor> AllocateBlock(DeviceRuntime& runtime, DType dtype, const Shape& sizes,
-                             Device target) {
-  if (target.is_cpu()) return Tensor::Empty(dtype, sizes);
-  RCKPT_ASSIGN_OR_RETURN(uint64_t n, ShapeBytes(sizes, dtype));
-  RCKPT_ASSIGN_OR_RETURN(void* p, runtime.Allocate(target, n));
-  DeviceRuntime* rt = &runtime;
-  std::shared_ptr<void> owner(p, [rt, target](void* q) { rt->Free(target, q); });
-  return Tensor::Adopt(dtype, sizes, target, std::move(owner), p);
-}
 
 // The trees and RNG records a collective save kept per rank.
 void TakeRankState(const Manifest& m, int rank, int world_size, RankLoad* out) {
@@ -47,7 +38,8 @@ void TakeRankState(const Manifest& m, int rank, int world_size, RankLoad* out) {
 
 // InvalidArgument unless `into` fits block `b` of tensor `t` on a device that
 // exists.
-Status CheckInto(const TensorMeta& t, const Block& b, const TensorView& into, int devices) {
+Status CheckInto(const TensorMeta& t, const Block& b, const TensorView& into,
+                 DeviceInventory& devices) {
   const std::string what = "tensor '" + t.name + "': the block's destination";
   if (into.dtype != t.dtype) {
     return Status::InvalidArgument(what + " has dtype " + std::string(DTypeName(into.dtype)) +
@@ -60,10 +52,11 @@ Status CheckInto(const TensorMeta& t, const Block& b, const TensorView& into, in
   if (into.data == nullptr && into.nbytes() != 0) {
     return Status::InvalidArgument(what + " has no memory");
   }
-  if (!into.device.is_cpu() && into.device.index >= devices) {
-    return Status::DeviceUnavailable(what + " is on " + into.device.ToString() + ", which the " +
-                                     "runtime does not have (" + std::to_string(devices) +
-                                     " CUDA devices)");
+  RCKPT_ASSIGN_OR_RETURN(bool exists, devices.Exists(into.device));
+  if (!exists) {
+    return Status::DeviceUnavailable(what + " is on " + into.device.ToString() +
+                                     ", which does not exist: this machine has " +
+                                     devices.Describe());
   }
   return Status::Ok();
 }
@@ -71,7 +64,7 @@ Status CheckInto(const TensorMeta& t, const Block& b, const TensorView& into, in
 Result<RankLoad> LoadOnRank(int rank, int world_size, const std::string& path,
                             const std::vector<BlockRequest>& wants, const LoadOptions& o) {
   DeviceRuntime& runtime = o.runtime != nullptr ? *o.runtime : DefaultRuntime();
-  const int devices = runtime.DeviceCount();
+  DeviceInventory devices(runtime, o.auto_device);
   RCKPT_RETURN_IF_ERROR(CheckLoadOptions(o, devices));
   FileSystem& fs = o.fs != nullptr ? *o.fs : PosixFileSystem();
   RCKPT_ASSIGN_OR_RETURN(auto reader, FileReader::Open(fs, path));
@@ -106,6 +99,24 @@ Result<RankLoad> LoadOnRank(int rank, int world_size, const std::string& path,
   for (size_t k = 0, p = 0; k < wants.size(); ++k) {
     targets[k] = wants[k].into ? wants[k].into->device : plan.placements[p++].target;
   }
+  // The device blocks without a destination, from the caller's allocator
+  // when there is one, all at once, before anything is read.
+  std::vector<std::optional<Tensor>> device_blocks(wants.size());
+  if (o.device_allocator != nullptr) {
+    std::vector<DeviceAllocator::Request> requests;
+    std::vector<size_t> ks;
+    for (size_t k = 0; k < wants.size(); ++k) {
+      if (wants[k].into || targets[k].is_cpu()) continue;
+      const TensorMeta& t = m.tensors[indices[k]];
+      requests.push_back(DeviceAllocator::Request{t.name, targets[k], t.dtype, blocks[k].sizes});
+      ks.push_back(k);
+    }
+    if (!requests.empty()) {
+      RCKPT_ASSIGN_OR_RETURN(std::vector<Tensor> made,
+                             AllocateDeviceTensors(*o.device_allocator, requests));
+      for (size_t i = 0; i < ks.size(); ++i) device_blocks[ks[i]] = std::move(made[i]);
+    }
+  }
   RankLoad out;
   std::vector<BlockRead> reads;
   std::vector<Tensor> host(wants.size());
@@ -119,6 +130,7 @@ Result<RankLoad> LoadOnRank(int rank, int world_size, const std::string& path,
     out.bytes_needed += host[k].nbytes();
     reads.push_back(BlockRead{&t, blocks[k], static_cast<std::byte*>(host[k].data())});
   }
+  CallerStreams caller(runtime, o.caller_stream);
   // The mapping lives until the blocks are read: they are copies.
   const std::shared_ptr<std::byte> mapping = MapForLoad(*reader, o);
   PipelineStats stats;
@@ -138,11 +150,13 @@ Result<RankLoad> LoadOnRank(int rank, int world_size, const std::string& path,
     } else {
       if (wants[k].into) {
         e.tensor = Tensor::Borrow(*wants[k].into);
+      } else if (device_blocks[k].has_value()) {
+        e.tensor = std::move(*device_blocks[k]);
       } else {
         RCKPT_ASSIGN_OR_RETURN(e.tensor,
-                               AllocateBlock(runtime, t.dtype, blocks[k].sizes, target));
+                               AllocateOnRuntime(runtime, t.dtype, blocks[k].sizes, target));
       }
-      RCKPT_RETURN_IF_ERROR(UploadToDevice(runtime, target, e.tensor.data(),
+      RCKPT_RETURN_IF_ERROR(UploadToDevice(runtime, &caller, target, e.tensor.data(),
                                            static_cast<const std::byte*>(host[k].data()),
                                            host[k].nbytes())
                                 .WithContext("tensor '" + t.name + "'"));

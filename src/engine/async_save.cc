@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/caller_streams.h"
 #include "rckpt/io.h"
 #include "rckpt/runtime.h"
 
@@ -68,7 +69,7 @@ class DeviceStaging {
 
   // Drops everything held of another runtime, then makes sure `bytes` of
   // pinned memory are held.
-  Status Reserve(DeviceRuntime* runtime, uint64_t bytes) {
+  Status Reserve(DeviceRuntime* runtime, Device device, uint64_t bytes) {
     if (runtime != runtime_) Release();
     runtime_ = runtime;
     if (bytes <= capacity_) return Status::Ok();
@@ -76,7 +77,7 @@ class DeviceStaging {
     pinned_ = nullptr;
     capacity_ = 0;
     const uint64_t size = AlignUp(bytes, kPage);
-    Result<void*> p = runtime_->AllocatePinned(size);
+    Result<void*> p = runtime_->AllocatePinned(device, size);
     if (!p.ok()) return p.status().WithContext("asynchronous save: pinned snapshot buffer");
     pinned_ = static_cast<std::byte*>(*p);
     capacity_ = size;
@@ -223,8 +224,10 @@ Result<Checkpoint> AsyncSaver::Impl::Snapshot(const Checkpoint& ck, const SaveOp
   // pinned memory.
   std::vector<Item> items;
   uint64_t host_bytes = 0, device_bytes = 0;
+  Device first_device;
   auto place = [&](const Tensor& t) {
     const bool device = !t.device().is_cpu();
+    if (device && device_bytes == 0) first_device = t.device();
     uint64_t& end = device ? device_bytes : host_bytes;
     items.push_back(Item{&t, device, end});
     end = AlignUp(end + t.nbytes(), kTensorAlign);
@@ -242,12 +245,16 @@ Result<Checkpoint> AsyncSaver::Impl::Snapshot(const Checkpoint& ck, const SaveOp
   // Pinned memory of another runtime goes now: that runtime need not outlive
   // this save.
   if (staging.runtime() != nullptr && staging.runtime() != runtime) {
-    RCKPT_RETURN_IF_ERROR(staging.Reserve(runtime, 0));
+    RCKPT_RETURN_IF_ERROR(staging.Reserve(runtime, first_device, 0));
   }
   std::vector<Event> events;
   if (device_bytes > 0) {
-    RCKPT_RETURN_IF_ERROR(staging.Reserve(runtime, device_bytes));
-    // Enqueue every copy first, then one event per device after its last.
+    RCKPT_RETURN_IF_ERROR(staging.Reserve(runtime, first_device, device_bytes));
+    // Enqueue every copy first, each device's after the caller's work on it
+    // so far, then one event per device after its last copy; the caller's
+    // stream waits for that event, so its later writes to the tensors wait
+    // for the copies without the host waiting.
+    CallerStreams caller(*runtime, options.caller_stream);
     std::map<Device, Stream> used;
     Status s;
     for (const Item& it : items) {
@@ -258,7 +265,10 @@ Result<Checkpoint> AsyncSaver::Impl::Snapshot(const Checkpoint& ck, const SaveOp
         s = stream.status();
         break;
       }
-      used[d] = *stream;
+      if (used.emplace(d, *stream).second) {
+        s = caller.WaitForCaller(d, *stream);
+        if (!s.ok()) break;
+      }
       s = runtime->CopyToHostAsync(d, *stream, staging.pinned() + it.offset, it.source->data(),
                                    it.source->nbytes());
       if (!s.ok()) break;
@@ -270,6 +280,7 @@ Result<Checkpoint> AsyncSaver::Impl::Snapshot(const Checkpoint& ck, const SaveOp
       } else if (s.ok()) {
         s = e.status();
       }
+      if (s.ok()) s = caller.CallerWaitsFor(d, stream);
     }
     if (!s.ok()) {
       // Copies already enqueued write into the pinned buffer: let them end.

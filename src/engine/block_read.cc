@@ -5,6 +5,8 @@
 #include <memory>
 #include <string>
 
+#include "engine/caller_streams.h"
+
 namespace rckpt {
 namespace {
 
@@ -171,9 +173,11 @@ Status ReadBlocks(const FileReader& reader, const std::vector<BlockRead>& reads,
 }
 
 PipelineOptions PipelineOptionsOf(const LoadOptions& o, DeviceRuntime& rt,
-                                  const std::byte* mapped_file) {
+                                  const std::byte* mapped_file, CallerStreams* caller) {
   PipelineOptions p;
   p.mapped_file = mapped_file;
+  p.caller = caller;
+  p.device_unshuffle = o.device_unshuffle;
   p.runtime = &rt;
   p.verify_checksums = o.verify_checksums;
   p.threads = o.threads;
@@ -182,10 +186,11 @@ PipelineOptions PipelineOptionsOf(const LoadOptions& o, DeviceRuntime& rt,
   return p;
 }
 
-Status UploadToDevice(DeviceRuntime& runtime, Device device, void* dst, const std::byte* src,
-                      uint64_t n) {
+Status UploadToDevice(DeviceRuntime& runtime, CallerStreams* caller, Device device, void* dst,
+                      const std::byte* src, uint64_t n) {
   RCKPT_ASSIGN_OR_RETURN(Stream stream, runtime.CreateStream(device));
-  Status s = runtime.CopyToDeviceAsync(device, stream, dst, src, n);
+  Status s = caller != nullptr ? caller->WaitForCaller(device, stream) : Status::Ok();
+  if (s.ok()) s = runtime.CopyToDeviceAsync(device, stream, dst, src, n);
   if (s.ok()) s = runtime.Synchronize(device, stream);
   runtime.DestroyStream(device, stream);
   return s;

@@ -41,13 +41,16 @@ Status ReadBlocks(const FileReader& reader, const std::vector<BlockRead>& reads,
 std::shared_ptr<std::byte> MapForLoad(const FileReader& reader, const LoadOptions& o);
 
 // The pipeline settings a load with `o` uses (`mapped_file`: the file mapped
-// for LoadOptions::map_file, or null).
+// for LoadOptions::map_file, or null; `caller`: the call's caller streams, or
+// null).
 PipelineOptions PipelineOptionsOf(const LoadOptions& o, DeviceRuntime& rt,
-                                  const std::byte* mapped_file = nullptr);
+                                  const std::byte* mapped_file = nullptr,
+                                  CallerStreams* caller = nullptr);
 
-// Copies `n` host bytes at `src` to `dst` on `device` and waits for the copy.
-Status UploadToDevice(DeviceRuntime& runtime, Device device, void* dst, const std::byte* src,
-                      uint64_t n);
+// Copies `n` host bytes at `src` to `dst` on `device`, after the caller's
+// work on that device (when `caller` is not null), and waits for the copy.
+Status UploadToDevice(DeviceRuntime& runtime, CallerStreams* caller, Device device, void* dst,
+                      const std::byte* src, uint64_t n);
 
 }  // namespace rckpt
 

@@ -12,7 +12,10 @@
 #include <string>
 #include <vector>
 
+#include <map>
+
 #include "codec/codec.h"
+#include "engine/caller_streams.h"
 #include "format/writer.h"
 #include "rckpt/runtime.h"
 #include "util/free_list.h"
@@ -141,7 +144,10 @@ class RegionEncoder {
         return Status::InvalidArgument("tensor '" + std::string(sources_[t].name) +
                                        "' has no data");
       }
-      if (!tensor.device().is_cpu()) has_device_tensor_ = true;
+      if (!tensor.device().is_cpu() && !has_device_tensor_) {
+        has_device_tensor_ = true;
+        first_device_ = tensor.device();
+      }
       uint64_t elem = DTypeSize(tensor.dtype());
       uint64_t step = std::max<uint64_t>(elem, o_.chunk_bytes / elem * elem);
       first_chunk_[t] = jobs_.size();
@@ -197,7 +203,7 @@ class RegionEncoder {
       if (t.device().is_cpu()) {
         raw = {static_cast<const std::byte*>(t.data()) + job.tensor_offset, job.raw_size};
       } else {
-        status = CopyFromDevice(*runtime, t, job, slot.staging + pos, slot);
+        status = CopyFromDevice(*runtime, t, job, slot.staging + pos, slot, ready_);
         if (!status.ok()) break;
         raw = {slot.staging + pos, job.raw_size};
       }
@@ -245,14 +251,18 @@ class RegionEncoder {
   }
 
   // Copies one chunk into `dst`, in the slot's pinned buffer, on the slot's stream,
-  // which is created once per device the slot meets.
+  // which is created once per device the slot meets and first waits for the
+  // caller's work on that device (`ready`: an event after it, per device).
   static Status CopyFromDevice(DeviceRuntime& rt, const Tensor& t, const ChunkJob& job,
-                               std::byte* dst, Slot& slot) {
+                               std::byte* dst, Slot& slot, const std::map<Device, Event>& ready) {
     if (slot.stream_device != t.device()) {
       if (slot.stream_device) rt.DestroyStream(*slot.stream_device, slot.stream);
       slot.stream_device.reset();
       RCKPT_ASSIGN_OR_RETURN(slot.stream, rt.CreateStream(t.device()));
       slot.stream_device = t.device();
+      if (auto it = ready.find(t.device()); it != ready.end()) {
+        RCKPT_RETURN_IF_ERROR(rt.StreamWaitEvent(t.device(), slot.stream, it->second));
+      }
     }
     RCKPT_RETURN_IF_ERROR(rt.CopyToHostAsync(
         t.device(), slot.stream, dst,
@@ -278,10 +288,25 @@ class RegionEncoder {
       for (Slot& slot : slots) {
         if (slot.stream_device) runtime->DestroyStream(*slot.stream_device, slot.stream);
       }
+      for (const auto& [device, event] : ready_) runtime->DestroyEvent(event);
+      ready_.clear();
     };
     if (has_device_tensor_) {
+      // On the calling thread, before any copy: an event after the caller's
+      // work on every device a tensor is on, which the copy streams wait for.
+      CallerStreams caller(*runtime, o_.caller_stream);
+      for (const SaveSource& source : sources_) {
+        const Device d = source.tensor->device();
+        if (d.is_cpu() || !caller.active() || ready_.count(d) != 0) continue;
+        Result<Event> e = caller.Mark(d);
+        if (!e.ok()) {
+          free_staging();
+          return e.status();
+        }
+        ready_.emplace(d, *e);
+      }
       for (auto& slot : slots) {
-        auto p = runtime->AllocatePinned(max_chunk_);
+        auto p = runtime->AllocatePinned(first_device_, max_chunk_);
         if (!p.ok()) {
           free_staging();
           return p.status().WithContext("pinned staging buffer");
@@ -350,6 +375,8 @@ class RegionEncoder {
   uint64_t max_chunk_ = 0;
   uint64_t max_batch_bound_ = 0;  // the most bytes a batch's zstd frames can take
   bool has_device_tensor_ = false;
+  Device first_device_;  // of the first device tensor (whose context pins the staging)
+  std::map<Device, Event> ready_;  // written before the workers start
   // Shuffle output buffers are per worker, not per slot: a worker needs one
   // only while it encodes, and there are fewer workers than slots.
   FreeList<ScratchBuffer> shuffle_buffers_;

@@ -7,6 +7,8 @@
 #include <string>
 
 #include "engine/block_read.h"
+#include "engine/caller_streams.h"
+#include "engine/device_alloc.h"
 #include "engine/pipeline.h"
 #include "engine/placement.h"
 #include "format/collective_layout.h"
@@ -31,22 +33,13 @@ FileSystem& FileSystemOf(const LoadOptions& o) {
 // Header and footer, read by every open besides the manifest.
 constexpr uint64_t kFrameBytes = 128;
 
-// New memory for a tensor on `target`. Device memory is owned by the
-// returned Tensor: its deleter frees it through `runtime`, which therefore
-// must outlive the tensor (and every copy of it).
-Result<Tensor> AllocateTensor(DeviceRuntime& runtime, const TensorMeta& t,
-                              Device target) {
-  if (target.is_cpu()) {
-    Result<Tensor> host = Tensor::Empty(t.dtype, t.shape);
-    if (!host.ok()) return host.status().WithContext("tensor '" + t.name + "'");
-    return host;
-  }
-  Result<void*> p = runtime.Allocate(target, t.nbytes);
-  if (!p.ok()) return p.status().WithContext("tensor '" + t.name + "'");
-  DeviceRuntime* rt = &runtime;
-  std::shared_ptr<void> owner(*p,
-                              [rt, target](void* q) { rt->Free(target, q); });
-  return Tensor::Adopt(t.dtype, t.shape, target, std::move(owner), *p);
+// New memory for a tensor on `target`, owned by the returned Tensor
+// (AllocateOnRuntime): device memory is freed through `runtime`, which
+// therefore must outlive the tensor (and every copy of it).
+Result<Tensor> AllocateTensor(DeviceRuntime& runtime, const TensorMeta& t, Device target) {
+  Result<Tensor> tensor = AllocateOnRuntime(runtime, t.dtype, t.shape, target);
+  if (!tensor.ok()) return tensor.status().WithContext("tensor '" + t.name + "'");
+  return tensor;
 }
 
 // The host tensors of one load, carved from one block of memory when they
@@ -132,7 +125,7 @@ Status AssembleSharded(const FileReader& reader, const std::vector<ShardedDest>&
   stats->bytes_restored += ps.bytes_restored;
   for (size_t i = 0; i < dests.size(); ++i) {
     if (staged[i] == nullptr) continue;
-    RCKPT_RETURN_IF_ERROR(UploadToDevice(*po.runtime, dests[i].device, dests[i].data,
+    RCKPT_RETURN_IF_ERROR(UploadToDevice(*po.runtime, po.caller, dests[i].device, dests[i].data,
                                          staged[i].get(), dests[i].tensor->nbytes)
                               .WithContext("tensor '" + dests[i].tensor->name + "'"));
   }
@@ -151,6 +144,31 @@ void FillStats(const LoadOptions& o, const FileReader& reader,
           .count();
   o.stats->staging_high_water = ps.staging_high_water;
   o.stats->staging_capacity = ps.staging_capacity;
+  o.stats->device_unshuffled_bytes = ps.device_unshuffled_bytes;
+  o.stats->host_unshuffled_bytes = ps.host_unshuffled_bytes;
+}
+
+// The device tensors of a plan from the options' allocator, all at once on
+// the calling thread: k -> tensor for every planned tensor bound for a
+// device.
+Result<std::map<size_t, Tensor>> AllocateWithAllocator(const Manifest& m, const LoadPlan& plan,
+                                                       DeviceAllocator& allocator) {
+  std::vector<DeviceAllocator::Request> requests;
+  std::vector<size_t> ks;
+  for (size_t k = 0; k < plan.tensor_index.size(); ++k) {
+    const Device target = plan.placements[k].target;
+    if (target.is_cpu()) continue;
+    const TensorMeta& t = m.tensors[plan.tensor_index[k]];
+    requests.push_back(DeviceAllocator::Request{t.name, target, t.dtype, t.shape});
+    ks.push_back(k);
+  }
+  std::map<size_t, Tensor> out;
+  if (requests.empty()) return out;
+  RCKPT_ASSIGN_OR_RETURN(std::vector<Tensor> made, AllocateDeviceTensors(allocator, requests));
+  for (size_t i = 0; i < made.size(); ++i) {
+    out.emplace(ks[i], std::move(made[i]));
+  }
+  return out;
 }
 
 // Allocates every planned tensor and runs the pipeline into them. On
@@ -160,6 +178,7 @@ Result<std::vector<Tensor>> Restore(const FileReader& reader,
                                     const LoadOptions& options,
                                     DeviceRuntime& runtime,
                                     PipelineStats* stats) {
+  CallerStreams caller(runtime, options.caller_stream);
   const Manifest& m = reader.manifest();
   const size_t n = plan.tensor_index.size();
   std::vector<Tensor> tensors;
@@ -173,6 +192,10 @@ Result<std::vector<Tensor>> Restore(const FileReader& reader,
                  CanAliasFile(m.tensors[plan.tensor_index[k]]);
   }
   RCKPT_ASSIGN_OR_RETURN(HostArena arena, HostArena::Create(m, plan, aliased));
+  std::map<size_t, Tensor> allocated;
+  if (options.device_allocator != nullptr) {
+    RCKPT_ASSIGN_OR_RETURN(allocated, AllocateWithAllocator(m, plan, *options.device_allocator));
+  }
   std::vector<ShardedDest> sharded;
   for (size_t k = 0; k < n; ++k) {
     const TensorMeta& t = m.tensors[plan.tensor_index[k]];
@@ -185,9 +208,14 @@ Result<std::vector<Tensor>> Restore(const FileReader& reader,
       tensors.push_back(std::move(tensor));
       continue;
     }
-    RCKPT_ASSIGN_OR_RETURN(Tensor tensor, target.is_cpu() && arena.active()
-                                              ? arena.Take(t)
-                                              : AllocateTensor(runtime, t, target));
+    Tensor tensor;
+    if (auto it = allocated.find(k); it != allocated.end()) {
+      tensor = std::move(it->second);
+    } else {
+      RCKPT_ASSIGN_OR_RETURN(tensor, target.is_cpu() && arena.active()
+                                         ? arena.Take(t)
+                                         : AllocateTensor(runtime, t, target));
+    }
     if (t.sharded()) {
       sharded.push_back(ShardedDest{&t, target, tensor.data()});
     } else {
@@ -195,7 +223,7 @@ Result<std::vector<Tensor>> Restore(const FileReader& reader,
     }
     tensors.push_back(std::move(tensor));
   }
-  const PipelineOptions po = PipelineOptionsOf(options, runtime, mapping.get());
+  const PipelineOptions po = PipelineOptionsOf(options, runtime, mapping.get(), &caller);
   RCKPT_RETURN_IF_ERROR(RunLoadPipeline(reader, dests, po, stats));
   RCKPT_RETURN_IF_ERROR(AssembleSharded(reader, sharded, po, stats));
   return tensors;
@@ -231,18 +259,19 @@ void KeepChosenSections(const LoadOptions& o, Checkpoint& ck) {
 struct OpenedFile {
   std::chrono::steady_clock::time_point start;
   DeviceRuntime* runtime;
-  int device_count;
+  DeviceInventory devices;
   std::unique_ptr<FileReader> reader;
 };
 
 Result<OpenedFile> OpenForLoad(const std::string& path,
                                const LoadOptions& options,
                                int device_count = -1) {
-  OpenedFile f;
-  f.start = std::chrono::steady_clock::now();
-  f.runtime = &RuntimeOf(options);
-  f.device_count = device_count >= 0 ? device_count : f.runtime->DeviceCount();
-  RCKPT_RETURN_IF_ERROR(CheckLoadOptions(options, f.device_count));
+  DeviceRuntime* runtime = &RuntimeOf(options);
+  OpenedFile f{std::chrono::steady_clock::now(), runtime,
+               device_count >= 0 ? DeviceInventory::Assumed(device_count)
+                                 : DeviceInventory(*runtime, options.auto_device),
+               nullptr};
+  RCKPT_RETURN_IF_ERROR(CheckLoadOptions(options, f.devices));
   RCKPT_ASSIGN_OR_RETURN(f.reader,
                          FileReader::Open(FileSystemOf(options), path));
   return f;
@@ -255,7 +284,7 @@ Result<Checkpoint> Load(const std::string& path, const LoadOptions& options) {
   const Manifest& m = f.reader->manifest();
   RCKPT_ASSIGN_OR_RETURN(
       LoadPlan plan,
-      PlanPlacements(m.sections, m.tensors, m.rng, options, f.device_count));
+      PlanPlacements(m.sections, m.tensors, m.rng, options, f.devices));
   // Sections, RNG records (validated here, before any tensor byte is read),
   // tree and metadata.
   RCKPT_ASSIGN_OR_RETURN(Checkpoint ck, CheckpointSkeleton(m));
@@ -354,12 +383,12 @@ Status LoadInto(const std::string& path, const std::vector<LoadTarget>& targets,
     msg.pop_back();
     return Status::InvalidArgument(msg);
   }
-  auto check_device = [&](const TensorMeta& t, Device d) {
-    if (DeviceExists(d, f.device_count)) return Status::Ok();
+  auto check_device = [&](const TensorMeta& t, Device d) -> Status {
+    RCKPT_ASSIGN_OR_RETURN(bool exists, f.devices.Exists(d));
+    if (exists) return Status::Ok();
     return Status::DeviceUnavailable(
         "load_into target '" + t.name + "' is on " + d.ToString() +
-        ", which does not exist: this machine has " +
-        DescribeCudaDevices(f.device_count));
+        ", which does not exist: this machine has " + f.devices.Describe());
   };
   for (const TensorDest& d : dests) {
     RCKPT_RETURN_IF_ERROR(check_device(*d.tensor, d.device));
@@ -369,7 +398,10 @@ Status LoadInto(const std::string& path, const std::vector<LoadTarget>& targets,
   }
   PipelineStats ps;
   const std::shared_ptr<std::byte> mapping = MapForLoad(*f.reader, options);
-  const PipelineOptions po = PipelineOptionsOf(options, *f.runtime, mapping.get());
+  // The targets may still be read by the caller's work: the copies wait
+  // for it.
+  CallerStreams caller(*f.runtime, options.caller_stream);
+  const PipelineOptions po = PipelineOptionsOf(options, *f.runtime, mapping.get(), &caller);
   RCKPT_RETURN_IF_ERROR(RunLoadPipeline(*f.reader, dests, po, &ps));
   RCKPT_RETURN_IF_ERROR(AssembleSharded(*f.reader, sharded, po, &ps));
   FillStats(options, *f.reader, ps, f.start, 0);
@@ -404,7 +436,7 @@ Result<std::vector<TensorEntry>> ReadTensors(
   }
   RCKPT_ASSIGN_OR_RETURN(LoadPlan plan,
                          PlanPlacements(m.sections, m.tensors, m.rng, options,
-                                        f.device_count, &indices));
+                                        f.devices, &indices));
   PipelineStats ps;
   RCKPT_ASSIGN_OR_RETURN(std::vector<Tensor> tensors,
                          Restore(*f.reader, plan, options, *f.runtime, &ps));
@@ -432,7 +464,7 @@ Result<std::vector<Placement>> PlanLoad(const std::string& path,
   const Manifest& m = f.reader->manifest();
   RCKPT_ASSIGN_OR_RETURN(
       LoadPlan plan,
-      PlanPlacements(m.sections, m.tensors, m.rng, options, f.device_count));
+      PlanPlacements(m.sections, m.tensors, m.rng, options, f.devices));
   return std::move(plan.placements);
 }
 

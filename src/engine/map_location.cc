@@ -63,22 +63,21 @@ Result<MapLocation> MapLocation::Parse(std::string_view spec) {
   return Map(std::move(tags));
 }
 
-Device MapLocation::Apply(const TensorInfo& info) const {
+std::optional<Device> MapLocation::Lookup(const TensorInfo& info) const {
   switch (kind_) {
     case Kind::kNone:
-      return info.origin;
+      return std::nullopt;
     case Kind::kDevice:
       return device_;
     case Kind::kMap: {
       auto it = tags_.find(info.origin);
-      return it == tags_.end() ? info.origin : it->second;
+      if (it == tags_.end()) return std::nullopt;
+      return it->second;
     }
-    case Kind::kCallback: {
-      std::optional<Device> d = callback_(info);
-      return d.has_value() ? *d : info.origin;
-    }
+    case Kind::kCallback:
+      return callback_(info);
   }
-  return info.origin;
+  return std::nullopt;
 }
 
 std::string MapLocation::ToString() const {

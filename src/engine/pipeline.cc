@@ -12,6 +12,7 @@
 #include <string>
 
 #include "codec/codec.h"
+#include "engine/caller_streams.h"
 #include "engine/staging_ring.h"
 #include "util/free_list.h"
 #include "util/host_memory.h"
@@ -50,6 +51,7 @@ struct DeviceLane {
   Device device;
   Stream stream;
   bool has_stream = false;
+  bool device_unshuffle = false;  // UnshuffleAsync runs on this device
   std::mutex mu;
   void* scratch = nullptr;
 };
@@ -106,6 +108,8 @@ class LoadRun {
   std::vector<Item> items_;  // in file order
 
   std::atomic<uint64_t> bytes_read_{0};
+  std::atomic<uint64_t> device_unshuffled_{0};
+  std::atomic<uint64_t> host_unshuffled_{0};
   std::atomic<bool> failed_{false};
   std::mutex mu_;
   std::condition_variable cv_;
@@ -223,9 +227,12 @@ Status LoadRun::DeviceChunk(const TensorDest& dest, size_t ci,
   DeviceLane& lane = *lanes_.at(dest.device.index);
   std::byte* dst = static_cast<std::byte*>(dest.data) + c.tensor_offset;
   if (Mapped(c) != nullptr) bytes_read_ += c.stored_size;
+  if (c.shuffle_elem >= 2) {
+    (lane.device_unshuffle ? device_unshuffled_ : host_unshuffled_) += c.raw_size;
+  }
   if (c.raw_size <= ring_->slot_bytes()) {
     RCKPT_ASSIGN_OR_RETURN(StagingRing::Slot slot, ring_->Acquire(c.raw_size));
-    const bool shuffled = c.shuffle_elem >= 2;
+    const bool shuffled = c.shuffle_elem >= 2 && lane.device_unshuffle;
     Status s = Decode(t, ci, {slot.data, c.raw_size}, Mapped(c), shuffled,
                       /*in_place=*/false, b);
     if (!s.ok()) {
@@ -370,10 +377,15 @@ Status LoadRun::SetUpDevices(const std::vector<TensorDest>& dests) {
     if (!stream.ok()) return stream.status();
     lane->stream = *stream;
     lane->has_stream = true;
+    if (options_.caller != nullptr) {
+      RCKPT_RETURN_IF_ERROR(options_.caller->WaitForCaller(lane->device, lane->stream));
+    }
+    lane->device_unshuffle =
+        options_.device_unshuffle && options_.runtime->CanUnshuffle(lane->device, nullptr);
   }
   RCKPT_ASSIGN_OR_RETURN(
-      ring_, StagingRing::Create(*options_.runtime, options_.staging_bytes,
-                                 std::max<uint64_t>(max_chunk, 1)));
+      ring_, StagingRing::Create(*options_.runtime, lanes_.begin()->second->device,
+                                 options_.staging_bytes, std::max<uint64_t>(max_chunk, 1)));
   return Status::Ok();
 }
 
@@ -451,6 +463,8 @@ Status LoadRun::Run(const std::vector<TensorDest>& dests,
     stats->bytes_restored = error_.ok() && teardown.ok() ? total : bytes_done_;
     stats->staging_high_water = ring_ ? ring_->high_water() : 0;
     stats->staging_capacity = ring_ ? ring_->capacity() : 0;
+    stats->device_unshuffled_bytes = device_unshuffled_;
+    stats->host_unshuffled_bytes = host_unshuffled_;
   }
   ring_.reset();
   if (!error_.ok()) return error_;

@@ -12,7 +12,12 @@
 //   shuffle: byte-shuffled chunks stay shuffled through the ring, land in a
 //            per-device scratch buffer of one slot, and the device
 //            un-shuffles them into the destination (UnshuffleAsync), so the
-//            CPU runs only zstd for them
+//            CPU runs only zstd for them; where the device cannot
+//            (DeviceRuntime::CanUnshuffle), the worker un-shuffles into the
+//            slot instead
+//   order  : each device's stream first waits for the caller's stream
+//            (CallerStreams), so memory the caller's work still uses is
+//            not overwritten
 //
 // A chunk larger than a slot (only when staging_bytes < 2 x the chunk size)
 // is decoded into ordinary host memory first and streamed through the ring
@@ -28,6 +33,8 @@
 #include "rckpt/runtime.h"
 
 namespace rckpt {
+
+class CallerStreams;
 
 // Where one tensor's bytes go: host memory (device cpu) or memory of a CUDA
 // device of the pipeline's runtime, `tensor->nbytes` long.
@@ -51,6 +58,10 @@ struct PipelineOptions {
   // null. When set, stored bytes are decoded straight from it: no pread, no
   // copy of compressed bytes.
   const std::byte* mapped_file = nullptr;
+  // The call's caller streams (null: none); used on the calling thread.
+  CallerStreams* caller = nullptr;
+  // false: shuffled chunks bound for a device are un-shuffled on the host.
+  bool device_unshuffle = true;
 };
 
 struct PipelineStats {
@@ -58,6 +69,8 @@ struct PipelineStats {
   uint64_t bytes_restored = 0;
   uint64_t staging_high_water = 0;
   uint64_t staging_capacity = 0;  // 0 when no device destination
+  uint64_t device_unshuffled_bytes = 0;  // shuffled bytes a device un-shuffled
+  uint64_t host_unshuffled_bytes = 0;    // shuffled bytes bound for a device the host un-shuffled
 };
 
 // Fills every destination. On success all copies have completed. On failure

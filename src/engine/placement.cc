@@ -12,12 +12,62 @@ std::string DescribeCudaDevices(int n) {
          " CUDA devices (cuda:0 to cuda:" + std::to_string(n - 1) + ")";
 }
 
-bool DeviceExists(Device device, int cuda_device_count) {
-  if (device.is_cpu()) return true;
-  return device.index >= 0 && device.index < cuda_device_count;
+DeviceInventory::DeviceInventory(DeviceRuntime& runtime,
+                                 std::function<Result<int>(int device_count)> auto_device)
+    : runtime_(&runtime), auto_device_(std::move(auto_device)) {}
+
+DeviceInventory DeviceInventory::Assumed(int count) {
+  DeviceInventory d;
+  d.count_ = Result<int>(count < 0 ? 0 : count);
+  d.current_ = count > 0 ? 0 : -1;
+  if (count <= 0) d.no_device_reason_ = "as assumed";
+  return d;
 }
 
-Status CheckLoadOptions(const LoadOptions& options, int cuda_device_count) {
+Result<int> DeviceInventory::Count() {
+  if (!count_.has_value()) {
+    count_ = runtime_->DeviceCount();
+    if (count_->ok() && **count_ == 0) no_device_reason_ = runtime_->NoDeviceReason();
+  }
+  return *count_;
+}
+
+std::string DeviceInventory::Describe() {
+  Result<int> n = Count();
+  if (!n.ok()) return "";
+  if (*n > 0 || no_device_reason_.empty()) return DescribeCudaDevices(*n);
+  return "no CUDA device (" + no_device_reason_ + ")";
+}
+
+Result<bool> DeviceInventory::Exists(Device device) {
+  if (device.is_cpu()) return true;
+  RCKPT_ASSIGN_OR_RETURN(int n, Count());
+  return device.index >= 0 && device.index < n;
+}
+
+Result<Device> DeviceInventory::Auto() {
+  RCKPT_ASSIGN_OR_RETURN(int n, Count());
+  if (!current_.has_value()) {
+    if (auto_device_) {
+      RCKPT_ASSIGN_OR_RETURN(int c, auto_device_(n));
+      current_ = c;
+    } else if (n > 0) {
+      RCKPT_ASSIGN_OR_RETURN(int c, runtime_->CurrentDevice());
+      current_ = c;
+    } else {
+      current_ = -1;
+    }
+  }
+  if (*current_ == -1) return Device::Cpu();
+  if (*current_ < 0 || *current_ >= n) {
+    return Status::DeviceUnavailable(
+        "model_device auto: the current device cuda:" + std::to_string(*current_) +
+        " does not exist: this machine has " + Describe());
+  }
+  return Device::Cuda(*current_);
+}
+
+Status CheckLoadOptions(const LoadOptions& options, DeviceInventory& devices) {
   if (options.map_location.is_set() && options.model_device.has_value()) {
     return Status::InvalidArgument(
         "map_location and model_device are incompatible: pass one of them "
@@ -36,10 +86,11 @@ Status CheckLoadOptions(const LoadOptions& options, int cuda_device_count) {
   }
   if (options.model_device.has_value() && !options.model_device->is_auto()) {
     Device d = options.model_device->device();
-    if (!DeviceExists(d, cuda_device_count)) {
+    RCKPT_ASSIGN_OR_RETURN(bool exists, devices.Exists(d));
+    if (!exists) {
       return Status::DeviceUnavailable("model_device " + d.ToString() +
                                        " does not exist: this machine has " +
-                                       DescribeCudaDevices(cuda_device_count));
+                                       devices.Describe());
     }
   }
   return Status::Ok();
@@ -54,20 +105,48 @@ const std::vector<std::string>& CanonicalSections() {
 
 namespace {
 
+// The edit distance between two names, for "did you mean".
+size_t Distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// `known` is every name accepted; `in_file` the file's own, which the
+// message lists.
 Status CheckSectionNames(const std::vector<std::string>& names,
                          std::string_view option,
-                         const std::set<std::string>& known) {
+                         const std::set<std::string>& known,
+                         const std::vector<SectionInfo>& in_file) {
   for (const std::string& name : names) {
-    if (known.count(name) == 0) {
-      std::string list;
-      for (const std::string& k : known) {
-        if (!list.empty()) list += ", ";
-        list += k;
-      }
-      return Status::InvalidArgument(std::string(option) +
-                                     ": unknown section '" + name +
-                                     "' (known: " + list + ")");
+    if (known.count(name) != 0) continue;
+    std::string list;
+    for (const SectionInfo& s : in_file) {
+      if (!list.empty()) list += ", ";
+      list += s.name;
     }
+    std::string closest;
+    size_t best = std::max<size_t>(2, name.size() / 3) + 1;
+    for (const std::string& k : known) {
+      const size_t d = Distance(name, k);
+      if (d < best) {
+        best = d;
+        closest = k;
+      }
+    }
+    return Status::InvalidArgument(
+        std::string(option) + ": unknown section '" + name + "'" +
+        (closest.empty() ? "" : " (did you mean '" + closest + "'?)") + "; this file's sections: " +
+        (list.empty() ? "none" : list));
   }
   return Status::Ok();
 }
@@ -75,28 +154,55 @@ Status CheckSectionNames(const std::vector<std::string>& names,
 std::string Quote(std::string_view s) { return std::string("'").append(s).append("'"); }
 
 // The error of a load with no options for a tensor whose origin is missing.
-Status AsStoredUnavailable(const TensorMeta& t, int count) {
+Status AsStoredUnavailable(const TensorMeta& t, DeviceInventory& devices, int count) {
   std::string map_example =
       "{\"" + t.origin.ToString() + "\": \"" +
       (count > 0 ? std::string("cuda:0") : std::string("cpu")) + "\"}";
   return Status::DeviceUnavailable(
       "tensor " + Quote(t.name) + " (section " + Quote(t.section) +
       ") was saved on " + t.origin.ToString() +
-      ", which does not exist here: this machine has " +
-      DescribeCudaDevices(count) +
-      "; pass model_device=\"auto\" (model tensors to cuda:0 when a CUDA "
-      "device is usable, everything else to cpu) or map_location (a device "
+      ", which does not exist here: this machine has " + devices.Describe() +
+      "; pass model_device=\"auto\" (model tensors to this process's current CUDA "
+      "device when there is a GPU, everything else to cpu) or map_location (a device "
       "such as \"cpu\", or a tag map such as " +
       map_example + ")");
 }
 
-Status MappedUnavailable(const TensorMeta& t, Device target,
-                         const MapLocation& map, int count) {
+// The devices the chosen tensors were saved on: "cuda:1, cpu".
+std::string SavedDevices(const std::vector<TensorMeta>& tensors, const std::vector<size_t>& chosen) {
+  std::set<Device> seen;
+  for (size_t i : chosen) seen.insert(tensors[i].origin);
+  std::string out;
+  for (const Device& d : seen) {
+    if (!out.empty()) out += ", ";
+    out += d.ToString();
+  }
+  return out;
+}
+
+Status MappedUnavailable(const TensorMeta& t, std::optional<Device> mapped, Device target,
+                         const MapLocation& map, DeviceInventory& devices,
+                         const std::string& saved_on) {
+  const std::string where = "this machine has " + devices.Describe();
+  if (!mapped.has_value() && map.is_tag_map()) {
+    return Status::DeviceUnavailable(
+        "tensor " + Quote(t.name) + " (section " + Quote(t.section) + ") was saved on " +
+        t.origin.ToString() + ", which the map_location tag map " + map.ToString() +
+        " has no entry for (keys are exact device tags; \"cuda\" means cuda:0), so it stays on " +
+        target.ToString() + ", which does not exist: " + where + ". This file's tensors were saved on " +
+        saved_on + "; map each of them (\"" + t.origin.ToString() +
+        "=cpu\"), or pass one device (map_location=\"cpu\")");
+  }
+  if (!mapped.has_value()) {
+    return Status::DeviceUnavailable(
+        "tensor " + Quote(t.name) + " (section " + Quote(t.section) + ", saved on " +
+        t.origin.ToString() + "): map_location " + map.ToString() +
+        " left it where it was saved, which does not exist: " + where);
+  }
   return Status::DeviceUnavailable(
-      "tensor " + Quote(t.name) + " (section " + Quote(t.section) +
-      ", saved on " + t.origin.ToString() + "): map_location " +
-      map.ToString() + " sends it to " + target.ToString() +
-      ", which does not exist: this machine has " + DescribeCudaDevices(count));
+      "tensor " + Quote(t.name) + " (section " + Quote(t.section) + ", saved on " +
+      t.origin.ToString() + "): map_location " + map.ToString() + " sends it to " +
+      target.ToString() + ", which does not exist: " + where);
 }
 
 }  // namespace
@@ -107,9 +213,9 @@ Result<std::vector<size_t>> SelectTensors(
   std::set<std::string> known(CanonicalSections().begin(),
                               CanonicalSections().end());
   for (const SectionInfo& s : sections) known.insert(s.name);
-  RCKPT_RETURN_IF_ERROR(CheckSectionNames(options.sections, "sections", known));
+  RCKPT_RETURN_IF_ERROR(CheckSectionNames(options.sections, "sections", known, sections));
   RCKPT_RETURN_IF_ERROR(
-      CheckSectionNames(options.skip_sections, "skip_sections", known));
+      CheckSectionNames(options.skip_sections, "skip_sections", known, sections));
   const std::set<std::string> want(options.sections.begin(),
                                    options.sections.end());
   const std::set<std::string> skip(options.skip_sections.begin(),
@@ -128,7 +234,7 @@ Result<LoadPlan> PlanPlacements(const std::vector<SectionInfo>& sections,
                                 const std::vector<TensorMeta>& tensors,
                                 const std::vector<RngRecord>& rng,
                                 const LoadOptions& options,
-                                int cuda_device_count,
+                                DeviceInventory& devices,
                                 const std::vector<size_t>* only) {
   std::vector<size_t> chosen;
   if (only != nullptr) {
@@ -137,11 +243,19 @@ Result<LoadPlan> PlanPlacements(const std::vector<SectionInfo>& sections,
     RCKPT_ASSIGN_OR_RETURN(chosen, SelectTensors(sections, tensors, options));
   }
 
-  const std::optional<Device> model_device =
-      options.model_device.has_value()
-          ? std::optional<Device>(
-                options.model_device->Resolve(cuda_device_count))
-          : std::nullopt;
+  // "auto" is resolved at the first model-role tensor: a load without one
+  // never asks the runtime.
+  std::optional<Device> model_device;
+  auto model_target = [&]() -> Result<Device> {
+    if (!model_device.has_value()) {
+      if (options.model_device->is_auto()) {
+        RCKPT_ASSIGN_OR_RETURN(model_device, devices.Auto());
+      } else {
+        model_device = options.model_device->device();
+      }
+    }
+    return *model_device;
+  };
 
   LoadPlan plan;
   plan.placements.reserve(chosen.size() + rng.size());
@@ -151,18 +265,24 @@ Result<LoadPlan> PlanPlacements(const std::vector<SectionInfo>& sections,
     Device target = Device::Cpu();
     if (t.role == Role::kHost) {
       target = Device::Cpu();
-    } else if (model_device.has_value()) {
-      target = t.role == Role::kModel ? *model_device : Device::Cpu();
+    } else if (options.model_device.has_value()) {
+      if (t.role == Role::kModel) {
+        RCKPT_ASSIGN_OR_RETURN(target, model_target());
+      }
     } else if (options.map_location.is_set()) {
-      target = options.map_location.Apply(t);
-      if (!DeviceExists(target, cuda_device_count)) {
-        return MappedUnavailable(t, target, options.map_location,
-                                 cuda_device_count);
+      const std::optional<Device> mapped = options.map_location.Lookup(t);
+      target = mapped.value_or(t.origin);
+      RCKPT_ASSIGN_OR_RETURN(bool exists, devices.Exists(target));
+      if (!exists) {
+        return MappedUnavailable(t, mapped, target, options.map_location, devices,
+                                 SavedDevices(tensors, chosen));
       }
     } else {
       target = t.origin;
-      if (!DeviceExists(target, cuda_device_count)) {
-        return AsStoredUnavailable(t, cuda_device_count);
+      RCKPT_ASSIGN_OR_RETURN(bool exists, devices.Exists(target));
+      if (!exists) {
+        RCKPT_ASSIGN_OR_RETURN(int count, devices.Count());
+        return AsStoredUnavailable(t, devices, count);
       }
     }
     plan.placements.push_back(

@@ -3,6 +3,8 @@
 target_sources(rckpt PRIVATE
   ${RCKPT_SRC}/engine/async_save.cc
   ${RCKPT_SRC}/engine/block_read.cc
+  ${RCKPT_SRC}/engine/caller_streams.cc
+  ${RCKPT_SRC}/engine/device_alloc.cc
   ${RCKPT_SRC}/engine/diff.cc
   ${RCKPT_SRC}/engine/encode.cc
   ${RCKPT_SRC}/engine/inspect.cc

@@ -4,7 +4,7 @@
 
 namespace rckpt {
 
-Result<std::unique_ptr<StagingRing>> StagingRing::Create(DeviceRuntime& runtime,
+Result<std::unique_ptr<StagingRing>> StagingRing::Create(DeviceRuntime& runtime, Device device,
                                                          uint64_t capacity,
                                                          uint64_t max_piece) {
   if (capacity == 0) {
@@ -16,7 +16,7 @@ Result<std::unique_ptr<StagingRing>> StagingRing::Create(DeviceRuntime& runtime,
   constexpr uint64_t kSlotAlign = 4096;
   if (slot > kSlotAlign) slot = slot / kSlotAlign * kSlotAlign;
   const uint64_t count = capacity / slot;
-  RCKPT_ASSIGN_OR_RETURN(void* base, runtime.AllocatePinned(slot * count));
+  RCKPT_ASSIGN_OR_RETURN(void* base, runtime.AllocatePinned(device, slot * count));
   return std::unique_ptr<StagingRing>(new StagingRing(
       runtime, static_cast<std::byte*>(base), slot, static_cast<int>(count)));
 }

@@ -30,9 +30,10 @@ class StagingRing {
 
   // Slot size: the smallest of `max_piece` and capacity / 2 (so that at
   // least two slots overlap filling and copying), never 0; the slot count is
-  // capacity / slot size. One AllocatePinned of slot count * slot size <=
-  // capacity bytes. OutOfMemory when it fails.
-  static Result<std::unique_ptr<StagingRing>> Create(DeviceRuntime& runtime,
+  // capacity / slot size. One AllocatePinned (by `device`'s context; usable
+  // by copies of every device) of slot count * slot size <= capacity bytes.
+  // OutOfMemory when it fails.
+  static Result<std::unique_ptr<StagingRing>> Create(DeviceRuntime& runtime, Device device,
                                                      uint64_t capacity,
                                                      uint64_t max_piece);
   ~StagingRing();  // REQUIRES: Drain() has returned; frees the memory

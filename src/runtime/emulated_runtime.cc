@@ -6,6 +6,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <future>
 #include <map>
 #include <mutex>
 #include <new>
@@ -115,10 +116,12 @@ class EmulatedRuntimeImpl final : public EmulatedRuntime {
         live_bytes_(options.device_count, 0) {}
 
   ~EmulatedRuntimeImpl() override {
+    current_device_.erase(this);
     // Streams first (events hold them too): their workers may still touch
     // device memory.
     events_.clear();
     streams_.clear();
+    default_streams_.clear();
     for (auto& dev : allocs_) {
       for (auto& [start, size] : dev) {
         ::operator delete(reinterpret_cast<void*>(start), kAlign);
@@ -128,7 +131,33 @@ class EmulatedRuntimeImpl final : public EmulatedRuntime {
   }
 
   std::string_view name() const override { return name_; }
-  int DeviceCount() override { return options_.device_count; }
+  Result<int> DeviceCount() override { return options_.device_count; }
+  std::string NoDeviceReason() override {
+    return options_.device_count == 0 ? "the emulated runtime has 0 devices" : "";
+  }
+  Result<int> CurrentDevice() override {
+    if (options_.device_count == 0) {
+      return Status::DeviceUnavailable("CurrentDevice: " + name_ + " has no devices");
+    }
+    auto it = current_device_.find(this);
+    return it == current_device_.end() ? 0 : it->second;
+  }
+  void SetCurrentDevice(int device) override { current_device_[this] = device; }
+
+  std::shared_ptr<void> HoldStream(Device device, Stream stream) override {
+    Result<std::shared_ptr<StreamState>> state = FindStream(device, stream);
+    if (!state.ok()) return nullptr;
+    auto gate = std::make_shared<std::promise<void>>();
+    std::shared_future<void> open = gate->get_future().share();
+    (*state)->Enqueue([open] {
+      open.wait();
+      return Status::Ok();
+    });
+    return std::shared_ptr<void>(new int(0), [gate](int* p) {
+      gate->set_value();
+      delete p;
+    });
+  }
   int device_count() const override { return options_.device_count; }
 
   Result<void*> Allocate(Device device, uint64_t bytes) override {
@@ -170,7 +199,7 @@ class EmulatedRuntimeImpl final : public EmulatedRuntime {
     ::operator delete(ptr, kAlign);
   }
 
-  Result<void*> AllocatePinned(uint64_t bytes) override {
+  Result<void*> AllocatePinned(Device /*device*/, uint64_t bytes) override {
     void* p = ::operator new(bytes == 0 ? 1 : bytes, kAlign, std::nothrow);
     if (p == nullptr) {
       return Status::OutOfMemory("AllocatePinned: " + std::to_string(bytes) +
@@ -232,9 +261,19 @@ class EmulatedRuntimeImpl final : public EmulatedRuntime {
     return Status::Ok();
   }
 
+  bool CanUnshuffle(Device /*device*/, std::string* why_not) override {
+    if (!options_.device_unshuffle && why_not != nullptr) {
+      *why_not = "the emulated device un-shuffle is turned off";
+    }
+    return options_.device_unshuffle;
+  }
+
   Status UnshuffleAsync(Device device, Stream stream, void* dst,
                         const void* src, uint64_t bytes,
                         uint32_t elem_size) override {
+    if (!options_.device_unshuffle) {
+      return Status::Unsupported("UnshuffleAsync: the emulated device un-shuffle is turned off");
+    }
     if (elem_size < 2) {
       return Status::InvalidArgument("UnshuffleAsync: elem_size " +
                                      std::to_string(elem_size) +
@@ -243,7 +282,8 @@ class EmulatedRuntimeImpl final : public EmulatedRuntime {
     RCKPT_ASSIGN_OR_RETURN(auto state, FindStream(device, stream));
     RCKPT_RETURN_IF_ERROR(CheckRange(device, dst, bytes, "UnshuffleAsync dst"));
     RCKPT_RETURN_IF_ERROR(CheckRange(device, src, bytes, "UnshuffleAsync src"));
-    state->Enqueue([dst, src, bytes, elem_size] {
+    state->Enqueue([this, dst, src, bytes, elem_size] {
+      ++unshuffles_;
       UnshuffleBytes({static_cast<const std::byte*>(src), bytes},
                      {static_cast<std::byte*>(dst), bytes}, elem_size);
       return Status::Ok();
@@ -260,6 +300,33 @@ class EmulatedRuntimeImpl final : public EmulatedRuntime {
     void* handle = event.get();
     events_[handle] = std::move(event);
     return Event{handle};
+  }
+
+  Status StreamWaitEvent(Device device, Stream stream, Event event) override {
+    RCKPT_ASSIGN_OR_RETURN(auto state, FindStream(device, stream));
+    std::shared_ptr<StreamState> waited;
+    uint64_t seq = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = events_.find(event.handle);
+      if (it == events_.end()) {
+        return Status::DeviceError("StreamWaitEvent: unknown event");
+      }
+      if (it->second->stream->device != device.index) {
+        return Status::DeviceError("StreamWaitEvent: an event of cuda:" +
+                                   std::to_string(it->second->stream->device) +
+                                   " waited for on " + device.ToString());
+      }
+      waited = it->second->stream;
+      seq = it->second->seq;
+    }
+    // The waiting stream does not inherit the other stream's error, as in
+    // CUDA; only the ordering.
+    state->Enqueue([waited, seq] {
+      (void)waited->WaitFor(seq);
+      return Status::Ok();
+    });
+    return Status::Ok();
   }
 
   Status WaitEvent(Event event) override {
@@ -325,6 +392,7 @@ class EmulatedRuntimeImpl final : public EmulatedRuntime {
     return std::nullopt;
   }
   uint64_t CopiesExecuted() const override { return copies_.load(); }
+  uint64_t UnshufflesExecuted() const override { return unshuffles_.load(); }
 
  private:
   Status CheckDevice(Device device, std::string_view what) const {
@@ -370,6 +438,11 @@ class EmulatedRuntimeImpl final : public EmulatedRuntime {
                                                   Stream stream) {
     RCKPT_RETURN_IF_ERROR(CheckDevice(device, "stream operation"));
     std::lock_guard<std::mutex> lock(mu_);
+    if (stream.handle == nullptr) {
+      std::shared_ptr<StreamState>& d = default_streams_[device.index];
+      if (d == nullptr) d = std::make_shared<StreamState>(device.index);
+      return d;
+    }
     auto it = streams_.find(stream.handle);
     if (it == streams_.end()) {
       return Status::DeviceError("unknown stream on " + device.ToString());
@@ -400,10 +473,16 @@ class EmulatedRuntimeImpl final : public EmulatedRuntime {
   std::vector<uint64_t> live_bytes_;
   std::set<void*> pinned_;
   std::map<void*, std::shared_ptr<StreamState>> streams_;
+  std::map<int, std::shared_ptr<StreamState>> default_streams_;
   std::map<void*, std::unique_ptr<EventState>> events_;
   int bad_frees_ = 0;
   std::atomic<uint64_t> copies_{0};
+  std::atomic<uint64_t> unshuffles_{0};
+  // Each thread's current device, per runtime.
+  static thread_local std::map<const EmulatedRuntimeImpl*, int> current_device_;
 };
+
+thread_local std::map<const EmulatedRuntimeImpl*, int> EmulatedRuntimeImpl::current_device_;
 
 }  // namespace
 

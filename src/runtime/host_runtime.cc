@@ -20,14 +20,18 @@ Status NoDevice(std::string_view what, Device device) {
 class HostRuntimeImpl final : public DeviceRuntime {
  public:
   std::string_view name() const override { return "host"; }
-  int DeviceCount() override { return 0; }
+  Result<int> DeviceCount() override { return 0; }
+  std::string NoDeviceReason() override { return "the host runtime has no devices"; }
+  Result<int> CurrentDevice() override {
+    return Status::DeviceUnavailable("CurrentDevice: the host runtime has no devices");
+  }
 
   Result<void*> Allocate(Device device, uint64_t /*bytes*/) override {
     return NoDevice("Allocate", device);
   }
   void Free(Device /*device*/, void* /*ptr*/) override {}
 
-  Result<void*> AllocatePinned(uint64_t bytes) override {
+  Result<void*> AllocatePinned(Device /*device*/, uint64_t bytes) override {
     void* p =
         ::operator new(bytes == 0 ? 1 : bytes, kPinnedAlign, std::nothrow);
     if (p == nullptr) {
@@ -52,6 +56,10 @@ class HostRuntimeImpl final : public DeviceRuntime {
                          const void* /*src*/, uint64_t /*bytes*/) override {
     return NoDevice("CopyToHostAsync", device);
   }
+  bool CanUnshuffle(Device /*device*/, std::string* why_not) override {
+    if (why_not != nullptr) *why_not = "the host runtime has no devices";
+    return false;
+  }
   Status UnshuffleAsync(Device device, Stream /*stream*/, void* /*dst*/,
                         const void* /*src*/, uint64_t /*bytes*/,
                         uint32_t /*elem_size*/) override {
@@ -59,6 +67,9 @@ class HostRuntimeImpl final : public DeviceRuntime {
   }
   Result<Event> RecordEvent(Device device, Stream /*stream*/) override {
     return NoDevice("RecordEvent", device);
+  }
+  Status StreamWaitEvent(Device device, Stream /*stream*/, Event /*event*/) override {
+    return NoDevice("StreamWaitEvent", device);
   }
   Status WaitEvent(Event /*event*/) override { return Status::Ok(); }
   void DestroyEvent(Event /*event*/) override {}

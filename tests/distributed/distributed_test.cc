@@ -16,6 +16,7 @@
 #include "rckpt/io.h"
 #include "render.h"
 #include "restart/subprocess.h"
+#include "test_runtime.h"
 
 namespace rckpt {
 namespace {
@@ -23,6 +24,7 @@ namespace {
 using testing::ProcessResult;
 
 ProcessResult Mpi(int ranks, std::vector<std::string> args, const std::string& dir) {
+  StandinEnvironment(ranks);  // the stand-in suite: each rank's GPUs through the CUDA runtime
   std::vector<std::string> argv = {RCKPT_MPIEXEC, "--oversubscribe", "-np", std::to_string(ranks)};
   if (geteuid() == 0) argv.push_back("--allow-run-as-root");
   // One machine, no network: shared memory between the ranks.

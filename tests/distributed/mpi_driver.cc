@@ -107,8 +107,15 @@ int Load(const std::string& dir, int step) {
     wants.push_back(BlockRequest{g.name, b.offsets, b.sizes});
   }
   // Each rank's model side goes to its own (host-emulated) GPU, everything
-  // else to host memory, as model_device places it.
+  // else to host memory, as model_device places it. Under the stand-in
+  // suites (tests/test_runtime.h) the GPUs are rckpt's CUDA runtime over the
+  // stand-in driver instead.
   std::unique_ptr<DeviceRuntime> gpus = NewEmulatedRuntime(g_size);
+  if (const char* driver = std::getenv("RCKPT_TEST_CUDA_DRIVER")) {
+    Result<std::unique_ptr<DeviceRuntime>> cuda = NewCudaRuntime({.driver_library = driver});
+    if (!cuda.ok()) return Fail(cuda.status().ToString());
+    gpus = std::move(*cuda);
+  }
   LoadOptions o;
   o.threads = 1;
   o.runtime = gpus.get();

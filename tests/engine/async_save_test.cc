@@ -12,6 +12,7 @@
 #include "rckpt/io.h"
 #include "rckpt/runtime.h"
 #include "runtime/emulated_runtime.h"
+#include "test_runtime.h"
 #include "test_util.h"
 
 namespace rckpt {
@@ -303,7 +304,7 @@ struct DeviceTensor {
 };
 
 TEST(AsyncSaverTest, DeviceTensorsAreCopiedToPinnedMemoryAndKeepTheirOrigin) {
-  std::unique_ptr<DeviceRuntime> rt = NewEmulatedRuntime(2);
+  std::unique_ptr<DeviceRuntime> rt = NewTestRuntime(2);
   MemFileSystem fs;
   std::vector<float> values(100000);
   for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i);
@@ -332,7 +333,7 @@ TEST(AsyncSaverTest, DeviceTensorsAreCopiedToPinnedMemoryAndKeepTheirOrigin) {
 
 TEST(AsyncSaverTest, FailedDeviceCopyFailsTheSaveAndWritesNothing) {
   std::unique_ptr<DeviceRuntime> rt =
-      NewEmulatedRuntimeForTesting({.device_count = 1, .fail_after_copies = 2});
+      NewTestRuntime({.device_count = 1, .fail_after_copies = 2});
   MemFileSystem fs;
   std::vector<float> values(1000, 1.0f);
   DeviceTensor dev(rt.get(), Device::Cuda(0), values);  // copy 1

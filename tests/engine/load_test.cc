@@ -1,6 +1,7 @@
 // Load, LoadInto, ReadTensors and PlanLoad end to end on in-memory files,
 // with the host-emulated multi-device runtime standing in for GPUs.
 #include "engine/engine_test_util.h"
+#include "test_runtime.h"
 #include "format/file_reader.h"
 
 namespace rckpt {
@@ -35,7 +36,7 @@ class LoadTest : public ::testing::Test {
     return o;
   }
   std::unique_ptr<EmulatedRuntime> Emulated(int n) {
-    return NewEmulatedRuntimeForTesting({.device_count = n});
+    return NewTestRuntime({.device_count = n});
   }
   // [begin, end) of every chunk of the tensors of `section`.
   std::vector<std::pair<uint64_t, uint64_t>> ExtentsOf(

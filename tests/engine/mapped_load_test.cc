@@ -15,6 +15,7 @@
 #include <map>
 
 #include "engine/engine_test_util.h"
+#include "test_runtime.h"
 #include "format/file_reader.h"
 
 namespace rckpt {
@@ -251,7 +252,7 @@ TEST_F(MappedLoadTest, DeviceDestinationsStreamFromTheMapping) {
   Checkpoint saved = HippynnLike(Device::Cuda(0), 512);
   for (Codec codec : {Codec::kNone, Codec::kZstd}) {
     SaveTo(saved, {.codec = codec, .chunk_bytes = 16 << 10});
-    auto rt = NewEmulatedRuntimeForTesting({.device_count = 1});
+    auto rt = NewTestRuntime({.device_count = 1});
     LoadOptions o = Mapped();
     o.runtime = rt.get();
     o.staging_bytes = 64 << 10;

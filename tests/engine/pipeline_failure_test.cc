@@ -1,6 +1,7 @@
 // Failures in the middle of a device load end in one clean error, with
 // every device buffer, pinned slot, stream and event given back.
 #include "engine/engine_test_util.h"
+#include "test_runtime.h"
 #include "format/file_reader.h"
 
 namespace rckpt {
@@ -47,7 +48,7 @@ TEST_F(PipelineFailureTest, CopyFailingMidwayIsADeviceErrorWithNothingLeaked) {
   const int chunks = TotalChunks();
   ASSERT_GT(chunks, 20);
   for (int fail_at : {1, chunks / 2, chunks}) {
-    auto rt = NewEmulatedRuntimeForTesting(
+    auto rt = NewTestRuntime(
         {.device_count = 2, .fail_after_copies = fail_at});
     EXPECT_THAT(Load(kPath, On(rt.get())),
                 StatusIs(StatusCode::kDeviceError, "injected"))
@@ -64,7 +65,7 @@ TEST_F(PipelineFailureTest, CorruptChunkMidwayIsCorruptionWithNothingLeaked) {
   std::vector<std::byte> bytes = *fs_.GetFile(kPath);
   bytes[chunk.offset + chunk.stored_size / 2] ^= std::byte{0x5a};
   fs_.SetFile(kPath, bytes);
-  auto rt = NewEmulatedRuntimeForTesting({.device_count = 2});
+  auto rt = NewTestRuntime({.device_count = 2});
   EXPECT_THAT(Load(kPath, On(rt.get())),
               StatusIs(StatusCode::kCorruption, "tensor 'w3'"));
   EXPECT_TRUE(rt->NothingLive());
@@ -77,7 +78,7 @@ TEST_F(PipelineFailureTest, CorruptChunkMidwayIsCorruptionWithNothingLeaked) {
 
 TEST_F(PipelineFailureTest, DeviceOutOfMemoryFreesWhatWasAllocated) {
   // Room for a few tensors of one device, not all of them.
-  auto rt = NewEmulatedRuntimeForTesting(
+  auto rt = NewTestRuntime(
       {.device_count = 2, .device_memory_bytes = 300 << 10});
   EXPECT_THAT(Load(kPath, On(rt.get())),
               StatusIs(StatusCode::kOutOfMemory, "tensor 'w"));
@@ -85,7 +86,7 @@ TEST_F(PipelineFailureTest, DeviceOutOfMemoryFreesWhatWasAllocated) {
 }
 
 TEST_F(PipelineFailureTest, CancellingADeviceLoadFreesEverything) {
-  auto rt = NewEmulatedRuntimeForTesting({.device_count = 2});
+  auto rt = NewTestRuntime({.device_count = 2});
   LoadOptions o = On(rt.get());
   o.progress = [](uint64_t done, uint64_t total) { return done < total / 3; };
   EXPECT_THAT(Load(kPath, o), StatusIs(StatusCode::kIoError, "cancelled"));
@@ -94,7 +95,7 @@ TEST_F(PipelineFailureTest, CancellingADeviceLoadFreesEverything) {
 
 TEST_F(PipelineFailureTest, FailedLoadIntoLeavesCallerBuffersAllocated) {
   auto rt =
-      NewEmulatedRuntimeForTesting({.device_count = 2, .fail_after_copies = 5});
+      NewTestRuntime({.device_count = 2, .fail_after_copies = 5});
   std::vector<LoadTarget> targets;
   for (const TensorEntry& e : saved_.tensors()) {
     auto p = rt->Allocate(Device::Cuda(0), e.tensor.nbytes());

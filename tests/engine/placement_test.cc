@@ -2,10 +2,18 @@
 // hand-built manifests, without files or runtimes.
 #include "engine/placement.h"
 
+#include "runtime/emulated_runtime.h"
 #include "test_util.h"
 
 namespace rckpt {
 namespace {
+
+// A machine of `count` devices, for one check.
+DeviceInventory& Assumed(int count) {
+  static DeviceInventory devices = DeviceInventory::Assumed(0);
+  devices = DeviceInventory::Assumed(count);
+  return devices;
+}
 
 TensorMeta Meta(std::string name, std::string section, Role role, Device origin,
                 Shape shape = {4}) {
@@ -44,7 +52,8 @@ class PlacementTest : public ::testing::Test {
   }
 
   Result<std::map<std::string, Device>> Targets(const LoadOptions& o,
-                                                int devices) {
+                                                int count) {
+    DeviceInventory devices = DeviceInventory::Assumed(count);
     RCKPT_RETURN_IF_ERROR(CheckLoadOptions(o, devices));
     RCKPT_ASSIGN_OR_RETURN(
         LoadPlan plan, PlanPlacements(sections_, tensors_, rng_, o, devices));
@@ -185,10 +194,60 @@ TEST_F(PlacementTest, ModelDeviceAutoIsCuda0WithDevicesElseCpu) {
   EXPECT_EQ(without["exp_avg"], kCpu);
 }
 
+TEST_F(PlacementTest, AutoIsTheCallingThreadsCurrentDevice) {
+  auto rt = NewEmulatedRuntimeForTesting({.device_count = 2});
+  rt->SetCurrentDevice(1);
+  DeviceInventory devices(*rt, nullptr);
+  LoadOptions o;
+  o.model_device = DeviceSpec::Auto();
+  ASSERT_OK_AND_ASSIGN(LoadPlan plan, PlanPlacements(sections_, tensors_, rng_, o, devices));
+  std::map<std::string, Device> t;
+  for (const Placement& p : plan.placements) t[p.name] = p.target;
+  EXPECT_EQ(t["w"], Device::Cuda(1));
+  EXPECT_EQ(t["exp_avg"], Device::Cuda(1));
+  EXPECT_EQ(t["db.x"], kCpu);
+}
+
+TEST_F(PlacementTest, AutoFollowsTheDeviceTheCallerSays) {
+  auto rt = NewEmulatedRuntimeForTesting({.device_count = 4});
+  DeviceInventory devices(*rt, [](int) -> Result<int> { return 3; });
+  LoadOptions o;
+  o.model_device = DeviceSpec::Auto();
+  ASSERT_OK_AND_ASSIGN(LoadPlan plan, PlanPlacements(sections_, tensors_, rng_, o, devices));
+  EXPECT_EQ(plan.placements[0].target, Device::Cuda(3));
+}
+
+TEST_F(PlacementTest, ACurrentDeviceThatDoesNotExistIsAnError) {
+  auto rt = NewEmulatedRuntimeForTesting({.device_count = 2});
+  DeviceInventory devices(*rt, [](int) -> Result<int> { return 5; });
+  LoadOptions o;
+  o.model_device = DeviceSpec::Auto();
+  EXPECT_THAT(PlanPlacements(sections_, tensors_, rng_, o, devices),
+              StatusIs(StatusCode::kDeviceUnavailable, "current device cuda:5 does not exist"));
+}
+
+TEST_F(PlacementTest, ATagMapWithoutTheOriginNamesTheSavedDevicesAndExactKeys) {
+  LoadOptions o;
+  o.map_location = MapLocation::Map({{Device::Cuda(0), kCpu}});  // {"cuda": "cpu"}
+  auto r = Targets(o, 0);
+  EXPECT_THAT(r, StatusIs(StatusCode::kDeviceUnavailable,
+                          "has no entry for (keys are exact device tags; \"cuda\" means cuda:0)"));
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("saved on cuda:1"));
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("saved on cpu, cuda:1"));
+  EXPECT_THAT(r.status().message(), ::testing::Not(::testing::HasSubstr("sends")));
+}
+
+TEST_F(PlacementTest, AMappedTargetThatDoesNotExistSaysWhereTheMapSentIt) {
+  LoadOptions o;
+  o.map_location = MapLocation::Map({{Device::Cuda(1), Device::Cuda(3)}});
+  EXPECT_THAT(Targets(o, 2), StatusIs(StatusCode::kDeviceUnavailable,
+                                      "cuda:1=cuda:3 sends it to cuda:3, which does not exist"));
+}
+
 TEST_F(PlacementTest, ModelDeviceThatDoesNotExistIsNamedWithTheCount) {
   LoadOptions o;
   o.model_device = DeviceSpec::Of(Device::Cuda(7));
-  EXPECT_THAT(CheckLoadOptions(o, 1),
+  EXPECT_THAT(CheckLoadOptions(o, Assumed(1)),
               StatusIs(StatusCode::kDeviceUnavailable,
                        "model_device cuda:7 does not exist: this machine has "
                        "1 CUDA device (cuda:0)"));
@@ -198,7 +257,7 @@ TEST_F(PlacementTest, BothOptionsAreInvalidWhateverTheirValues) {
   LoadOptions o;
   o.map_location = MapLocation::To(kCpu);
   o.model_device = DeviceSpec::Of(kCpu);
-  EXPECT_THAT(CheckLoadOptions(o, 0),
+  EXPECT_THAT(CheckLoadOptions(o, Assumed(0)),
               StatusIs(StatusCode::kInvalidArgument,
                        "map_location and model_device are incompatible"));
 }
@@ -206,7 +265,7 @@ TEST_F(PlacementTest, BothOptionsAreInvalidWhateverTheirValues) {
 TEST_F(PlacementTest, ZeroStagingBytesIsInvalid) {
   LoadOptions o;
   o.staging_bytes = 0;
-  EXPECT_THAT(CheckLoadOptions(o, 0),
+  EXPECT_THAT(CheckLoadOptions(o, Assumed(0)),
               StatusIs(StatusCode::kInvalidArgument, "staging_bytes"));
 }
 
@@ -221,15 +280,17 @@ TEST_F(PlacementTest, SectionsSelectAndSkipSectionsRemove) {
   EXPECT_EQ(t.count("torch_rng_state"), 1u);  // RNG records always come back
 }
 
-TEST_F(PlacementTest, UnknownSectionIsInvalidAndListsKnownOnes) {
+TEST_F(PlacementTest, UnknownSectionListsTheFilesOwnSectionsAndTheClosestName) {
   sections_.push_back({"custom", Role::kData});
   LoadOptions o;
   o.skip_sections = {"databse"};
   auto r = Targets(o, 2);
   EXPECT_THAT(r, StatusIs(StatusCode::kInvalidArgument,
-                          "skip_sections: unknown section 'databse'"));
-  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("custom"));
-  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("database"));
+                          "skip_sections: unknown section 'databse' (did you mean 'database'?)"));
+  EXPECT_THAT(r.status().message(),
+              ::testing::HasSubstr("this file's sections: model, optimizer, metrics, database, custom"));
+  EXPECT_THAT(r.status().message(), ::testing::Not(::testing::HasSubstr("scheduler")))
+      << "canonical names the file lacks are not listed";
 }
 
 TEST_F(PlacementTest, CanonicalSectionMissingFromFileIsAccepted) {

@@ -2,6 +2,7 @@
 // rckpt: a checkpoint of a run on cuda:1 restored on machines with 0, 1 and
 // 2 (emulated) CUDA devices under every relocation option.
 #include "engine/engine_test_util.h"
+#include "test_runtime.h"
 
 namespace rckpt {
 namespace {
@@ -32,7 +33,7 @@ class RelocationTest : public ::testing::Test {
     return o;
   }
   std::unique_ptr<EmulatedRuntime> Machine(int gpus) {
-    return NewEmulatedRuntimeForTesting({.device_count = gpus});
+    return NewTestRuntime({.device_count = gpus});
   }
   // Loads, checks the bytes and the RNG restore, returns the placement.
   std::map<std::string, Device> LoadAndCheck(EmulatedRuntime& rt,

@@ -5,18 +5,19 @@
 #include <thread>
 
 #include "runtime/emulated_runtime.h"
+#include "test_runtime.h"
 #include "test_util.h"
 
 namespace rckpt {
 namespace {
 
 TEST(StagingRingTest, SlotsFitInsideCapacity) {
-  auto rt = NewEmulatedRuntimeForTesting({.device_count = 1});
-  ASSERT_OK_AND_ASSIGN(auto ring, StagingRing::Create(*rt, 1 << 20, 300000));
+  auto rt = NewTestRuntime({.device_count = 1});
+  ASSERT_OK_AND_ASSIGN(auto ring, StagingRing::Create(*rt, Device::Cuda(0), 1 << 20, 300000));
   EXPECT_LE(ring->slot_bytes(), 300000u);
   EXPECT_LE(ring->capacity(), 1u << 20);
   EXPECT_GE(ring->capacity() / ring->slot_bytes(), 2u);
-  ASSERT_OK_AND_ASSIGN(auto tiny, StagingRing::Create(*rt, 1, 1 << 20));
+  ASSERT_OK_AND_ASSIGN(auto tiny, StagingRing::Create(*rt, Device::Cuda(0), 1, 1 << 20));
   EXPECT_EQ(tiny->slot_bytes(), 1u);
   ring.reset();
   tiny.reset();
@@ -24,9 +25,9 @@ TEST(StagingRingTest, SlotsFitInsideCapacity) {
 }
 
 TEST(StagingRingTest, AcquireRecyclesTheOldestSlotOnceItsCopyIsDone) {
-  auto rt = NewEmulatedRuntimeForTesting({.device_count = 1});
+  auto rt = NewTestRuntime({.device_count = 1});
   const Device d = Device::Cuda(0);
-  ASSERT_OK_AND_ASSIGN(auto ring, StagingRing::Create(*rt, 8192, 4096));
+  ASSERT_OK_AND_ASSIGN(auto ring, StagingRing::Create(*rt, Device::Cuda(0), 8192, 4096));
   ASSERT_OK_AND_ASSIGN(Stream s, rt->CreateStream(d));
   ASSERT_OK_AND_ASSIGN(void* dev, rt->Allocate(d, 4096 * 3));
   for (int i = 0; i < 3; ++i) {
@@ -53,9 +54,9 @@ TEST(StagingRingTest, AcquireRecyclesTheOldestSlotOnceItsCopyIsDone) {
 
 TEST(StagingRingTest, FailedCopyIsStickyForLaterAcquires) {
   auto rt =
-      NewEmulatedRuntimeForTesting({.device_count = 1, .fail_after_copies = 1});
+      NewTestRuntime({.device_count = 1, .fail_after_copies = 1});
   const Device d = Device::Cuda(0);
-  ASSERT_OK_AND_ASSIGN(auto ring, StagingRing::Create(*rt, 2, 1));
+  ASSERT_OK_AND_ASSIGN(auto ring, StagingRing::Create(*rt, Device::Cuda(0), 2, 1));
   ASSERT_OK_AND_ASSIGN(Stream s, rt->CreateStream(d));
   ASSERT_OK_AND_ASSIGN(void* dev, rt->Allocate(d, 1));
   for (int i = 0; i < 2; ++i) {
@@ -74,9 +75,9 @@ TEST(StagingRingTest, FailedCopyIsStickyForLaterAcquires) {
 }
 
 TEST(StagingRingTest, ManyWorkersNeverExceedCapacity) {
-  auto rt = NewEmulatedRuntimeForTesting({.device_count = 1});
+  auto rt = NewTestRuntime({.device_count = 1});
   const Device d = Device::Cuda(0);
-  ASSERT_OK_AND_ASSIGN(auto ring, StagingRing::Create(*rt, 4 * 1024, 1024));
+  ASSERT_OK_AND_ASSIGN(auto ring, StagingRing::Create(*rt, Device::Cuda(0), 4 * 1024, 1024));
   ASSERT_OK_AND_ASSIGN(Stream s, rt->CreateStream(d));
   ASSERT_OK_AND_ASSIGN(void* dev, rt->Allocate(d, 1024));
   std::vector<std::thread> workers;

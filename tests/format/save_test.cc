@@ -2,6 +2,7 @@
 // the path untouched and no temporary behind.
 #include "format/format_test_util.h"
 #include "runtime/emulated_runtime.h"
+#include "test_runtime.h"
 
 namespace rckpt {
 namespace {
@@ -173,7 +174,7 @@ TEST(SaveTest, DeviceTensorsSaveTheChunksOfTheirHostCopies) {
   ASSERT_OK(host.AddTensor("model", "big", HostTensor(DType::kF32, {100000}, 99)));
   for (Codec codec : {Codec::kNone, Codec::kZstd}) {
     SCOPED_TRACE(static_cast<int>(codec));
-    auto rt = NewEmulatedRuntimeForTesting({.device_count = 1});
+    auto rt = NewTestRuntime({.device_count = 1});
     {
       Checkpoint on_device;
       std::vector<std::shared_ptr<void>> owned;

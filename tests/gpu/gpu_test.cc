@@ -1,7 +1,13 @@
 // The CUDA runtime on a real GPU, compared byte for byte with the host path.
-// Every test skips when the CUDA runtime is not built or sees no device.
+// Every test skips when the CUDA runtime is not built or sees no device, and
+// fails instead under --require-gpu (the GPU proof, tests/gpu/proof.sh).
+#include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "codec/codec.h"
 #include "engine/engine_test_util.h"
+#include "test_runtime.h"
 
 namespace rckpt {
 namespace {
@@ -21,8 +27,10 @@ class GpuTest : public ::testing::Test {
  protected:
   void SetUp() override {
     Result<DeviceRuntime*> cuda = CudaRuntime();
-    if (!cuda.ok()) GTEST_SKIP() << cuda.status().ToString();
-    if ((*cuda)->DeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+    if (!cuda.ok()) RCKPT_SKIP_WITHOUT_GPU(cuda.status().ToString());
+    Result<int> n = (*cuda)->DeviceCount();
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    if (*n == 0) RCKPT_SKIP_WITHOUT_GPU("no CUDA device: " + (*cuda)->NoDeviceReason());
     rt_ = *cuda;
   }
   void SaveCheckpoint(const Checkpoint& ck, SaveOptions o = {}) {
@@ -78,7 +86,7 @@ TEST_F(GpuTest, Cuda0CheckpointToHost) {
 }
 
 TEST_F(GpuTest, TagMapFromAMissingGpuToCuda0) {
-  const int n = rt_->DeviceCount();
+  const int n = rt_->DeviceCount().value_or(0);
   SaveCheckpoint(HippynnLike(Device::Cuda(n), 1024));  // a GPU this box lacks
   EXPECT_THAT(Load(path_, Options()),
               StatusIs(StatusCode::kDeviceUnavailable, "was saved on cuda:"));
@@ -87,7 +95,7 @@ TEST_F(GpuTest, TagMapFromAMissingGpuToCuda0) {
   ExpectSameAsHost(o);
 }
 
-TEST_F(GpuTest, ModelDeviceAutoIsCuda0) {
+TEST_F(GpuTest, ModelDeviceAutoIsTheCurrentDevice) {
   SaveCheckpoint(HippynnLike(kCuda0, 256));
   LoadOptions o = Options();
   o.model_device = DeviceSpec::Auto();
@@ -193,6 +201,111 @@ TEST_F(GpuTest, UnshuffleKernelMatchesHostUnshuffle) {
 
 TEST_F(GpuTest, DefaultRuntimeIsCuda) {
   EXPECT_EQ(DefaultRuntime().name(), "cuda");
+}
+
+TEST_F(GpuTest, TheShippedKernelLoadsOnThisGpu) {
+  std::string why;
+  EXPECT_TRUE(rt_->CanUnshuffle(kCuda0, &why)) << why;
+}
+
+TEST_F(GpuTest, TheHostUnshuffleGivesTheSameBytesAsTheKernel) {
+  Checkpoint saved;
+  AddFrom(saved, "model", "w", SmoothTensor(DType::kF32, {2048, 1024}, 7), kCuda0);
+  SaveCheckpoint(saved, SaveOptions{.codec = Codec::kZstd, .shuffle = Shuffle::kOn});
+  LoadOptions o = Options();
+  LoadStats kernel, host;
+  o.stats = &kernel;
+  ExpectSameAsHost(o);
+  o.device_unshuffle = false;
+  o.stats = &host;
+  ExpectSameAsHost(o);
+  EXPECT_GT(kernel.device_unshuffled_bytes, 0u);
+  EXPECT_GT(host.host_unshuffled_bytes, 0u);
+}
+
+// The driver entry points the checks below use, to see the thread's current
+// context as torch would.
+struct DriverForTest {
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  int (*get_current)(void**) = nullptr;
+  int (*set_current)(void*) = nullptr;
+  int (*retain)(void**, int) = nullptr;
+  int (*release)(int) = nullptr;
+  DriverForTest() {
+    if (lib == nullptr) return;
+    get_current = reinterpret_cast<int (*)(void**)>(dlsym(lib, "cuCtxGetCurrent"));
+    set_current = reinterpret_cast<int (*)(void*)>(dlsym(lib, "cuCtxSetCurrent"));
+    retain = reinterpret_cast<int (*)(void**, int)>(dlsym(lib, "cuDevicePrimaryCtxRetain"));
+    release = reinterpret_cast<int (*)(int)>(dlsym(lib, "cuDevicePrimaryCtxRelease_v2"));
+  }
+  void* Current() {
+    void* c = nullptr;
+    get_current(&c);
+    return c;
+  }
+};
+
+TEST_F(GpuTest, EveryCallLeavesTheThreadsCurrentContextAsItWas) {
+  SaveCheckpoint(HippynnLike(kCuda0, 512));
+  DriverForTest d;
+  ASSERT_NE(d.lib, nullptr) << "the runtime loaded libcuda.so.1";
+  void* before = d.Current();  // none, or whatever a previous test left
+  ASSERT_OK(Load(path_, Options()).status());
+  EXPECT_EQ(d.Current(), before);
+  void* ctx = nullptr;
+  ASSERT_EQ(d.retain(&ctx, 0), 0);
+  ASSERT_EQ(d.set_current(ctx), 0);  // as torch.cuda.set_device(0) does
+  LoadOptions o = Options();
+  o.map_location = MapLocation::To(kCpu);
+  ASSERT_OK(Load(path_, o).status());
+  ASSERT_OK(Load(path_, Options()).status());
+  EXPECT_EQ(d.Current(), ctx);
+  ASSERT_EQ(d.set_current(before), 0);
+  d.release(0);
+}
+
+// In a fresh process (this test re-runs itself: the suite's other tests
+// have initialised CUDA in this one): a CPU-only load, then a fork whose
+// child loads onto cuda:0. CUDA cannot be used in a child forked after the
+// parent initialised it, so this fails if the CPU-only load touched the
+// driver.
+int ForkedChildUsesTheGpu() {
+  MemFileSystem fs;
+  SaveOptions so;
+  so.fs = &fs;
+  so.runtime = &HostRuntime();
+  if (!Save("/f.rckpt", HippynnLike(kCpu, 64), so).ok()) return 10;
+  LoadOptions lo;
+  lo.fs = &fs;  // the default runtime: rckpt's CUDA runtime over libcuda.so.1
+  if (!Load("/f.rckpt", lo).ok()) return 12;
+  if (dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD) != nullptr) return 13;
+  const pid_t child = fork();
+  if (child == 0) {
+    lo.model_device = DeviceSpec::Of(kCuda0);
+    Result<Checkpoint> on_gpu = Load("/f.rckpt", lo);
+    _exit(on_gpu.ok() && on_gpu->FindTensor("model.layer1.weight")->tensor.device() == kCuda0
+              ? 0
+              : 14);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 15;
+}
+
+TEST(GpuForkTest, ACpuOnlyLoadLeavesTheDriverAloneSoAForkedChildCanUseTheGpu) {
+  // The re-run child touches nothing of CUDA before its CPU-only load.
+  if (std::getenv("RCKPT_GPU_FORK_CHILD") != nullptr) _exit(ForkedChildUsesTheGpu());
+  Result<DeviceRuntime*> cuda = CudaRuntime();
+  if (!cuda.ok() || (*cuda)->DeviceCount().value_or(0) == 0) {
+    RCKPT_SKIP_WITHOUT_GPU("no CUDA device");
+  }
+  const std::string cmd = "RCKPT_GPU_FORK_CHILD=1 /proc/" + std::to_string(getpid()) +
+                          "/exe --gtest_filter=GpuForkTest.* >/dev/null 2>&1";
+  const int status = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "10 save, 12 the CPU-only load, 13 the CPU-only load loaded the driver, 14 the forked "
+         "child could not load onto cuda:0, 15 it crashed";
 }
 
 }  // namespace

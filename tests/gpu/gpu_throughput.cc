@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
     runtime = emulated.get();
   }
   std::printf("runtime %s, %d CUDA device(s), checkpoint %llu MiB in %s\n\n",
-              std::string(runtime->name()).c_str(), runtime->DeviceCount(),
+              std::string(runtime->name()).c_str(), runtime->DeviceCount().value_or(0),
               static_cast<unsigned long long>(mib), dir.c_str());
   std::printf(
       "| encoding     | target  |  file MiB  |  raw MiB   |  seconds |   GB/s  "
@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
     }
     const uint64_t file_bytes = std::filesystem::file_size(path);
     for (int target = 0; target < 2; ++target) {
-      if (target == 1 && runtime->DeviceCount() == 0) break;
+      if (target == 1 && runtime->DeviceCount().value_or(0) == 0) break;
       rckpt::LoadStats stats;
       rckpt::LoadOptions lo;
       lo.runtime = runtime;

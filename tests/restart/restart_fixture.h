@@ -6,6 +6,7 @@
 
 #include <signal.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -15,6 +16,7 @@
 #include "rckpt/io.h"
 #include "rckpt/runtime.h"
 #include "subprocess.h"
+#include "test_runtime.h"
 #include "test_util.h"
 
 namespace rckpt::testing {
@@ -33,15 +35,23 @@ inline std::vector<std::string> Concat(std::vector<std::string> a,
 
 // The rckpt CLI, when this build has it (RCKPT_BUILD_TOOLS); the tests say so
 // where the build leaves it out, and fail where it should be but is not.
+// RCKPT_CLI_BINARY / RCKPT_DEMO_BINARY in the environment replace the paths
+// of this build (binaries carried to another machine: tests/gpu/proof.sh).
+inline const char* BinaryPath(const char* env, const char* built) {
+  const char* v = std::getenv(env);
+  return v != nullptr && v[0] != '\0' ? v : built;
+}
 #ifdef RCKPT_CLI_BINARY
-inline constexpr const char* kCli = RCKPT_CLI_BINARY;
+inline const char* const kCli = BinaryPath("RCKPT_CLI_BINARY", RCKPT_CLI_BINARY);
 #else
-inline constexpr const char* kCli = nullptr;
+inline const char* const kCli = nullptr;
 #endif
+inline const char* const kDemo = BinaryPath("RCKPT_DEMO_BINARY", RCKPT_DEMO_BINARY);
 inline bool CliBuilt() { return kCli != nullptr && std::filesystem::exists(kCli); }
 
 // Whether this machine has real CUDA devices (auto then means cuda:0).
-inline int RealDeviceCount() { return DefaultRuntime().DeviceCount(); }
+inline int RealDeviceCount() { return DefaultRuntime().DeviceCount().value_or(0); }
+
 
 class RestartTest : public ::testing::Test {
  protected:
@@ -54,7 +64,7 @@ class RestartTest : public ::testing::Test {
   std::string Path(const std::string& name) const { return dir_ + "/" + name; }
 
   ProcessResult Demo(const std::vector<std::string>& args) {
-    return RunProcess(Concat({RCKPT_DEMO_BINARY}, args), dir_);
+    return RunProcess(Concat({kDemo}, StandinArgs(args)), dir_);
   }
 
   // An uninterrupted run to kSteps; returns its final checkpoint.

@@ -10,7 +10,7 @@ const std::vector<std::string> kOnCuda0 = {"--device", "cuda:0"};
 class GpuRestartTest : public RestartTest {
  protected:
   void SetUp() override {
-    if (RealDeviceCount() == 0) GTEST_SKIP() << "no CUDA device on this machine";
+    if (RealDeviceCount() == 0) RCKPT_SKIP_WITHOUT_GPU("no CUDA device on this machine");
     RestartTest::SetUp();
   }
 };

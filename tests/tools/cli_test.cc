@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "rckpt/io.h"
+#include "test_runtime.h"
 #include "test_util.h"
 
 namespace rckpt {
@@ -36,7 +37,7 @@ struct CliRun {
 
 CliRun Cli(const std::string& args) {
   std::string dir = testing::NewTempDir("cli");
-  std::string cmd = kCli + " " + args + " >" + dir + "/out 2>" + dir + "/err";
+  std::string cmd = kCli + " " + StandinCommand(args) + " >" + dir + "/out 2>" + dir + "/err";
   int status = std::system(cmd.c_str());
   auto slurp = [](const std::string& p) {
     std::ifstream in(p);
@@ -150,7 +151,7 @@ TEST(CliTest, LoadMapsByDefaultAndNoMapFileReadsTheSameBytes) {
   // --map-file, the default, stays accepted; with --no-map-file it is a usage error.
   CliRun text = Cli("load --map-location cpu --map-file " + file);
   ASSERT_EQ(text.code, 0) << text.err;
-  EXPECT_NE(text.out.find("host runtime, file mapped"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("into host memory, file mapped"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("staging   none (no device destination)"), std::string::npos);
   CliRun both = Cli("load --map-file --no-map-file " + file);
   EXPECT_EQ(both.code, 2);
@@ -358,7 +359,8 @@ TEST(CliTest, LoadErrorsNameTheFlagsACliUserTypes) {
       << device.err;
   CliRun sections = Cli("load " + kTraining + " --sections nosuch");
   EXPECT_EQ(sections.code, 2);
-  EXPECT_NE(sections.err.find("InvalidArgument: --sections: unknown section 'nosuch' (known:"),
+  EXPECT_NE(sections.err.find("InvalidArgument: --sections: unknown section 'nosuch'; this file's "
+                              "sections: model, loss, optimizer"),
             std::string::npos)
       << sections.err;
   CliRun skip = Cli("load " + kTraining + " --skip-sections nosuch");
@@ -470,6 +472,68 @@ TEST(CliTest, ImportErrorsQuoteThePathLikeRckptErrors) {
   EXPECT_EQ(Lines(st.err), 1) << st.err;
   EXPECT_NE(st.err.find("Corruption: '" + dir + "/text.safetensors': "), std::string::npos)
       << st.err;
+}
+
+}  // namespace
+}  // namespace rckpt
+
+namespace rckpt {
+namespace {
+
+TEST(CliTest, DoctorWithoutADriverSaysWhyAndExitsZero) {
+  CliRun r = Cli("doctor --cuda-driver /nonexistent/libcuda.so.1");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("devices: none (/nonexistent/libcuda.so.1 was not found"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("OK: no GPU here"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("kernel image: cubins sm_75"), std::string::npos) << r.out;
+  CliRun json = Cli("doctor --json --cuda-driver /nonexistent/libcuda.so.1");
+  EXPECT_EQ(json.code, 0);
+  EXPECT_NE(json.out.find("\"schema_version\":1"), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("\"usable\":true"), std::string::npos) << json.out;
+  EXPECT_EQ(Cli("doctor FILE").code, 2);
+}
+
+TEST(CliTest, DoctorListsTheStandinsDevicesAndExitsSixForAnOldDriver) {
+  if (CudaStandinPath().empty()) GTEST_SKIP() << "built without the CUDA runtime";
+  CliRun r = Cli("doctor --cuda-driver " + CudaStandinPath());
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("cuda:0  10111213-1415-1617-1819-1a1b1c1d1e1f  rckpt stand-in GPU"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("cuda:1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("un-shuffle: on the device (kernel loaded)"), std::string::npos);
+  EXPECT_NE(r.out.find("pinned memory: 64.0 MiB allocated and freed"), std::string::npos);
+  CliRun bad{};
+  {
+    const std::string cmd = "RCKPT_STANDIN_DRIVER_VERSION=11000 " + kCli + " doctor --cuda-driver " +
+                            CudaStandinPath() + " >/dev/null 2>&1";
+    const int status = std::system(cmd.c_str());
+    bad.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  EXPECT_EQ(bad.code, 6) << "a driver below CUDA 11.4 is a problem";
+}
+
+TEST(CliTest, PlanSaysWhatModelDeviceAutoMeansHereAndWhy) {
+  CliRun none = Cli("plan " + kGolden + "v1.0-training-state.rckpt --model-device auto "
+                    "--cuda-driver /nonexistent/libcuda.so.1");
+  ASSERT_EQ(none.code, 0) << none.err;
+  EXPECT_NE(none.out.find("model_device auto: cpu (no GPU: /nonexistent/libcuda.so.1 was not found"),
+            std::string::npos)
+      << none.out;
+  CliRun two = Cli("plan " + kGolden + "v1.0-training-state.rckpt --model-device auto "
+                   "--emulate-devices 2");
+  ASSERT_EQ(two.code, 0) << two.err;
+  EXPECT_NE(two.out.find("model_device auto: cuda:0 (this process's current CUDA device"),
+            std::string::npos)
+      << two.out;
+  if (UsingCudaStandin()) return;  // there --emulate-devices already is a --cuda-driver
+  CliRun both = Cli("plan " + kGolden + "v1.0-training-state.rckpt --emulate-devices 2 "
+                    "--cuda-driver /x");
+  EXPECT_EQ(both.code, 2);
+  EXPECT_NE(both.err.find("--emulate-devices and --cuda-driver are incompatible"),
+            std::string::npos)
+      << both.err;
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
 #include "engine/engine_test_util.h"
+#include "test_runtime.h"
 #include "render.h"
 
 namespace rckpt::cli {
@@ -37,17 +38,17 @@ TEST(ReportTest, LoadReportRecordsWhereThingsWentAndTheStats) {
   MemFileSystem fs;
   Checkpoint saved = testing::HippynnLike(Device::Cuda(1));
   ASSERT_OK(Save("/ck.rckpt", saved, SaveOptions{.fs = &fs}));
-  auto rt = NewEmulatedRuntimeForTesting({.device_count = 1});
+  auto rt = NewTestRuntime({.device_count = 1});
   LoadOptions o;
   o.fs = &fs;
   o.runtime = rt.get();
   o.model_device = DeviceSpec::Auto();
   ASSERT_OK_AND_ASSIGN(LoadReport r, LoadForReport("/ck.rckpt", o));
-  EXPECT_EQ(r.runtime, "emulated(1)");
+  EXPECT_EQ(r.runtime, rt->name());
   EXPECT_EQ(r.placements.size(), saved.tensors().size() + saved.rng().size());
   EXPECT_GE(r.stats.bytes_restored, saved.TensorBytes());
   EXPECT_GT(r.stats.staging_capacity, 0u);
-  EXPECT_THAT(RenderLoadText(r), ::testing::HasSubstr("emulated(1) runtime"));
+  EXPECT_THAT(RenderLoadText(r), ::testing::HasSubstr("with the " + std::string(rt->name()) + " runtime"));
   std::string json = RenderLoadJson(r);
   EXPECT_THAT(json,
               ::testing::HasSubstr(R"("schema_version":1,"path":"/ck.rckpt")"));

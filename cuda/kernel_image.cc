@@ -1,0 +1,51 @@
+#include "kernel_image.h"
+
+#include <algorithm>
+#include <string>
+
+#include "unshuffle_params.h"
+
+namespace rckpt::cuda {
+
+// Defined in the source CMake generates from the image and its stamp.
+extern const unsigned char kUnshuffleImageBytes[];
+extern const size_t kUnshuffleImageSize;
+extern const char kUnshuffleImageStamp[];
+
+std::span<const std::byte> UnshuffleKernelImage() {
+  return {reinterpret_cast<const std::byte*>(kUnshuffleImageBytes), kUnshuffleImageSize};
+}
+
+std::string_view UnshuffleKernelStamp() { return kUnshuffleImageStamp; }
+
+std::string UnshuffleKernelSummary() {
+  auto field = [](std::string_view key) {
+    std::string_view s = UnshuffleKernelStamp();
+    while (!s.empty()) {
+      const size_t end = s.find('\n');
+      std::string_view line = s.substr(0, end);
+      if (line.size() > key.size() && line.substr(0, key.size()) == key && line[key.size()] == ' ') {
+        return std::string(line.substr(key.size() + 1));
+      }
+      if (end == std::string_view::npos) break;
+      s.remove_prefix(end + 1);
+    }
+    return std::string("?");
+  };
+  return "cubins " + field("cubins") + ", PTX " + field("ptx") + " (nvcc " + field("nvcc") + ")";
+}
+
+UnshuffleLaunch PlanUnshuffle(uint64_t bytes, uint32_t elem) {
+  UnshuffleLaunch l;
+  if (elem < 2) return l;
+  l.n_elem = bytes / elem;
+  l.body_bytes = l.n_elem * elem;
+  if (l.n_elem == 0) return l;
+  l.kernel = elem <= kMaxTiledElem ? kUnshuffleTiledKernel : kUnshuffleGenericKernel;
+  // Enough blocks to fill the GPU; the grid-stride loops cover the rest.
+  const uint64_t tiles = (l.n_elem + kUnshuffleTile - 1) / kUnshuffleTile;
+  l.blocks = static_cast<uint32_t>(std::min<uint64_t>(tiles, kMaxUnshuffleBlocks));
+  return l;
+}
+
+}  // namespace rckpt::cuda

@@ -1,0 +1,64 @@
+// Doctor: what rckpt sees of this machine's GPUs, and whether its device
+// path is usable. `rckpt doctor` and rckpt.doctor() print it.
+//
+// Running it loads the CUDA driver, initialises it and retains the primary
+// context of every device (to load the un-shuffle kernel and try a pinned
+// allocation), as a first load onto each device would.
+//
+// Thread-safety: RunDoctor may be called from any thread.
+#ifndef RCKPT_DOCTOR_H_
+#define RCKPT_DOCTOR_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "rckpt/runtime.h"
+#include "rckpt/status.h"
+
+namespace rckpt {
+
+struct DoctorDevice {
+  int index = 0;           // cuda:N as rckpt (and torch, in the same process) numbers it
+  std::string uuid;        // 8-4-4-4-12 hex, as torch prints it (nvidia-smi adds GPU-/MIG-)
+  std::string name;
+  uint64_t memory_bytes = 0;
+  std::string pci_bus_id;  // "0000:1A:00.0"; MIG instances share their GPU's
+  int compute_major = 0;
+  int compute_minor = 0;
+  bool kernel_loads = false;  // the un-shuffle kernel runs on it
+  std::string kernel_note;    // why not, when it does not
+};
+
+struct DoctorReport {
+  std::string rckpt_version;
+  bool cuda_built = false;       // built with the CUDA runtime
+  std::string kernel_image;      // the shipped kernel image's architectures
+  std::string driver_library;    // as asked for
+  std::string driver_path;       // the file loaded ("" when none was)
+  int driver_version = 0;        // cuDriverGetVersion (0: none)
+  bool cuda_visible_devices_set = false;
+  std::string cuda_visible_devices;
+  std::string cuda_device_order;  // "" when unset (the driver's default, FASTEST_FIRST)
+  std::vector<DoctorDevice> devices;
+  std::string no_device_reason;  // when there is no GPU
+  // Not OK when a GPU is present but rckpt cannot use it: the cause and
+  // the fix. A machine without a GPU is not a problem.
+  Status problem;
+  // Pinned (page-locked) host memory: the memlock limits (UINT64_MAX:
+  // unlimited) and a trial allocation of the default staging ring's size.
+  uint64_t memlock_soft = 0;
+  uint64_t memlock_hard = 0;
+  uint64_t pinned_probe_bytes = 0;  // 0 when not tried (no GPU)
+  Status pinned_probe;
+  uint64_t host_memory_bytes = 0;
+  uint64_t host_memory_available = 0;
+};
+
+// Examines the driver library of `options`. Always returns a report; its
+// `problem` says whether the device path is usable.
+DoctorReport RunDoctor(const CudaRuntimeOptions& options = {});
+
+}  // namespace rckpt
+
+#endif  // RCKPT_DOCTOR_H_

@@ -1,0 +1,16 @@
+// The CUDA half of RunDoctor (rckpt/doctor.h): the driver and its devices.
+// Defined in cuda/doctor.cc when rckpt is built with its CUDA runtime, and
+// as "not built" otherwise (runtime_select.cc).
+#ifndef RCKPT_SRC_RUNTIME_CUDA_DOCTOR_H_
+#define RCKPT_SRC_RUNTIME_CUDA_DOCTOR_H_
+
+#include "rckpt/doctor.h"
+
+namespace rckpt {
+
+// Fills the report's driver, device, problem and pinned-probe fields.
+void ExamineCuda(const CudaRuntimeOptions& options, DoctorReport* report);
+
+}  // namespace rckpt
+
+#endif  // RCKPT_SRC_RUNTIME_CUDA_DOCTOR_H_

@@ -1,0 +1,981 @@
+// The stand-in CUDA driver (standin_control.h): the driver API subset rckpt
+// resolves, over host memory. Device pointers are host pointers of tracked
+// allocations; every stream is a worker thread running its operations in
+// order, each some time after it was enqueued; kernels run through the
+// host-compiled kernel source (kernel_host.h).
+#include <xxhash.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <set>
+#include <string>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+#include "driver_api.h"
+#include "kernel_host.h"
+#include "standin_control.h"
+#include "unshuffle_params.h"
+
+#define STANDIN_EXPORT extern "C" __attribute__((visibility("default")))
+
+using namespace rckpt::cuda;  // NOLINT: the driver ABI's names
+
+namespace {
+
+constexpr int kMaxDevices = 8;
+constexpr CUdevice kDeviceBase = 100;  // CUdevice != ordinal: catches mixing them up
+constexpr std::align_val_t kAlign{256};
+
+struct Context {
+  int device = 0;
+  std::atomic<CUresult> sticky{kSuccess};  // once set, every call in the context fails with it
+};
+
+struct StreamState;
+
+// One queued operation; returns its error (kSuccess).
+using Op = std::function<CUresult()>;
+
+struct StreamState {
+  explicit StreamState(int dev, int delay_us) : device(dev), delay(delay_us) {
+    worker = std::thread([this] { Work(); });
+  }
+  ~StreamState() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stop = true;
+    }
+    cv.notify_all();
+    worker.join();
+  }
+  uint64_t Enqueue(Op op) {
+    std::lock_guard<std::mutex> lock(mu);
+    queue.push_back(std::move(op));
+    cv.notify_all();
+    return ++submitted;
+  }
+  uint64_t Submitted() {
+    std::lock_guard<std::mutex> lock(mu);
+    return submitted;
+  }
+  // Waits until `seq` operations ran; the first error at or before it.
+  CUresult WaitFor(uint64_t seq) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return completed >= seq; });
+    return error_seq <= seq ? error : kSuccess;
+  }
+  void Work() {
+    std::unique_lock<std::mutex> lock(mu);
+    while (true) {
+      cv.wait(lock, [&] { return stop || !queue.empty(); });
+      if (queue.empty()) return;
+      Op op = std::move(queue.front());
+      queue.pop_front();
+      const bool skip = error != kSuccess;
+      lock.unlock();
+      if (delay > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay));
+      const CUresult r = skip ? kSuccess : op();
+      lock.lock();
+      ++completed;
+      if (r != kSuccess && error == kSuccess) {
+        error = r;
+        error_seq = completed;
+      }
+      cv.notify_all();
+    }
+  }
+
+  const int device;
+  const int delay;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Op> queue;
+  uint64_t submitted = 0;
+  uint64_t completed = 0;
+  CUresult error = kSuccess;
+  uint64_t error_seq = UINT64_MAX;
+  bool stop = false;
+  std::thread worker;
+};
+
+struct EventState {
+  int device = 0;
+  std::shared_ptr<StreamState> stream;  // null until recorded
+  uint64_t seq = 0;
+};
+
+struct ModuleState {
+  int device = 0;
+};
+// Function handles: the address of one of these names.
+const char* const kFunctions[] = {kUnshuffleTiledKernel, kUnshuffleGenericKernel};
+
+class Standin {
+ public:
+  static Standin& Get() {
+    static Standin* s = new Standin();  // lives until exit's check
+    return *s;
+  }
+
+  std::mutex mu;
+  RckptStandinConfig config;
+  bool initialised = false;
+  std::map<uintptr_t, uint64_t> allocs[kMaxDevices];
+  uint64_t live_bytes[kMaxDevices] = {};
+  std::set<void*> pinned;
+  std::map<CUstream, std::shared_ptr<StreamState>> streams;
+  std::shared_ptr<StreamState> default_streams[kMaxDevices];
+  std::map<CUevent, std::unique_ptr<EventState>> events;
+  std::map<CUmodule, std::unique_ptr<ModuleState>> modules;
+  Context primary[kMaxDevices];
+  int retained[kMaxDevices] = {};
+  uint64_t allocations_made = 0;
+  std::atomic<uint64_t> copies{0};
+  std::atomic<uint64_t> launches{0};
+  int bad_frees = 0;
+  std::atomic<int> init_calls{0};
+  std::vector<std::string> violations;
+
+  void Violation(std::string what) {
+    std::lock_guard<std::mutex> lock(violation_mu);
+    violations.push_back(std::move(what));
+  }
+
+  int Devices() {
+    const char* v = std::getenv("CUDA_VISIBLE_DEVICES");
+    if (v != nullptr && v[0] == '\0') return 0;
+    return std::min(config.devices, kMaxDevices);
+  }
+
+  void Reset(const RckptStandinConfig& c) {
+    std::lock_guard<std::mutex> lock(mu);
+    config = c;
+    for (auto& a : allocs) a.clear();
+    for (auto& b : live_bytes) b = 0;
+    pinned.clear();
+    streams.clear();
+    for (auto& d : default_streams) d.reset();
+    events.clear();
+    modules.clear();
+    for (int i = 0; i < kMaxDevices; ++i) {
+      primary[i].device = i;
+      primary[i].sticky = kSuccess;
+      retained[i] = 0;
+    }
+    allocations_made = 0;
+    copies = 0;
+    launches = 0;
+    bad_frees = 0;
+    init_calls = 0;
+    std::lock_guard<std::mutex> vlock(violation_mu);
+    violations.clear();
+  }
+
+  // The device whose live allocation holds [p, p + n); -1 when none does.
+  int DeviceOfLocked(const void* p, uint64_t n) const {
+    const uintptr_t q = reinterpret_cast<uintptr_t>(p);
+    for (int d = 0; d < kMaxDevices; ++d) {
+      auto it = allocs[d].upper_bound(q);
+      if (it == allocs[d].begin()) continue;
+      --it;
+      const uint64_t off = q - it->first;
+      if (off < std::max<uint64_t>(it->second, 1) && n <= it->second - std::min(off, it->second)) {
+        return d;
+      }
+    }
+    return -1;
+  }
+
+  std::mutex violation_mu;
+
+ private:
+  Standin() {
+    auto env = [](const char* name, int fallback) {
+      const char* v = std::getenv(name);
+      return v != nullptr && v[0] != '\0' ? std::atoi(v) : fallback;
+    };
+    config.devices = env("RCKPT_STANDIN_DEVICES", config.devices);
+    config.driver_version = env("RCKPT_STANDIN_DRIVER_VERSION", config.driver_version);
+    config.init_error = env("RCKPT_STANDIN_INIT_ERROR", 0);
+    config.kernel_load_error = env("RCKPT_STANDIN_KERNEL_ERROR", 0);
+    config.mig = env("RCKPT_STANDIN_MIG", 0);
+    if (const char* m = std::getenv("RCKPT_STANDIN_MEMORY")) config.memory_bytes = std::strtoull(m, nullptr, 10);
+    for (int i = 0; i < kMaxDevices; ++i) primary[i].device = i;
+  }
+};
+
+Standin& S() { return Standin::Get(); }
+
+// The calling thread's context stack; a thread that ends with contexts
+// still pushed has leaked them.
+struct ContextStack {
+  std::vector<Context*> stack;
+  ~ContextStack() {
+    if (!stack.empty()) {
+      S().Violation("a thread ended with " + std::to_string(stack.size()) +
+                    " context(s) still pushed (a cuCtxPushCurrent without its pop)");
+    }
+  }
+};
+thread_local ContextStack tls_contexts;
+
+Context* Current() { return tls_contexts.stack.empty() ? nullptr : tls_contexts.stack.back(); }
+
+// The current context, or a violation: every call below needs one, as the
+// real driver's do.
+CUresult NeedContext(const char* call, Context** out) {
+  Context* c = Current();
+  if (c == nullptr) {
+    S().Violation(std::string(call) + " without a current context");
+    return kErrorInvalidContext;
+  }
+  if (c->sticky != kSuccess) return c->sticky;
+  *out = c;
+  return kSuccess;
+}
+
+std::shared_ptr<StreamState> StreamFor(CUstream s, Context* ctx, const char* call, CUresult* err) {
+  Standin& st = S();
+  std::lock_guard<std::mutex> lock(st.mu);
+  if (s == nullptr) {
+    auto& d = st.default_streams[ctx->device];
+    if (d == nullptr) d = std::make_shared<StreamState>(ctx->device, st.config.copy_delay_us);
+    return d;
+  }
+  auto it = st.streams.find(s);
+  if (it == st.streams.end()) {
+    st.Violation(std::string(call) + ": unknown or destroyed stream");
+    *err = kErrorInvalidHandle;
+    return nullptr;
+  }
+  if (it->second->device != ctx->device) {
+    st.Violation(std::string(call) + ": a stream of cuda:" + std::to_string(it->second->device) +
+                 " used while cuda:" + std::to_string(ctx->device) + " is current");
+    *err = kErrorInvalidHandle;
+    return nullptr;
+  }
+  return it->second;
+}
+
+// Checks that [p, p + n) is device memory of `device`.
+CUresult CheckDevicePtr(const char* call, const void* p, uint64_t n, int device) {
+  Standin& st = S();
+  std::lock_guard<std::mutex> lock(st.mu);
+  const int d = st.DeviceOfLocked(p, n);
+  if (d == device) return kSuccess;
+  st.Violation(std::string(call) + ": " + std::to_string(n) + " bytes at " +
+               std::to_string(reinterpret_cast<uintptr_t>(p)) +
+               (d < 0 ? " are not device memory" : " are memory of cuda:" + std::to_string(d)) +
+               " (the stream's device is cuda:" + std::to_string(device) + ")");
+  return kErrorInvalidValue;
+}
+
+// Counts a copy and applies the injected copy faults to its context.
+CUresult CountCopy(Context* ctx) {
+  Standin& st = S();
+  const uint64_t n = ++st.copies;
+  if (st.config.sticky_copy > 0 && n == static_cast<uint64_t>(st.config.sticky_copy)) {
+    ctx->sticky = kErrorIllegalAddress;
+    return kErrorIllegalAddress;
+  }
+  if (st.config.fail_copy > 0 && n == static_cast<uint64_t>(st.config.fail_copy)) {
+    return kErrorLaunchFailed;
+  }
+  return kSuccess;
+}
+
+uint64_t Hash(const void* p, size_t n) { return n == 0 ? 0 : XXH3_64bits(p, n); }
+
+}  // namespace
+
+// ---- The driver API ----
+
+STANDIN_EXPORT CUresult cuDriverGetVersion(int* v) {
+  *v = S().config.driver_version;
+  return kSuccess;
+}
+
+STANDIN_EXPORT CUresult cuGetErrorName(CUresult e, const char** name) {
+  switch (e) {
+    case kSuccess: *name = "CUDA_SUCCESS"; return kSuccess;
+    case kErrorInvalidValue: *name = "CUDA_ERROR_INVALID_VALUE"; return kSuccess;
+    case kErrorOutOfMemory: *name = "CUDA_ERROR_OUT_OF_MEMORY"; return kSuccess;
+    case kErrorNotInitialized: *name = "CUDA_ERROR_NOT_INITIALIZED"; return kSuccess;
+    case kErrorNoDevice: *name = "CUDA_ERROR_NO_DEVICE"; return kSuccess;
+    case kErrorInvalidDevice: *name = "CUDA_ERROR_INVALID_DEVICE"; return kSuccess;
+    case kErrorInvalidImage: *name = "CUDA_ERROR_INVALID_IMAGE"; return kSuccess;
+    case kErrorInvalidContext: *name = "CUDA_ERROR_INVALID_CONTEXT"; return kSuccess;
+    case kErrorNoBinaryForGpu: *name = "CUDA_ERROR_NO_BINARY_FOR_GPU"; return kSuccess;
+    case kErrorUnsupportedPtxVersion: *name = "CUDA_ERROR_UNSUPPORTED_PTX_VERSION"; return kSuccess;
+    case kErrorInvalidHandle: *name = "CUDA_ERROR_INVALID_HANDLE"; return kSuccess;
+    case kErrorNotFound: *name = "CUDA_ERROR_NOT_FOUND"; return kSuccess;
+    case kErrorIllegalAddress: *name = "CUDA_ERROR_ILLEGAL_ADDRESS"; return kSuccess;
+    case kErrorLaunchFailed: *name = "CUDA_ERROR_LAUNCH_FAILED"; return kSuccess;
+    case kErrorSystemDriverMismatch: *name = "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH"; return kSuccess;
+    case kErrorUnknown: *name = "CUDA_ERROR_UNKNOWN"; return kSuccess;
+    default: *name = nullptr; return kErrorInvalidValue;
+  }
+}
+
+STANDIN_EXPORT CUresult cuGetErrorString(CUresult e, const char** text) {
+  // An injected fault says so, as the emulated runtime's do.
+  *text = e == kSuccess ? "no error" : "a fault of the stand-in driver (injected)";
+  return kSuccess;
+}
+
+STANDIN_EXPORT CUresult cuInit(unsigned flags) {
+  Standin& st = S();
+  ++st.init_calls;
+  if (flags != 0) return kErrorInvalidValue;
+  if (st.config.init_error != 0) return st.config.init_error;
+  if (st.Devices() == 0) return kErrorNoDevice;
+  std::lock_guard<std::mutex> lock(st.mu);
+  st.initialised = true;
+  return kSuccess;
+}
+
+namespace {
+CUresult NeedInit() { return S().initialised ? kSuccess : kErrorNotInitialized; }
+CUresult Ordinal(CUdevice d, int* ordinal) {
+  if (CUresult r = NeedInit(); r != kSuccess) return r;
+  const int o = d - kDeviceBase;
+  if (o < 0 || o >= S().Devices()) return kErrorInvalidDevice;
+  *ordinal = o;
+  return kSuccess;
+}
+}  // namespace
+
+STANDIN_EXPORT CUresult cuDeviceGetCount(int* n) {
+  if (CUresult r = NeedInit(); r != kSuccess) return r;
+  *n = S().Devices();
+  return kSuccess;
+}
+
+STANDIN_EXPORT CUresult cuDeviceGet(CUdevice* d, int ordinal) {
+  if (CUresult r = NeedInit(); r != kSuccess) return r;
+  if (ordinal < 0 || ordinal >= S().Devices()) return kErrorInvalidDevice;
+  *d = kDeviceBase + ordinal;
+  return kSuccess;
+}
+
+STANDIN_EXPORT CUresult cuDeviceGetName(char* name, int len, CUdevice d) {
+  int o = 0;
+  if (CUresult r = Ordinal(d, &o); r != kSuccess) return r;
+  std::snprintf(name, len, S().config.mig ? "rckpt stand-in GPU MIG 1g.%dgb" : "rckpt stand-in GPU",
+                static_cast<int>(S().config.memory_bytes >> 30));
+  return kSuccess;
+}
+
+STANDIN_EXPORT CUresult cuDeviceGetUuid_v2(CUuuid* u, CUdevice d) {
+  int o = 0;
+  if (CUresult r = Ordinal(d, &o); r != kSuccess) return r;
+  for (int i = 0; i < 16; ++i) u->bytes[i] = static_cast<char>(0x10 * (o + 1) + i);
+  return kSuccess;
+}
+
+STANDIN_EXPORT CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice d) {
+  int o = 0;
+  if (CUresult r = Ordinal(d, &o); r != kSuccess) return r;
+  *bytes = S().config.memory_bytes;
+  return kSuccess;
+}
+
+STANDIN_EXPORT CUresult cuDeviceGetPCIBusId(char* id, int len, CUdevice d) {
+  int o = 0;
+  if (CUresult r = Ordinal(d, &o); r != kSuccess) return r;
+  std::snprintf(id, len, "0000:%02X:00.0", S().config.mig ? 0x1a : 0x1a + o);
+  return kSuccess;
+}
+
+STANDIN_EXPORT CUresult cuDeviceGetAttribute(int* v, int attribute, CUdevice d) {
+  int o = 0;
+  if (CUresult r = Ordinal(d, &o); r != kSuccess) return r;
+  if (attribute == kDeviceAttributeComputeCapabilityMajor) *v = 9;
+  else if (attribute == kDeviceAttributeComputeCapabilityMinor) *v = 0;
+  else return kErrorInvalidValue;
+  return kSuccess;
+}
+
+STANDIN_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice d) {
+  int o = 0;
+  if (CUresult r = Ordinal(d, &o); r != kSuccess) return r;
+  Standin& st = S();
+  if (st.config.retain_error != 0) return st.config.retain_error;
+  std::lock_guard<std::mutex> lock(st.mu);
+  ++st.retained[o];
+  *ctx = reinterpret_cast<CUcontext>(&st.primary[o]);
+  return kSuccess;
+}
+
+STANDIN_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) {
+  int o = 0;
+  if (CUresult r = Ordinal(d, &o); r != kSuccess) return r;
+  Standin& st = S();
+  std::lock_guard<std::mutex> lock(st.mu);
+  if (st.retained[o] == 0) {
+    st.Violation("cuDevicePrimaryCtxRelease of cuda:" + std::to_string(o) + " without a retain");
+    return kErrorInvalidContext;
+  }
+  --st.retained[o];
+  return kSuccess;
+}
+
+STANDIN_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
+  if (ctx == nullptr) return kErrorInvalidContext;
+  tls_contexts.stack.push_back(reinterpret_cast<Context*>(ctx));
+  return kSuccess;
+}
+
+STANDIN_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext* ctx) {
+  if (tls_contexts.stack.empty()) {
+    S().Violation("cuCtxPopCurrent with no current context");
+    return kErrorInvalidContext;
+  }
+  Context* c = tls_contexts.stack.back();
+  tls_contexts.stack.pop_back();
+  if (ctx != nullptr) *ctx = reinterpret_cast<CUcontext>(c);
+  return kSuccess;
+}
+
+STANDIN_EXPORT CUresult cuCtxGetCurrent(CUcontext* ctx) {
+  *ctx = reinterpret_cast<CUcontext>(Current());
+  return kSuccess;
+}
+
+STANDIN_EXPORT CUresult cuCtxGetDevice(CUdevice* d) {
+  Context* c = Current();
+  if (c == nullptr) return kErrorInvalidContext;
+  *d = kDeviceBase + c->device;
+  return kSuccess;
+}
+
+STANDIN_EXPORT CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
+  Context* c = nullptr;
+  if (CUresult r = NeedContext("cuMemGetInfo", &c); r != kSuccess) return r;
+  Standin& st = S();
+  std::lock_guard<std::mutex> lock(st.mu);
+  *total = st.config.memory_bytes;
+  *free = st.config.memory_bytes - st.live_bytes[c->device];
+  return kSuccess;
+}
+
+STANDIN_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* ptr, size_t bytes) {
+  Context* c = nullptr;
+  if (CUresult r = NeedContext("cuMemAlloc", &c); r != kSuccess) return r;
+  Standin& st = S();
+  std::lock_guard<std::mutex> lock(st.mu);
+  ++st.allocations_made;
+  if (bytes == 0) return kErrorInvalidValue;
+  if ((st.config.oom_after_allocs > 0 &&
+       st.allocations_made >= static_cast<uint64_t>(st.config.oom_after_allocs)) ||
+      bytes > st.config.memory_bytes - st.live_bytes[c->device]) {
+    return kErrorOutOfMemory;
+  }
+  void* p = ::operator new(bytes, kAlign, std::nothrow);
+  if (p == nullptr) return kErrorOutOfMemory;
+  std::memset(p, 0xEE, bytes);  // not zero: a load must write every byte
+  st.allocs[c->device][reinterpret_cast<uintptr_t>(p)] = bytes;
+  st.live_bytes[c->device] += bytes;
+  *ptr = reinterpret_cast<CUdeviceptr>(p);
+  return kSuccess;
+}
+
+STANDIN_EXPORT CUresult cuMemFree_v2(CUdeviceptr ptr) {
+  Context* c = Current();
+  if (c == nullptr) {
+    S().Violation("cuMemFree without a current context");
+    return kErrorInvalidContext;
+  }
+  Standin& st = S();
+  std::lock_guard<std::mutex> lock(st.mu);
+  auto& dev = st.allocs[c->device];
+  auto it = dev.find(static_cast<uintptr_t>(ptr));
+  if (it == dev.end()) {
+    ++st.bad_frees;
+    st.Violation("cuMemFree of " + std::to_string(ptr) + ", not an allocation of cuda:" +
+                 std::to_string(c->device));
+    return kErrorInvalidValue;
+  }
+  st.live_bytes[c->device] -= it->second;
+  ::operator delete(reinterpret_cast<void*>(it->first), kAlign);
+  dev.erase(it);
+  // The real driver frees but keeps failing in a faulted context.
+  return c->sticky.load();
+}
+
+STANDIN_EXPORT CUresult cuMemHostAlloc(void** p, size_t bytes, unsigned flags) {
+  Context* c = nullptr;
+  if (CUresult r = NeedContext("cuMemHostAlloc", &c); r != kSuccess) return r;
+  Standin& st = S();
+  if (st.config.pinned_error != 0) return st.config.pinned_error;
+  if ((flags & kMemHostAllocPortable) == 0) {
+    st.Violation("cuMemHostAlloc without CU_MEMHOSTALLOC_PORTABLE: only the allocating context "
+                 "may copy from it");
+  }
+  void* q = ::operator new(bytes == 0 ? 1 : bytes, kAlign, std::nothrow);
+  if (q == nullptr) return kErrorOutOfMemory;
+  std::lock_guard<std::mutex> lock(st.mu);
+  st.pinned.insert(q);
+  *p = q;
+  return kSuccess;
+}
+
+STANDIN_EXPORT CUresult cuMemFreeHost(void* p) {
+  Context* c = Current();
+  if (c == nullptr) {
+    S().Violation("cuMemFreeHost without a current context");
+    return kErrorInvalidContext;
+  }
+  Standin& st = S();
+  std::lock_guard<std::mutex> lock(st.mu);
+  if (st.pinned.erase(p) == 0) {
+    ++st.bad_frees;
+    st.Violation("cuMemFreeHost of memory cuMemHostAlloc did not make");
+    return kErrorInvalidValue;
+  }
+  ::operator delete(p, kAlign);
+  return kSuccess;
+}
+
+STANDIN_EXPORT CUresult cuStreamCreate(CUstream* s, unsigned flags) {
+  Context* c = nullptr;
+  if (CUresult r = NeedContext("cuStreamCreate", &c); r != kSuccess) return r;
+  (void)flags;
+  Standin& st = S();
+  auto state = std::make_shared<StreamState>(c->device, st.config.copy_delay_us);
+  std::lock_guard<std::mutex> lock(st.mu);
+  CUstream h = reinterpret_cast<CUstream>(state.get());
+  st.streams[h] = std::move(state);
+  *s = h;
+  return kSuccess;
+}
+
+STANDIN_EXPORT CUresult cuStreamDestroy_v2(CUstream s) {
+  Context* c = nullptr;
+  if (CUresult r = NeedContext("cuStreamDestroy", &c); r != kSuccess && r != kErrorIllegalAddress) {
+    return r;
+  }
+  Standin& st = S();
+  std::shared_ptr<StreamState> doomed;
+  {
+    std::lock_guard<std::mutex> lock(st.mu);
+    auto it = st.streams.find(s);
+    if (it == st.streams.end()) {
+      st.Violation("cuStreamDestroy of an unknown stream");
+      return kErrorInvalidHandle;
+    }
+    if (c != nullptr && it->second->device != c->device) {
+      st.Violation("cuStreamDestroy of a stream of cuda:" + std::to_string(it->second->device) +
+                   " while cuda:" + std::to_string(c->device) + " is current");
+    }
+    doomed = std::move(it->second);
+    st.streams.erase(it);
+  }
+  return kSuccess;  // pending work finishes; the state goes with its last user
+}
+
+STANDIN_EXPORT CUresult cuStreamSynchronize(CUstream s) {
+  Context* c = nullptr;
+  if (CUresult r = NeedContext("cuStreamSynchronize", &c); r != kSuccess) return r;
+  CUresult err = kSuccess;
+  auto state = StreamFor(s, c, "cuStreamSynchronize", &err);
+  if (state == nullptr) return err;
+  const CUresult r = state->WaitFor(state->Submitted());
+  return c->sticky != kSuccess ? c->sticky.load() : r;
+}
+
+STANDIN_EXPORT CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned flags) {
+  Context* c = nullptr;
+  if (CUresult r = NeedContext("cuStreamWaitEvent", &c); r != kSuccess) return r;
+  if (flags != 0) return kErrorInvalidValue;
+  CUresult err = kSuccess;
+  auto state = StreamFor(s, c, "cuStreamWaitEvent", &err);
+  if (state == nullptr) return err;
+  Standin& st = S();
+  std::shared_ptr<StreamState> waited;
+  uint64_t seq = 0;
+  {
+    std::lock_guard<std::mutex> lock(st.mu);
+    auto it = st.events.find(e);
+    if (it == st.events.end()) {
+      st.Violation("cuStreamWaitEvent on an unknown or destroyed event");
+      return kErrorInvalidHandle;
+    }
+    waited = it->second->stream;
+    seq = it->second->seq;
+  }
+  if (waited == nullptr) return kSuccess;  // never recorded: nothing to wait for
+  state->Enqueue([waited, seq] {
+    (void)waited->WaitFor(seq);
+    return kSuccess;
+  });
+  return kSuccess;
+}
+
+STANDIN_EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t n,
+                                             CUstream s) {
+  Context* c = nullptr;
+  if (CUresult r = NeedContext("cuMemcpyHtoDAsync", &c); r != kSuccess) return r;
+  CUresult err = kSuccess;
+  auto state = StreamFor(s, c, "cuMemcpyHtoDAsync", &err);
+  if (state == nullptr) return err;
+  void* d = reinterpret_cast<void*>(dst);
+  if (CUresult r = CheckDevicePtr("cuMemcpyHtoDAsync dst", d, n, c->device); r != kSuccess) return r;
+  // The source must not change until the copy has run: a staging slot
+  // refilled too early shows here.
+  const uint64_t before = Hash(src, n);
+  state->Enqueue([c, d, src, n, before] {
+    if (CUresult r = CountCopy(c); r != kSuccess) return r;
+    if (Hash(src, n) != before) {
+      S().Violation("the host source of a pending host-to-device copy (" + std::to_string(n) +
+                    " bytes) changed before the copy ran: a staging buffer was reused too early");
+    }
+    std::memcpy(d, src, n);
+    return kSuccess;
+  });
+  return kSuccess;
+}
+
+STANDIN_EXPORT CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t n, CUstream s) {
+  Context* c = nullptr;
+  if (CUresult r = NeedContext("cuMemcpyDtoHAsync", &c); r != kSuccess) return r;
+  CUresult err = kSuccess;
+  auto state = StreamFor(s, c, "cuMemcpyDtoHAsync", &err);
+  if (state == nullptr) return err;
+  const void* from = reinterpret_cast<const void*>(src);
+  if (CUresult r = CheckDevicePtr("cuMemcpyDtoHAsync src", from, n, c->device); r != kSuccess) {
+    return r;
+  }
+  // The copy lands in two steps, as a DMA in progress does: the destination
+  // holds a pattern for a while before it holds the bytes, so whoever reads
+  // it without waiting for the copy's event reads the pattern.
+  const int delay = S().config.copy_delay_us;
+  state->Enqueue([c, dst, from, n, delay] {
+    if (CUresult r = CountCopy(c); r != kSuccess) return r;
+    std::memset(dst, 0xA5, n);
+    if (delay > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay));
+    std::memcpy(dst, from, n);
+    return kSuccess;
+  });
+  return kSuccess;
+}
+
+STANDIN_EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n,
+                                             CUstream s) {
+  Context* c = nullptr;
+  if (CUresult r = NeedContext("cuMemcpyDtoDAsync", &c); r != kSuccess) return r;
+  CUresult err = kSuccess;
+  auto state = StreamFor(s, c, "cuMemcpyDtoDAsync", &err);
+  if (state == nullptr) return err;
+  void* d = reinterpret_cast<void*>(dst);
+  const void* f = reinterpret_cast<const void*>(src);
+  if (CUresult r = CheckDevicePtr("cuMemcpyDtoDAsync dst", d, n, c->device); r != kSuccess) return r;
+  if (CUresult r = CheckDevicePtr("cuMemcpyDtoDAsync src", f, n, c->device); r != kSuccess) return r;
+  state->Enqueue([d, f, n] {
+    std::memmove(d, f, n);
+    return kSuccess;
+  });
+  return kSuccess;
+}
+
+STANDIN_EXPORT CUresult cuEventCreate(CUevent* e, unsigned flags) {
+  Context* c = nullptr;
+  if (CUresult r = NeedContext("cuEventCreate", &c); r != kSuccess) return r;
+  (void)flags;
+  Standin& st = S();
+  auto state = std::make_unique<EventState>();
+  state->device = c->device;
+  std::lock_guard<std::mutex> lock(st.mu);
+  CUevent h = reinterpret_cast<CUevent>(state.get());
+  st.events[h] = std::move(state);
+  *e = h;
+  return kSuccess;
+}
+
+STANDIN_EXPORT CUresult cuEventRecord(CUevent e, CUstream s) {
+  Context* c = nullptr;
+  if (CUresult r = NeedContext("cuEventRecord", &c); r != kSuccess) return r;
+  CUresult err = kSuccess;
+  auto state = StreamFor(s, c, "cuEventRecord", &err);
+  if (state == nullptr) return err;
+  Standin& st = S();
+  std::lock_guard<std::mutex> lock(st.mu);
+  auto it = st.events.find(e);
+  if (it == st.events.end()) {
+    st.Violation("cuEventRecord of an unknown event");
+    return kErrorInvalidHandle;
+  }
+  if (it->second->device != c->device) {
+    st.Violation("cuEventRecord of an event of cuda:" + std::to_string(it->second->device) +
+                 " on a stream of cuda:" + std::to_string(c->device));
+    return kErrorInvalidHandle;
+  }
+  it->second->stream = state;
+  it->second->seq = state->Submitted();
+  return kSuccess;
+}
+
+STANDIN_EXPORT CUresult cuEventSynchronize(CUevent e) {
+  Context* c = nullptr;
+  if (CUresult r = NeedContext("cuEventSynchronize", &c); r != kSuccess) return r;
+  Standin& st = S();
+  std::shared_ptr<StreamState> stream;
+  uint64_t seq = 0;
+  {
+    std::lock_guard<std::mutex> lock(st.mu);
+    auto it = st.events.find(e);
+    if (it == st.events.end()) {
+      st.Violation("cuEventSynchronize of an unknown event");
+      return kErrorInvalidHandle;
+    }
+    stream = it->second->stream;
+    seq = it->second->seq;
+  }
+  if (stream == nullptr) return kSuccess;
+  const CUresult r = stream->WaitFor(seq);
+  return c->sticky != kSuccess ? c->sticky.load() : r;
+}
+
+STANDIN_EXPORT CUresult cuEventDestroy_v2(CUevent e) {
+  Standin& st = S();
+  if (Current() == nullptr) st.Violation("cuEventDestroy without a current context");
+  std::lock_guard<std::mutex> lock(st.mu);
+  if (st.events.erase(e) == 0) {
+    st.Violation("cuEventDestroy of an unknown event");
+    return kErrorInvalidHandle;
+  }
+  return kSuccess;
+}
+
+STANDIN_EXPORT CUresult cuModuleLoadData(CUmodule* m, const void* image) {
+  Context* c = nullptr;
+  if (CUresult r = NeedContext("cuModuleLoadData", &c); r != kSuccess) return r;
+  Standin& st = S();
+  if (st.config.kernel_load_error != 0) return st.config.kernel_load_error;
+  uint32_t magic = 0;
+  std::memcpy(&magic, image, sizeof(magic));
+  if (magic != 0xBA55ED50u) {
+    st.Violation("cuModuleLoadData of an image that is not a fatbin (magic " +
+                 std::to_string(magic) + ")");
+    return kErrorInvalidImage;
+  }
+  auto state = std::make_unique<ModuleState>();
+  state->device = c->device;
+  std::lock_guard<std::mutex> lock(st.mu);
+  CUmodule h = reinterpret_cast<CUmodule>(state.get());
+  st.modules[h] = std::move(state);
+  *m = h;
+  return kSuccess;
+}
+
+STANDIN_EXPORT CUresult cuModuleUnload(CUmodule m) {
+  Standin& st = S();
+  std::lock_guard<std::mutex> lock(st.mu);
+  if (st.modules.erase(m) == 0) {
+    st.Violation("cuModuleUnload of an unknown module");
+    return kErrorInvalidHandle;
+  }
+  return kSuccess;
+}
+
+STANDIN_EXPORT CUresult cuModuleGetFunction(CUfunction* fn, CUmodule m, const char* name) {
+  Standin& st = S();
+  {
+    std::lock_guard<std::mutex> lock(st.mu);
+    if (st.modules.count(m) == 0) return kErrorInvalidHandle;
+  }
+  for (const char* const& known : kFunctions) {
+    if (std::strcmp(known, name) == 0) {
+      *fn = reinterpret_cast<CUfunction>(const_cast<char**>(&known));
+      return kSuccess;
+    }
+  }
+  return kErrorNotFound;
+}
+
+STANDIN_EXPORT CUresult cuLaunchKernel(CUfunction fn, unsigned gx, unsigned gy, unsigned gz,
+                                       unsigned bx, unsigned by, unsigned bz, unsigned shared,
+                                       CUstream s, void** params, void** extra) {
+  Context* c = nullptr;
+  if (CUresult r = NeedContext("cuLaunchKernel", &c); r != kSuccess) return r;
+  Standin& st = S();
+  const char* name = *reinterpret_cast<const char* const*>(fn);
+  if (gy != 1 || gz != 1 || by != 1 || bz != 1 || gx == 0 || gx > kMaxUnshuffleBlocks ||
+      bx != kUnshuffleThreads || shared != 0 || extra != nullptr || params == nullptr) {
+    st.Violation(std::string("cuLaunchKernel(") + name + ") with grid " + std::to_string(gx) +
+                 "x" + std::to_string(gy) + "x" + std::to_string(gz) + ", block " +
+                 std::to_string(bx) + "x" + std::to_string(by) + "x" + std::to_string(bz));
+    return kErrorInvalidValue;
+  }
+  CUresult err = kSuccess;
+  auto state = StreamFor(s, c, "cuLaunchKernel", &err);
+  if (state == nullptr) return err;
+  uint8_t* dst = *static_cast<uint8_t**>(params[0]);
+  const uint8_t* src = *static_cast<const uint8_t**>(params[1]);
+  const uint64_t n_elem = *static_cast<uint64_t*>(params[2]);
+  const uint32_t elem = *static_cast<uint32_t*>(params[3]);
+  const uint64_t bytes = n_elem * elem;
+  if (CUresult r = CheckDevicePtr("cuLaunchKernel dst", dst, bytes, c->device); r != kSuccess) {
+    return r;
+  }
+  if (CUresult r = CheckDevicePtr("cuLaunchKernel src", src, bytes, c->device); r != kSuccess) {
+    return r;
+  }
+  ++st.launches;
+  const std::string kernel = name;
+  state->Enqueue([kernel, gx, bx, dst, src, n_elem, elem] {
+    rckpt::cuda::host::RunUnshuffleKernel(kernel, gx, bx, dst, src, n_elem, elem);
+    return kSuccess;
+  });
+  return kSuccess;
+}
+
+// ---- Controls ----
+
+STANDIN_EXPORT void rckpt_standin_configure(const RckptStandinConfig* config) {
+  S().Reset(*config);
+}
+
+STANDIN_EXPORT RckptStandinStats rckpt_standin_stats() {
+  Standin& st = S();
+  RckptStandinStats out{};
+  std::lock_guard<std::mutex> lock(st.mu);
+  for (int d = 0; d < kMaxDevices; ++d) {
+    out.live_allocations[d] = static_cast<int>(st.allocs[d].size());
+    out.live_bytes[d] = st.live_bytes[d];
+    out.retained_contexts += st.retained[d];
+  }
+  out.live_pinned = static_cast<int>(st.pinned.size());
+  out.live_streams = static_cast<int>(st.streams.size());
+  out.live_events = static_cast<int>(st.events.size());
+  out.live_modules = static_cast<int>(st.modules.size());
+  out.copies = st.copies;
+  out.launches = st.launches;
+  out.bad_frees = st.bad_frees;
+  out.init_calls = st.init_calls;
+  std::lock_guard<std::mutex> vlock(st.violation_mu);
+  out.violations = static_cast<int>(st.violations.size());
+  return out;
+}
+
+STANDIN_EXPORT int rckpt_standin_violations(char* buf, int len) {
+  Standin& st = S();
+  std::lock_guard<std::mutex> lock(st.violation_mu);
+  std::string all;
+  for (const std::string& v : st.violations) all += v + "\n";
+  if (buf != nullptr && len > 0) {
+    std::snprintf(buf, static_cast<size_t>(len), "%s", all.c_str());
+  }
+  return static_cast<int>(st.violations.size());
+}
+
+STANDIN_EXPORT int rckpt_standin_context_depth() {
+  return static_cast<int>(tls_contexts.stack.size());
+}
+
+STANDIN_EXPORT int rckpt_standin_current_device() {
+  Context* c = Current();
+  return c == nullptr ? -1 : c->device;
+}
+
+STANDIN_EXPORT void rckpt_standin_set_current_device(int d) {
+  auto& stack = tls_contexts.stack;
+  if (d < 0) {
+    if (!stack.empty()) stack.pop_back();
+    return;
+  }
+  Context* c = &S().primary[d];
+  if (stack.empty()) {
+    stack.push_back(c);
+  } else {
+    stack.back() = c;
+  }
+}
+
+STANDIN_EXPORT void* rckpt_standin_hold_stream(void* stream, int device) {
+  Standin& st = S();
+  std::shared_ptr<StreamState> state;
+  {
+    std::lock_guard<std::mutex> lock(st.mu);
+    if (stream == nullptr) {
+      auto& d = st.default_streams[device];
+      if (d == nullptr) d = std::make_shared<StreamState>(device, st.config.copy_delay_us);
+      state = d;
+    } else {
+      auto it = st.streams.find(static_cast<CUstream>(stream));
+      if (it == st.streams.end()) return nullptr;
+      state = it->second;
+    }
+  }
+  auto* gate = new std::promise<void>();
+  std::shared_future<void> open = gate->get_future().share();
+  state->Enqueue([open] {
+    open.wait();
+    return kSuccess;
+  });
+  return gate;
+}
+
+STANDIN_EXPORT void rckpt_standin_release(void* gate) {
+  auto* g = static_cast<std::promise<void>*>(gate);
+  g->set_value();
+  delete g;
+}
+
+STANDIN_EXPORT int rckpt_standin_device_of(const void* p) {
+  Standin& st = S();
+  std::lock_guard<std::mutex> lock(st.mu);
+  return st.DeviceOfLocked(p, 0);
+}
+
+namespace {
+
+// At exit: every violation and every leak fails the process.
+struct ExitCheck {
+  ~ExitCheck() {
+    Standin& st = S();
+    std::string problems;
+    {
+      std::lock_guard<std::mutex> lock(st.violation_mu);
+      for (const std::string& v : st.violations) problems += "  " + v + "\n";
+    }
+    {
+      std::lock_guard<std::mutex> lock(st.mu);
+      for (int d = 0; d < kMaxDevices; ++d) {
+        if (!st.allocs[d].empty()) {
+          problems += "  leak: " + std::to_string(st.allocs[d].size()) +
+                      " device allocation(s) of cuda:" + std::to_string(d) + "\n";
+        }
+      }
+      if (!st.pinned.empty()) {
+        problems += "  leak: " + std::to_string(st.pinned.size()) + " pinned allocation(s)\n";
+      }
+      if (!st.streams.empty()) {
+        problems += "  leak: " + std::to_string(st.streams.size()) + " stream(s)\n";
+      }
+      if (!st.events.empty()) {
+        problems += "  leak: " + std::to_string(st.events.size()) + " event(s)\n";
+      }
+    }
+    if (!problems.empty() && std::getenv("RCKPT_STANDIN_NO_EXIT_CHECK") == nullptr) {
+      std::fprintf(stderr, "cuda stand-in: this process misused the driver:\n%s", problems.c_str());
+      std::fflush(stderr);
+      _exit(97);
+    }
+  }
+};
+ExitCheck exit_check;
+
+}  // namespace

@@ -1,0 +1,73 @@
+// The stand-in CUDA driver's controls: a C API the tests reach by dlopen'ing
+// the stand-in (the same handle rckpt's CUDA runtime loads it by).
+//
+// The stand-in (libcuda_standin.so) exports the part of the driver API rckpt
+// resolves, over host memory, so rckpt's real CUDA runtime runs on machines
+// without a GPU. It behaves like a device where that catches bugs: copies
+// complete late on each stream's own thread; a host buffer changed while a
+// copy from it is pending, a stream, event or pointer used with another
+// device, a call without a current context, a context left pushed, and a
+// free of an unknown pointer are each recorded as a violation; it counts
+// what is live, and injects the faults below. Each process starts from the
+// environment (RCKPT_STANDIN_DEVICES, RCKPT_STANDIN_DRIVER_VERSION,
+// RCKPT_STANDIN_INIT_ERROR, RCKPT_STANDIN_KERNEL_ERROR, RCKPT_STANDIN_MIG,
+// RCKPT_STANDIN_MEMORY) and, at exit, fails (exit status 97) printing every
+// violation and leak it saw.
+#ifndef RCKPT_TESTS_CUDA_STANDIN_STANDIN_CONTROL_H_
+#define RCKPT_TESTS_CUDA_STANDIN_STANDIN_CONTROL_H_
+
+#include <cstdint>
+
+extern "C" {
+
+struct RckptStandinConfig {
+  int devices = 2;
+  int driver_version = 13000;           // cuDriverGetVersion
+  uint64_t memory_bytes = 1ull << 30;   // per device
+  int init_error = 0;                   // cuInit's result (0: success)
+  int kernel_load_error = 0;            // cuModuleLoadData's result
+  int retain_error = 0;                 // cuDevicePrimaryCtxRetain's result
+  int oom_after_allocs = 0;             // the n-th cuMemAlloc is out of memory (0: never)
+  int pinned_error = 0;                 // cuMemHostAlloc's result
+  int fail_copy = 0;                    // the n-th copy fails its stream (CUDA_ERROR_LAUNCH_FAILED)
+  int sticky_copy = 0;                  // the n-th copy faults its context for good (ILLEGAL_ADDRESS)
+  int mig = 0;                          // devices are MIG instances of one GPU
+  int copy_delay_us = 100;              // each stream operation runs this late
+};
+
+struct RckptStandinStats {
+  int live_allocations[8];
+  uint64_t live_bytes[8];
+  int live_pinned;
+  int live_streams;
+  int live_events;
+  int live_modules;
+  int retained_contexts;
+  uint64_t copies;
+  uint64_t launches;
+  int bad_frees;
+  int violations;
+  int init_calls;  // cuInit calls since the last configure
+};
+
+// Replaces the configuration and clears every counter and violation.
+// REQUIRES: nothing the stand-in made is live.
+void rckpt_standin_configure(const RckptStandinConfig* config);
+RckptStandinStats rckpt_standin_stats();
+// Copies the violations' text (one per line) into buf; returns their count.
+int rckpt_standin_violations(char* buf, int len);
+// The calling thread's context stack depth and current device (-1: none).
+int rckpt_standin_context_depth();
+int rckpt_standin_current_device();
+// Makes the calling thread's current context device `d`'s primary context
+// (as cudaSetDevice does), or none for -1.
+void rckpt_standin_set_current_device(int d);
+// The device whose live allocation holds `p`, or -1.
+int rckpt_standin_device_of(const void* p);
+// Holds a stream (null: `device`'s default stream): work queued on it from
+// now on runs once rckpt_standin_release is called with the returned gate.
+void* rckpt_standin_hold_stream(void* stream, int device);
+void rckpt_standin_release(void* gate);
+}
+
+#endif  // RCKPT_TESTS_CUDA_STANDIN_STANDIN_CONTROL_H_
