@@ -17,6 +17,7 @@ from . import _core, data
 from ._convert import ConvertReport, convert
 from .async_save import SaveFuture, save_async
 from .checkpoint import Checkpoint, load, load_into, save
+from .doctor import DoctorReport, doctor
 from .errors import (CorruptionError, DeviceError, DeviceUnavailableError,
                      DroppedValueWarning, Error, InertObjectWarning, InvalidArgumentError,
                      IoError, NotFoundError, OutOfMemoryError, UnsupportedError)
@@ -30,7 +31,10 @@ _core.init_torch()
 
 
 def cuda_device_count(emulate_devices: int = 0) -> int:
-    """CUDA devices rckpt's runtime sees (or N emulated ones); what model_device="auto" uses."""
+    """CUDA devices rckpt's runtime sees (or N emulated ones). 0 means there is no GPU
+    (rckpt.doctor() says why); a GPU rckpt cannot use raises DeviceUnavailableError.
+    Loads the CUDA driver (a process that does not call this, or load onto a GPU,
+    never does)."""
     from ._args import check_emulate_devices
     return _core.cuda_device_count(check_emulate_devices("rckpt.cuda_device_count",
                                                          emulate_devices))
@@ -38,9 +42,9 @@ def cuda_device_count(emulate_devices: int = 0) -> int:
 
 __all__ = [
     "Checkpoint", "CheckpointManager", "ConvertReport", "CorruptionError", "DeviceError",
-    "DeviceUnavailableError", "DroppedValueWarning", "Error", "FunctionRef", "InertObject",
+    "DeviceUnavailableError", "DoctorReport", "DroppedValueWarning", "Error", "FunctionRef", "InertObject",
     "InertObjectWarning", "InvalidArgumentError", "IoError", "NotFoundError",
     "OutOfMemoryError", "ProgressBar", "RestoreReport", "RngRecord", "RngState", "SaveFuture",
-    "UnsupportedError", "capture_rng", "convert", "cuda_device_count", "data", "load",
+    "UnsupportedError", "capture_rng", "convert", "cuda_device_count", "data", "doctor", "load",
     "load_into", "restore_rng", "save", "save_async",
 ]

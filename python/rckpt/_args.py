@@ -209,34 +209,3 @@ class _TorchStyleMapLocation:
                 "map_location(storage, location) returns a storage (or a tensor) on the target "
                 "device, or None")
         return str(device)
-
-
-def cuda_sync(tensors):
-    """Waits for torch's pending work on the CUDA devices the tensors are on."""
-    import torch
-    for index in sorted({t.device.index or 0 for t in tensors if t.is_cuda}):
-        torch.cuda.synchronize(index)
-
-
-def walk_tensors(obj, shard_type=None):
-    """The tensors of a state tree (with shard_type: the blocks of its shards too)."""
-    import torch
-    stack, out = [obj], []
-    while stack:
-        o = stack.pop()
-        if isinstance(o, torch.Tensor):
-            out.append(o)
-        elif shard_type is not None and isinstance(o, shard_type):
-            out.append(o.block)
-        elif isinstance(o, dict):
-            stack.extend(o.values())
-        elif isinstance(o, (list, tuple)):
-            stack.extend(o)
-    return out
-
-
-def sync_cuda(state, shard_type=None):
-    """Waits for torch's pending CUDA work on the devices of the tensors in ``state``."""
-    import torch
-    if torch.cuda.is_available():
-        cuda_sync(walk_tensors(state, shard_type))

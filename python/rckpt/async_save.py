@@ -12,7 +12,7 @@ import threading
 import weakref
 
 from . import _core, _state_types
-from ._args import check_save_options, progress_callback, rng_records, sync_cuda
+from ._args import check_save_options, progress_callback, rng_records
 from .checkpoint import Checkpoint, _sections_to_save
 
 
@@ -151,7 +151,6 @@ class AsyncSaver:
         if isinstance(state, Checkpoint):
             state = state.state
         sections, metadata = _sections_to_save(state, rng, metadata)
-        sync_cuda(sections)
         with self._lock:
             self._raise_unretrieved()
             with _state_types.dropping_functions(drop_functions, "rckpt.save_async", 5):

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
 from . import _core, _files, _state_types
 from ._args import (check_bool, check_emulate_devices, check_save_options, check_threads,
                     device_str, map_location_arg, metadata_arg, names_arg, progress_callback,
-                    rng_records, sync_cuda)
+                    rng_records)
 from .rng import RngRecord, RngState
 
 if TYPE_CHECKING:
@@ -196,7 +196,6 @@ def save(f: SaveTarget, state: Any, *, rng: Optional[Mapping[str, RngRecord]] = 
     if isinstance(state, Checkpoint):
         state = state.state
     sections, metadata = _sections_to_save(state, rng, metadata)
-    sync_cuda(sections)
     progress = progress_callback(progress, "save")
     with _state_types.dropping_functions(drop_functions, "rckpt.save"), \
             _files.writable(f) as path:
@@ -208,7 +207,8 @@ def load(f: LoadSource, *, map_location: Optional[MapLocation] = None,
          model_device: Optional[Device] = None, sections: Optional[Sequence[str]] = None,
          skip_sections: Optional[Sequence[str]] = None, verify: bool = True,
          map_file: bool = True, threads: int = 0, progress: Optional[Progress] = None,
-         emulate_devices: int = 0, file_tree: bool = False, strict: bool = False) -> Any:
+         emulate_devices: int = 0, file_tree: bool = False, strict: bool = False,
+         device_unshuffle: bool = True) -> Any:
     """Loads a checkpoint from ``f`` (a path or a file object).
 
     Returns a :class:`Checkpoint` for a dict of sections, and what save
@@ -236,6 +236,18 @@ def load(f: LoadSource, *, map_location: Optional[MapLocation] = None,
     all. ``emulate_devices=N`` loads onto N host-emulated CUDA devices (for
     trying placements without GPUs).
 
+    On CUDA: ``model_device="auto"`` is ``torch.cuda.current_device()``
+    (under torchrun, after ``torch.cuda.set_device(local_rank)``, each rank's
+    own GPU), cpu only when there is no GPU; torch and rckpt disagreeing
+    about the GPUs is a DeviceUnavailableError. The CUDA tensors returned
+    are torch's own (its caching allocator, on its current stream: freeing
+    them never synchronises the device); the load's copies start after
+    torch's pending work on that stream and are complete when it returns.
+    torch's current device is the same afterwards. Byte-shuffled zstd chunks
+    are un-shuffled on the GPU, or on the host where the shipped kernel does
+    not load (``rckpt.doctor()`` says which); ``device_unshuffle=False``
+    un-shuffles on the host anyway (to compare the two).
+
     A file of rckpt.distributed.save loads as the sections its ranks saved,
     with whole tensors (a job of one rank); ``file_tree=True`` gives the
     file's tree as written instead ({"common": ..., "ranks": [...]}, RNG
@@ -256,7 +268,7 @@ def load(f: LoadSource, *, map_location: Optional[MapLocation] = None,
     sections = names_arg("rckpt.load", "sections", sections)
     skip_sections = names_arg("rckpt.load", "skip_sections", skip_sections)
     for name, flag in (("verify", verify), ("map_file", map_file), ("file_tree", file_tree),
-                       ("strict", strict)):
+                       ("strict", strict), ("device_unshuffle", device_unshuffle)):
         check_bool("rckpt.load", name, flag)
     check_threads("rckpt.load", threads)
     check_emulate_devices("rckpt.load", emulate_devices)
@@ -265,7 +277,8 @@ def load(f: LoadSource, *, map_location: Optional[MapLocation] = None,
             _files.as_rckpt(f, path, placement, device, emulate_devices, strict, threads,
                             "rckpt.load") as rckpt_path:
         raw = _core.load(rckpt_path, placement, device, sections, skip_sections, verify,
-                         map_file, threads, progress, emulate_devices, file_tree)
+                         map_file, threads, progress, emulate_devices, file_tree,
+                         device_unshuffle)
     ck = Checkpoint(raw, file_tree)
     if file_tree:
         return ck
@@ -320,7 +333,6 @@ def load_into(f: LoadSource, state: Union[dict[str, Any], Mapping[str, torch.Ten
                         f"{type(state).__name__}")
     for section, value in state.items():
         walk(value, [section])
-    sync_cuda([t for _, t in targets])
     progress = progress_callback(progress, "load_into")
     with torch.no_grad(), _files.readable(f) as path:
         _core.load_into(path, targets, [str(s) for s in state], strict, verify, threads,

@@ -39,7 +39,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union
 
 from . import _distributed
-from ._args import device_str, map_location_arg, progress_callback, rng_records, sync_cuda
+from ._args import device_str, map_location_arg, progress_callback, rng_records
 from .errors import Error, IoError
 from .rng import RngRecord, RngState
 
@@ -396,7 +396,6 @@ def save(comm: Comm, path: Union[str, os.PathLike[str]], state: dict[str, Any], 
             if both:
                 raise ValueError(f"sections {both} are both in the state and in common")
             full = {**state, **common}
-        sync_cuda(full, Shard)
         plan = _distributed.prepare_save(
             comm, os.fspath(path), full, Shard, rank_state, rng_records(rng), codec, level,
             chunk_bytes, threads, {str(k): str(v) for k, v in (metadata or {}).items()}, origin,

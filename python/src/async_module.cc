@@ -20,6 +20,7 @@
 #include "errors.h"
 #include "rckpt/async_save.h"
 #include "to_checkpoint.h"
+#include "torch_device.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -98,6 +99,11 @@ class PyAsyncSaver {
     Progress none{nb::none()};
     SaveOptions o = SaveOptionsOf(codec, level, chunk_bytes, threads, runtime.get(), &none);
     o.progress = p ? p->Callback() : ProgressCallback();
+    // The snapshot's device copies start after torch's work on each device
+    // (the contiguous copies made above included), and torch's stream waits
+    // for them: the call returns without waiting for the device, and the
+    // next step's writes to the state come after the copies.
+    o.caller_stream = TorchCallerStream();
 
     auto outcome = std::make_shared<Outcome>();
     auto done = [outcome](const Status& s) {
@@ -110,7 +116,6 @@ class PyAsyncSaver {
     {
       nb::gil_scoped_release release;
       s = saver_->Save(path, ck, std::move(o), done);
-      if (s.ok()) s = saver_->WaitSnapshot();  // torch may change device tensors next
     }
     // The previous save is finished and the saver holds nothing of its
     // runtime any more: it may go.

@@ -8,6 +8,7 @@
 #include "errors.h"
 #include "to_checkpoint.h"
 #include "torch_api.h"
+#include "torch_device.h"
 
 namespace rckpt::python {
 
@@ -71,6 +72,18 @@ LoadOptions LoadOptionsOf(bool verify, int threads, DeviceRuntime* runtime, Prog
   o.runtime = runtime;
   o.progress = progress->Callback();
   return o;
+}
+
+void UseTorchForDevices(DeviceRuntime* runtime, TorchDeviceAllocator* alloc, LoadOptions* o) {
+  if (runtime != nullptr) return;
+  o->caller_stream = TorchCallerStream();
+  o->device_allocator = alloc;
+  o->auto_device = TorchAutoDevice(&DefaultRuntime());
+}
+
+void UseTorchForDevices(DeviceRuntime* runtime, SaveOptions* o) {
+  if (runtime != nullptr) return;
+  o->caller_stream = TorchCallerStream();
 }
 
 RngKind RngKindOf(const std::string& name) {

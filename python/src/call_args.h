@@ -57,6 +57,16 @@ SaveOptions SaveOptionsOf(const std::string& codec, int level, uint64_t chunk_by
 // set by the caller); `progress` must outlive the load.
 LoadOptions LoadOptionsOf(bool verify, int threads, DeviceRuntime* runtime, Progress* progress);
 
+class TorchDeviceAllocator;
+
+// A call on torch's CUDA devices (`runtime` null: the default runtime; for
+// emulated devices nothing changes): the engine's device work is ordered
+// with torch's current stream of each device (no device-wide synchronise),
+// and for a load, the CUDA tensors it returns come from `alloc` (torch's
+// caching allocator) and model_device "auto" is torch.cuda.current_device().
+void UseTorchForDevices(DeviceRuntime* runtime, TorchDeviceAllocator* alloc, LoadOptions* o);
+void UseTorchForDevices(DeviceRuntime* runtime, SaveOptions* o);
+
 // The RngKind named `name` ("torch_cpu", ...); InvalidArgument otherwise.
 RngKind RngKindOf(const std::string& name);
 

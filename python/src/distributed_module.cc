@@ -29,6 +29,7 @@
 #include "rckpt/distributed.h"
 #include "to_checkpoint.h"
 #include "torch_api.h"
+#include "torch_device.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -144,6 +145,7 @@ std::unique_ptr<SavePlan> PrepareSave(nb::handle comm, std::string path, nb::obj
   plan->progress = std::make_unique<Progress>(std::move(progress));
   plan->options =
       SaveOptionsOf(codec, level, chunk_bytes, threads, plan->runtime.get(), plan->progress.get());
+  UseTorchForDevices(plan->runtime.get(), &plan->options);
   return plan;
 }
 
@@ -166,6 +168,7 @@ struct LoadPlan {
   std::unique_ptr<Progress> progress;
   std::optional<nb::python_error> callback_error;  // of a map_location callable
   std::vector<nb::object> keep_alive;                // the `into` tensors
+  TorchDeviceAllocator torch_memory;                 // the CUDA blocks it returns
   LoadOptions options;
 };
 
@@ -198,6 +201,7 @@ std::unique_ptr<LoadPlan> PrepareLoad(nb::handle comm, std::string path, nb::lis
   plan->runtime = RuntimeFor(emulate_devices);
   plan->progress = std::make_unique<Progress>(std::move(progress));
   plan->options = LoadOptionsOf(verify, threads, plan->runtime.get(), plan->progress.get());
+  UseTorchForDevices(plan->runtime.get(), &plan->torch_memory, &plan->options);
   SetPlacement(map_location, std::move(model_device), &plan->options, &plan->callback_error);
   return plan;
 }
@@ -218,7 +222,7 @@ nb::dict Load(LoadPlan& plan) {
   for (size_t k = 0; k < r.blocks.size(); ++k) {
     if (!plan.wants[k].into) fresh.push_back(std::move(r.blocks[k]));
   }
-  TorchTensors t = TensorsToTorch(fresh, plan.runtime, plan.runtime != nullptr);
+  TorchTensors t = TensorsToTorch(fresh, plan.runtime, plan.runtime != nullptr, &plan.torch_memory);
   out["blocks"] = t.tensors;
   out["placement"] = t.placement;
   out["origin"] = t.origin;

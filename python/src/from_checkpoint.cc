@@ -7,6 +7,7 @@
 #include "convert/import_common.h"
 #include "errors.h"
 #include "torch_api.h"
+#include "torch_device.h"
 
 namespace rckpt::python {
 namespace {
@@ -133,8 +134,22 @@ class PyBuilder {
 
 }  // namespace
 
+namespace {
+
+// A CUDA tensor without elements (torch gives it no memory to hand over).
+nb::object EmptyCudaTensor(const Tensor& t) {
+  const TorchApi& api = Torch();
+  nb::list shape;
+  for (int64_t d : t.shape()) shape.append(d);
+  return api.torch.attr("empty")(nb::tuple(shape),
+                                 nb::arg("dtype") = api.torch_dtype[static_cast<int>(t.dtype())],
+                                 nb::arg("device") = api.device_type("cuda", t.device().index));
+}
+
+}  // namespace
+
 TorchTensors TensorsToTorch(const std::vector<TensorEntry>& entries, std::shared_ptr<void> keep,
-                            bool device_is_host) {
+                            bool device_is_host, TorchDeviceAllocator* made) {
   TorchTensors out;
   // One str per name and per device, shared by the three dicts: this loop
   // is most of the per-tensor cost of a load from Python.
@@ -146,7 +161,12 @@ TorchTensors TensorsToTorch(const std::vector<TensorEntry>& entries, std::shared
   };
   for (const TensorEntry& e : entries) {
     nb::str name(e.name.data(), e.name.size());
-    nb::object t = TensorToTorch(e.tensor, keep, device_is_host);
+    nb::object t;
+    if (made != nullptr && !device_is_host && e.tensor.device().is_cuda()) {
+      t = e.tensor.data() != nullptr ? made->Take(e.tensor.data()) : nb::none();
+      if (t.is_none() && e.tensor.nbytes() == 0) t = EmptyCudaTensor(e.tensor);
+    }
+    if (!t.is_valid() || t.is_none()) t = TensorToTorch(e.tensor, keep, device_is_host);
     if (PyDict_SetItem(out.tensors.ptr(), name.ptr(), t.ptr()) != 0 ||
         PyDict_SetItem(out.placement.ptr(), name.ptr(), device_name(e.tensor.device())) != 0 ||
         PyDict_SetItem(out.origin.ptr(), name.ptr(), device_name(e.Origin())) != 0) {

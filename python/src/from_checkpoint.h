@@ -19,13 +19,15 @@ namespace nb = nanobind;
 // keyed by tensor name in file order. `keep` is held by each tensor (the
 // runtime that owns device memory); `device_is_host`: device tensors live in
 // host memory (the emulated runtime) and come back as CPU tensors.
+// CUDA tensors `made` allocated (torch's own) are handed back as they are.
 struct TorchTensors {
   nb::dict tensors;
   nb::dict placement;
   nb::dict origin;
 };
+class TorchDeviceAllocator;
 TorchTensors TensorsToTorch(const std::vector<TensorEntry>& entries, std::shared_ptr<void> keep,
-                            bool device_is_host);
+                            bool device_is_host, TorchDeviceAllocator* made = nullptr);
 
 // The state tree as Python objects; tensor references resolve through
 // `tensors` (None for a tensor that was not loaded), RNG references to the

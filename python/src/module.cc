@@ -14,6 +14,7 @@
 
 #include "async_module.h"
 #include "call_args.h"
+#include "doctor_binding.h"
 #include "engine/placement.h"
 #include "errors.h"
 #include "format/collective_layout.h"
@@ -25,6 +26,7 @@
 #include "rckpt/runtime.h"
 #include "to_checkpoint.h"
 #include "torch_api.h"
+#include "torch_device.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -40,7 +42,10 @@ void Save(const std::string& path, nb::handle state, nb::list rng, const std::st
 
   std::shared_ptr<DeviceRuntime> runtime = RuntimeFor(emulate_devices);
   Progress p(std::move(progress));
-  const SaveOptions o = SaveOptionsOf(codec, level, chunk_bytes, threads, runtime.get(), &p);
+  SaveOptions o = SaveOptionsOf(codec, level, chunk_bytes, threads, runtime.get(), &p);
+  // Reads each CUDA tensor after torch's work on its device, the
+  // contiguous copies made above included.
+  UseTorchForDevices(runtime.get(), &o);
   Status s;
   {
     nb::gil_scoped_release release;
@@ -71,10 +76,13 @@ void AddState(Checkpoint& ck, bool file_tree, nb::dict tensors, nb::dict* out) {
 nb::dict Load(const std::string& path, nb::handle map_location,
               std::optional<std::string> model_device, std::vector<std::string> sections,
               std::vector<std::string> skip_sections, bool verify, bool map_file, int threads,
-              nb::object progress, int emulate_devices, bool file_tree) {
+              nb::object progress, int emulate_devices, bool file_tree, bool device_unshuffle) {
   std::shared_ptr<DeviceRuntime> runtime = RuntimeFor(emulate_devices);
   Progress p(std::move(progress));
   LoadOptions o = LoadOptionsOf(verify, threads, runtime.get(), &p);
+  TorchDeviceAllocator torch_memory;
+  UseTorchForDevices(runtime.get(), &torch_memory, &o);
+  o.device_unshuffle = device_unshuffle;
   std::optional<nb::python_error> callback_error;
   SetPlacement(map_location, model_device, &o, &callback_error);
   o.sections = std::move(sections);
@@ -92,7 +100,7 @@ nb::dict Load(const std::string& path, nb::handle map_location,
   Checkpoint ck = ValueOrThrow(std::move(*loaded));
 
   nb::dict out;
-  TorchTensors t = TensorsToTorch(ck.tensors(), runtime, runtime != nullptr);
+  TorchTensors t = TensorsToTorch(ck.tensors(), runtime, runtime != nullptr, &torch_memory);
   out["tensors"] = t.tensors;
   AddState(ck, file_tree, t.tensors, &out);
   out["placement"] = t.placement;
@@ -135,6 +143,8 @@ void LoadInto(const std::string& path, nb::list targets, std::vector<std::string
   std::shared_ptr<DeviceRuntime> runtime = RuntimeFor(emulate_devices);
   Progress p(std::move(progress));
   LoadOptions o = LoadOptionsOf(verify, threads, runtime.get(), &p);
+  // The copies wait for torch's pending work on the targets.
+  UseTorchForDevices(runtime.get(), nullptr, &o);
   o.sections = std::move(sections);
   Status s;
   {
@@ -187,7 +197,7 @@ nb::dict Describe(const std::string& path, nb::handle ref) {
 
 int CudaDeviceCount(int emulate_devices) {
   std::shared_ptr<DeviceRuntime> runtime = RuntimeFor(emulate_devices);
-  return runtime ? runtime->DeviceCount() : DefaultRuntime().DeviceCount();
+  return ValueOrThrow(runtime ? runtime->DeviceCount() : DefaultRuntime().DeviceCount());
 }
 
 // The .rckpt that rckpt.load reads for `path`: the file itself, or the
@@ -207,7 +217,9 @@ nb::dict ImportAsRckpt(const std::string& path, nb::handle map_location,
   std::optional<nb::python_error> unused;
   SetPlacement(map_location, model_device, &o, &unused);
   o.threads = threads;
-  const int devices = CudaDeviceCount(emulate_devices);
+  std::shared_ptr<DeviceRuntime> runtime = RuntimeFor(emulate_devices);
+  // Asks the runtime only when a device option needs it.
+  DeviceInventory devices(runtime ? *runtime : DefaultRuntime(), nullptr);
   std::optional<Result<ScratchImport>> imported;
   {
     nb::gil_scoped_release release;
@@ -236,7 +248,7 @@ NB_MODULE(_core, m) {
         "emulate_devices"_a);
   m.def("load", &Load, "path"_a, "map_location"_a.none(), "model_device"_a.none(),
         "sections"_a, "skip_sections"_a, "verify"_a, "map_file"_a, "threads"_a,
-        "progress"_a.none(), "emulate_devices"_a, "file_tree"_a);
+        "progress"_a.none(), "emulate_devices"_a, "file_tree"_a, "device_unshuffle"_a = true);
   m.def("load_into", &LoadInto, "path"_a, "targets"_a, "sections"_a, "strict"_a, "verify"_a,
         "threads"_a, "progress"_a.none(), "emulate_devices"_a);
   m.def("cuda_device_count", &CudaDeviceCount, "emulate_devices"_a);
@@ -256,5 +268,6 @@ NB_MODULE(_core, m) {
         RngKindOf(kind_name), {reinterpret_cast<const std::byte*>(b.c_str()), b.size()}));
   }, "kind"_a, "data"_a);
   RegisterAsync(m);
+  RegisterDoctor(m);
   m.attr("version") = RCKPT_VERSION_STRING;
 }

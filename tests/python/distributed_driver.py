@@ -221,7 +221,7 @@ def scenario_failures(job, rd, directory, data):
     outcome("file_size_limit", rank, save(good))
     if rank == 1:
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
-    # A directory that does not exist: every rank's open fails.
+    # A directory that does not exist: made for the save (docs/DISTRIBUTED.md).
     outcome("missing_directory", rank, lambda: rd.save(
         job.comm, os.path.join(directory, "no", "f"), good, **SAVE_OPTIONS))
     # Values that cannot be stored, on one rank only: caught before any rank writes.

@@ -1,0 +1,64 @@
+#include "doctor_binding.h"
+
+#include <nanobind/stl/string.h>
+
+#include "rckpt/doctor.h"
+
+namespace rckpt::python {
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace {
+
+nb::object Limit(uint64_t v) { return v == UINT64_MAX ? nb::none() : nb::object(nb::int_(v)); }
+
+nb::dict Doctor(const std::string& driver_library) {
+  DoctorReport r;
+  {
+    nb::gil_scoped_release release;
+    r = RunDoctor({.driver_library = driver_library});
+  }
+  nb::dict out;
+  out["rckpt_version"] = r.rckpt_version;
+  out["cuda_built"] = r.cuda_built;
+  out["kernel_image"] = r.kernel_image;
+  out["driver_library"] = r.driver_library;
+  out["driver_path"] = r.driver_path;
+  out["driver_version"] = r.driver_version;
+  out["cuda_visible_devices"] =
+      r.cuda_visible_devices_set ? nb::object(nb::str(r.cuda_visible_devices.c_str())) : nb::none();
+  out["cuda_device_order"] = r.cuda_device_order;
+  nb::list devices;
+  for (const DoctorDevice& d : r.devices) {
+    nb::dict e;
+    e["index"] = d.index;
+    e["uuid"] = d.uuid;
+    e["name"] = d.name;
+    e["memory_bytes"] = d.memory_bytes;
+    e["pci_bus_id"] = d.pci_bus_id;
+    e["compute_capability"] = nb::make_tuple(d.compute_major, d.compute_minor);
+    e["kernel_loads"] = d.kernel_loads;
+    e["kernel_note"] = d.kernel_note;
+    devices.append(e);
+  }
+  out["devices"] = devices;
+  out["no_device_reason"] = r.no_device_reason;
+  out["problem"] = r.problem.ok() ? nb::none() : nb::object(nb::str(r.problem.message().c_str()));
+  out["memlock_soft"] = Limit(r.memlock_soft);
+  out["memlock_hard"] = Limit(r.memlock_hard);
+  out["pinned_probe_bytes"] = r.pinned_probe_bytes;
+  out["pinned_probe_error"] =
+      r.pinned_probe.ok() ? nb::none() : nb::object(nb::str(r.pinned_probe.message().c_str()));
+  out["host_memory_bytes"] = r.host_memory_bytes;
+  out["host_memory_available"] = r.host_memory_available;
+  return out;
+}
+
+}  // namespace
+
+void RegisterDoctor(nb::module_& m) {
+  m.def("doctor", &Doctor, "driver_library"_a = "libcuda.so.1");
+}
+
+}  // namespace rckpt::python
