@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds everything and runs the whole test suite.
-# Stages: default build + tests; the Python suites again on torch 2.x from
+# Stages: default build + tests; the GPU proof's preparation and dry run; the
+# Python suites again on torch 2.x from
 # PyPI (skip with RCKPT_SKIP_TORCH2=1); the plain `cmake -S . -B DIR` idiom (CMake's
-# default generator, CUDA when nvcc is found) configured and the library and
+# default generator) configured and the library and
 # CLI built; pip's Release build with -Werror; a sanitizer build + tests (skip
 # with RCKPT_SKIP_SANITIZERS=1);
 # bounded fuzzer runs when clang's libFuzzer is available (skip with
@@ -26,6 +27,24 @@ stage "build (default)"
 BUILD_DIR="$root/build" bash scripts/build.sh -DRCKPT_PYTHON="$py" -DRCKPT_WERROR=ON
 stage "tests (default)"
 ctest --test-dir "$root/build" -j"$(nproc)" --output-on-failure --timeout 600
+
+# The GPU proof as far as a machine without a GPU takes it: its preparation
+# (scripts/gpu-prepare.sh: the binaries of the build above, the dependencies
+# and hippynn's wheel that travel to the GPU test machine) and its run up to
+# "no GPU here" (the carried files, the doctor, the Python extension
+# configured from the carried dependencies alone), so the day a GPU is lent
+# nothing is found missing. Skipped, with the reason, when PyPI cannot be
+# reached for hippynn's wheel.
+stage "gpu proof (dry run: preparation, then tests/gpu/proof.sh up to 'no GPU here')"
+prep_rc=0
+PYTHON="$py" bash scripts/gpu-prepare.sh "$root/build" || prep_rc=$?
+if [ "$prep_rc" = 3 ]; then
+  echo "gpu proof dry run: SKIPPED: PyPI cannot be reached for hippynn's wheel"
+elif [ "$prep_rc" != 0 ]; then
+  exit "$prep_rc"
+else
+  PYTHON="$py" bash tests/gpu/proof.sh --dry-run --out "$root/build/gpu-proof"
+fi
 
 # The Python suites again (all but the GPU one) on the newest torch 2.x and
 # numpy 2 from PyPI, with Lightning and the other peers, against the package
@@ -57,6 +76,7 @@ numpy.__version__, 'lightning', lightning.__version__)"
     rm -rf "$logs" && mkdir -p "$logs"
     ls tests/python/test_*.py | grep -v '/test_gpu\.py$' |
       PYTHONPATH="$root/build/python" RCKPT_CLI="$root/build/tools/rckpt" \
+      RCKPT_CUDA_STANDIN="$root/build/tests/cuda_standin/libcuda_standin.so" \
       RCKPT_TEST_DATA_DIR="$root/tests/data" RCKPT_SOURCE_DIR="$root" PY="$py2" LOGS="$logs" \
       xargs -P "$(nproc)" -I{} sh -c 'n=$(basename {} .py) rc=0
         "$PY" -m pytest -q -ra -p no:cacheprovider -m "not gpu" {} >"$LOGS/$n.log" 2>&1 || rc=$?
