@@ -200,7 +200,7 @@ class Writer(StorageWriter, BlockingAsyncStager):
         path = _check_path(self.path, "Writer")
         rank, world = _group_size(self.process_group)
         mappings = _mappings(planner, plan)
-        state: dict[Any, Any] = {}
+        state: dict[Any, Any] = _Dict()
         results = []
         seen_chunks = set()
         for item in plan.items:
@@ -238,7 +238,8 @@ class Writer(StorageWriter, BlockingAsyncStager):
         comm: Any = self.process_group if world > 1 else _LOCAL
         # The tree is the state dict, nested by DCP's key paths: the Reader
         # gets every item's fqn and path back by walking it.
-        _rd.save(comm, path, state, metadata=self.metadata, **self.options)  # type: ignore[arg-type]
+        _rd.save(comm, path, _finished(state), metadata=self.metadata,
+                 **self.options)  # type: ignore[arg-type]
         return _done(results)
 
     def finish(self, metadata: Metadata, results: list[list[WriteResult]]) -> None:
@@ -410,15 +411,61 @@ def _lookup(planner, item):
     return lookup(item.index)
 
 
+class _Dict(dict):
+    """A dict _put made for a key path (a value the state holds is never one)."""
+
+
+class _List(list):
+    """A list _put made for a key path; _HOLE where no item has been put yet."""
+
+
+_HOLE = object()
+
+
 def _put(state, where, value, fqn):
+    """Puts ``value`` at key path ``where`` of ``state``, by DCP's own rule for
+    unflattening (torch.distributed.checkpoint._traverse.set_element): below
+    the top, a container whose next key is an int is a list, one whose next
+    key is a str a dict (DCP's flattening makes every dict key a str, the
+    int keys of an optimizer's state included: they stay dict keys)."""
     node = state
-    for k in where[:-1]:
-        nxt = node.setdefault(k, {})
-        if not isinstance(nxt, dict):
-            raise InvalidArgumentError(f"rckpt.dcp.Writer: {fqn!r}: key path {where} runs "
-                                       f"through a value")
-        node = nxt
-    node[where[-1]] = value
+    for depth, key in enumerate(where):
+        if isinstance(node, _List):
+            if key < 0:
+                raise InvalidArgumentError(f"rckpt.dcp.Writer: {fqn!r}: key path {where} has "
+                                           f"list index {key}; expected one >= 0")
+            node.extend([_HOLE] * (key + 1 - len(node)))
+            here = node[key]
+        else:
+            here = node.get(key, _HOLE)
+        if depth == len(where) - 1:
+            if here is not _HOLE:
+                raise InvalidArgumentError(f"rckpt.dcp.Writer: {fqn!r}: key path {where} "
+                                           f"holds another item already")
+            node[key] = value
+            return
+        kind = _List if type(where[depth + 1]) is int else _Dict
+        if here is _HOLE:
+            here = node[key] = kind()
+        elif type(here) is not kind:
+            made = {_List: "list", _Dict: "dict"}
+            raise InvalidArgumentError(
+                f"rckpt.dcp.Writer: {fqn!r}: key path {where} uses {where[:depth + 1]} as a "
+                f"{made[kind]}, where another item " +
+                (f"uses it as a {made[type(here)]}" if type(here) in made
+                 else f"stores a {type(here).__name__}"))
+        node = here
+
+
+def _finished(node):
+    """The tree _put built as plain dicts and lists: an index of a list that
+    no item filled (DCP stores no empty container) is None, as DCP's own
+    unflattening and rckpt convert of a DCP directory leave it."""
+    if isinstance(node, _Dict):
+        return {k: _finished(v) for k, v in node.items()}
+    if isinstance(node, _List):
+        return [None if v is _HOLE else _finished(v) for v in node]
+    return node
 
 
 class Reader(StorageReader):

@@ -1,7 +1,7 @@
 """The job side of test_dcp.py, run under torchrun on gloo (CPU), one scenario a run:
 
     dcp_driver.py save OUT DIR   the ranks save one state dict of DTensors, whole tensors
-                                 and values three ways: dcp.save through rckpt.dcp.Writer
+                                 and values (some in lists) three ways: dcp.save through rckpt.dcp.Writer
                                  (DIR/ck.rckpt), dcp.async_save through it (DIR/async.rckpt),
                                  and dcp.save through DCP's FileSystemWriter (DIR/ref/)
     dcp_driver.py load OUT DIR   any number of ranks load DIR/ck.rckpt and DIR/async.rckpt
@@ -29,6 +29,10 @@ TENSORS = {
     "model.bias": (torch.float32, (24,), None),
     "optim.state.w1.exp_avg": (torch.float32, (64, 24), 0),
     "optim.state.w1.step": (torch.float32, (), None),
+    # In a list: on ranks other than the coordinator, which writes the whole
+    # tensor, the DTensor's list has no item 0.
+    "layers.0": (torch.float32, (5,), None),
+    "layers.1.w": (torch.float32, (12, 8), 0),
 }
 VALUES: dict[str, Any] = {"optim": {"param_groups": [{"lr": 0.1, "betas": (0.9, 0.999), "params": ["w1"]}]},
           "extra": {"epoch": 3, "name": "run-7", "best": None}}
@@ -48,6 +52,7 @@ def nested(leaf):
                                    "step": leaf("optim.state.w1.step")}},
                   "param_groups": [dict(g) for g in VALUES["optim"]["param_groups"]]},
         "extra": dict(VALUES["extra"]),
+        "layers": [leaf("layers.0"), {"w": leaf("layers.1.w"), "scale": 0.5}],
     }
 
 
@@ -73,6 +78,7 @@ def empty_like_state(mesh, shard_dim_of):
     sd = nested(leaf)
     sd["optim"]["param_groups"] = [{"lr": 0.0, "betas": (0.0, 0.0), "params": [""]}]
     sd["extra"] = {"epoch": 0, "name": "", "best": 1.0}
+    sd["layers"][1]["scale"] = 0.0
     return sd
 
 
@@ -87,13 +93,14 @@ def check(sd, what):
     for name in TENSORS:
         node = sd
         for k in name.split("."):
-            node = node[k]
+            node = node[int(k)] if isinstance(node, list) else node[k]
         whole = node.full_tensor() if isinstance(node, DTensor) else node
         expected = global_tensor(name)
         assert whole.dtype == expected.dtype and whole.shape == expected.shape, (what, name)
         assert torch.equal(raw(whole), raw(expected)), f"{what}: {name} differs"
     assert sd["optim"]["param_groups"] == VALUES["optim"]["param_groups"], (what, sd["optim"])
     assert sd["extra"] == VALUES["extra"], (what, sd["extra"])
+    assert sd["layers"][1]["scale"] == 0.5, (what, sd["layers"])
 
 
 _results: Any = None  # this rank's OUT/<rank>.jsonl

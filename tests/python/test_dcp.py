@@ -4,7 +4,7 @@ In one process: dcp.save / dcp.async_save through rckpt.dcp.Writer and
 dcp.load through rckpt.dcp.Reader give back what DCP's own FileSystemWriter
 and FileSystemReader give back, for models, optimizers (the
 torch.distributed.checkpoint.state_dict helpers) and values; the file is an
-ordinary rckpt file. Under torchrun (gloo, CPU): DTensors saved by 4 ranks
+ordinary rckpt file whose tree is the state's (lists stay lists). Under torchrun (gloo, CPU): DTensors saved by 4 ranks
 load on 2 and 3 ranks resharded, as DCP's own storage does (dcp_driver.py).
 Skips, saying why, on a torch without torch.distributed.checkpoint.
 """
@@ -91,6 +91,94 @@ def test_the_file_is_an_ordinary_rckpt_file_of_whole_tensors(tmp):
                        state["optim"]["state"]["0.weight"]["exp_avg"])
     assert list(ck["optim"]["state"]) == ["0.weight", "0.bias", "2.weight", "2.bias"], \
         "keys that hold dots stay one key"
+
+
+def state_with_lists(seed):
+    """Lists DCP walks (they hold tensors or dicts) and lists it stores whole."""
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+    model, opt = model_and_optimizer(seed)
+    _, osd = get_state_dict(model, opt)  # param_groups: a list of dicts
+    _, raw_opt = model_and_optimizer(seed + 1)
+    g = torch.Generator().manual_seed(seed)
+    return {
+        "optim": osd,
+        "raw_optim": raw_opt.state_dict(),  # its state's keys are ints
+        "layers": [torch.randn(3, generator=g),
+                   [torch.randn(2, generator=g).to(torch.bfloat16), 7, [2.5, "relu"]],
+                   {"w": torch.randn(2, 2, generator=g), "ids": [1, 2]}],
+        "schedule": [0.1, 0.01],
+    }
+
+
+def zeroed(obj):
+    """obj's structure with other values: zero tensors, numbers and strings changed."""
+    if isinstance(obj, torch.Tensor):
+        return torch.zeros_like(obj)
+    if isinstance(obj, dict):
+        return {k: zeroed(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(zeroed(v) for v in obj)
+    if isinstance(obj, str):
+        return ""
+    return obj if isinstance(obj, bool) or obj is None else type(obj)(-1)
+
+
+def test_lists_in_the_state_stay_lists_in_the_file(tmp):
+    state = state_with_lists(12)
+    dcp.save(state, storage_writer=rckpt.dcp.Writer(tmp / "ck.rckpt"))
+    ck = rckpt.load(tmp / "ck.rckpt")
+    assert_same(ck["optim"], state["optim"])
+    assert_same(ck["layers"], state["layers"])
+    assert_same(ck["schedule"], state["schedule"])
+    # DCP's flattening makes every dict key a str: the optimizer state's int
+    # keys come back as the str keys of a dict, its param_groups as a list.
+    raw = state["raw_optim"]
+    assert list(ck["raw_optim"]["state"]) == [str(k) for k in raw["state"]] == ["0", "1", "2", "3"]
+    assert_same(ck["raw_optim"]["state"]["0"], raw["state"][0])
+    assert_same(ck["raw_optim"]["param_groups"], raw["param_groups"])
+    inspect = json.loads(run_cli("inspect", "--json", tmp / "ck.rckpt").stdout)
+    assert {"layers.0", "layers.1.0", "layers.2.w"} <= {t["name"] for t in inspect["tensors"]}
+
+
+def test_lists_in_the_state_load_back_through_the_reader(tmp):
+    state = state_with_lists(13)
+    dcp.save(state, storage_writer=rckpt.dcp.Writer(tmp / "ck.rckpt"))
+    back = zeroed(state)
+    dcp.load(back, storage_reader=rckpt.dcp.Reader(tmp / "ck.rckpt"))
+    assert_same(back, state)
+    # The optimizers take their states back.
+    _, opt = model_and_optimizer(14)
+    opt.load_state_dict(back["raw_optim"])
+    assert_same(opt.state_dict(), state["raw_optim"])
+
+
+def test_an_empty_container_in_a_list_is_none_as_dcps_directory_converts_it(tmp):
+    # DCP stores no empty container: the list's place for it is None.
+    state = {"x": [{}, torch.ones(2), []], "y": {"z": [[], 3]}}
+    dcp.save(state, storage_writer=rckpt.dcp.Writer(tmp / "ck.rckpt"))
+    ck = rckpt.load(tmp / "ck.rckpt")
+    assert_same(ck["x"], [None, torch.ones(2), []])
+    assert ck["y"] == {"z": [[], 3]}, "a list of values is one value: stored whole"
+    dcp.save(state, storage_writer=dcp.FileSystemWriter(str(tmp / "dir")))
+    assert run_cli("convert", tmp / "dir", tmp / "conv.rckpt").returncode == 0
+    d = run_cli("diff", tmp / "conv.rckpt", tmp / "ck.rckpt")
+    assert d.returncode == 0, d.stdout + d.stderr
+
+
+def test_key_paths_that_disagree_on_a_container_fail_the_save(tmp):
+    from torch.distributed.checkpoint import DefaultSavePlanner
+
+    class Remapping(DefaultSavePlanner):
+        def create_local_plan(self):
+            self.mappings["a.y"] = ("a", 0)  # "a" is a dict by "a.x"'s path
+            return super().create_local_plan()
+    state = {"a": {"x": torch.ones(1), "y": torch.ones(1)}}
+    err = rank0_error(lambda: dcp.save(state, storage_writer=rckpt.dcp.Writer(tmp / "m.rckpt"),
+                                       planner=Remapping()))
+    assert isinstance(err, rckpt.InvalidArgumentError), repr(err)
+    assert "'a.y': key path ['a', 0] uses ['a'] as a list, where another item uses it as a " \
+        "dict" in str(err), str(err)
+    assert not (tmp / "m.rckpt").exists()
 
 
 def test_async_save_through_the_writer(tmp):
@@ -336,6 +424,7 @@ def test_a_file_4_ranks_wrote_is_one_whole_state_in_one_process(saved_on_4):
         assert_same(ck["model"], expected["model"])
         assert_same(ck["optim"]["state"], expected["optim"]["state"])
         assert ck["extra"] == driver.VALUES["extra"]
+        assert_same(ck["layers"], expected["layers"])  # a list, as the ranks' state had it
         inspect = json.loads(run_cli("inspect", "--json", saved_on_4 / name).stdout)
         shards = {t["name"]: t.get("shards", []) for t in inspect["tensors"]}
         assert [s["rank"] for s in shards["model.w1"]] == [0, 1, 2, 3]

@@ -79,8 +79,13 @@ def test_dcp_directory_and_its_rckpt_writer_file_are_the_same_state(tmp):
         pytest.skip(f"torch {torch.__version__} has no dcp.save (torch >= 2.2); "
                     "tests/tools/diff_test.cc checks the committed fixtures of tests/data/diff")
     import rckpt.dcp
+    torch.manual_seed(1)
+    # Lists both store as lists: param_groups, lists of tensors and values.
     state = {"model": dict(small_model_state()), "epoch": 3, "note": "x",
-             "optim": {"lr": 1e-3, "betas": (0.9, 0.999)}}
+             "optim": {"lr": 1e-3, "betas": (0.9, 0.999),
+                       "param_groups": [{"lr": 1e-3, "params": ["0.weight", "0.bias"]},
+                                        {"lr": 0.0, "params": ["1.weight"]}]},
+             "layers": [torch.randn(3), [torch.randn(2), 4, [0.5, "gelu"]], {"w": torch.randn(2)}]}
     dcp.save(state, checkpoint_id=str(tmp / "dcp"), no_dist=True)
     dcp.save(state, storage_writer=rckpt.dcp.Writer(tmp / "w.rckpt"), no_dist=True)
     d = run_cli("diff", "--json", tmp / "dcp", tmp / "w.rckpt")
