@@ -59,11 +59,7 @@ Status CheckOutputNamesAFormat(const std::string& out) {
 // Input formats are recognised by content first; a file that is none of the
 // three and has no known extension gets the hint for --from.
 Status CheckInputNamesAFormat(const std::string& in) {
-  Result<CheckpointFormat> detected = DetectFormat(in);
-  if (!detected.ok() || *detected != CheckpointFormat::kUnknown ||
-      FormatFromExtension(in) != CheckpointFormat::kUnknown) {
-    return Status::Ok();  // a missing file is reported by the read itself
-  }
+  if (!FormatUnknownByContentAndName(in)) return Status::Ok();  // a missing file: the read says so
   return Status::Unsupported(
       "input '" + in +
       "': not a recognised checkpoint (rckpt, PyTorch zip, safetensors or a DCP directory) "

@@ -87,6 +87,18 @@ struct TensorShard {
   Device Origin() const { return origin ? *origin : block.device(); }
 };
 
+// What a checkpoint's file records by itself, as opposed to what the
+// importer that read it derived (rckpt/convert.h, ImportReport::recorded).
+// All true: a .rckpt file, or a checkpoint built in memory.
+struct Recorded {
+  bool sections = true;   // section names and roles, each tensor's section and role
+  bool origins = true;    // origin devices
+  bool rng_kinds = true;  // which uint8 states are RNG records, and their kinds
+  bool tree = true;       // the state tree (else a flat name -> tensor map)
+  bool key_order = true;  // the order of map keys in the tree
+  bool metadata = true;   // user metadata
+};
+
 // A tensor stored as blocks, as the ranks of a multi-process job hold it
 // (distributed.h writes these collectively). Loads of a whole file assemble
 // it into one tensor, so a loaded Checkpoint never holds one.

@@ -33,7 +33,6 @@
 #include <vector>
 
 #include "rckpt/checkpoint.h"
-#include "rckpt/diff.h"
 #include "rckpt/options.h"
 #include "rckpt/status.h"
 
@@ -199,6 +198,11 @@ CheckpointFormat FormatFromExtension(const std::string& path);
 // Unsupported message saying what they are and how to re-save them, legacy
 // pre-1.6 torch files, tar-format torch files and the preview format.
 Result<CheckpointFormat> DetectFormat(const std::string& path, FileSystem* fs = nullptr);
+
+// True when `path` can be read and is none of the formats by its content
+// (DetectFormat), and its name has no known extension either: a reader must
+// be told its format. False when it cannot be read (the read says why).
+bool FormatUnknownByContentAndName(const std::string& path);
 
 // Reads any supported checkpoint: by content (DetectFormat), falling back to
 // the extension. .rckpt files are loaded to host memory with their origin

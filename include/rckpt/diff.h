@@ -39,18 +39,7 @@ enum class DiffMode {
 };
 std::string_view DiffModeName(DiffMode mode);  // "state" "strict" "tensors"
 
-// What a checkpoint's file records by itself, as opposed to what the
-// importer that read it derived (rckpt/convert.h, ImportReport::recorded).
-// All true: a .rckpt file, or a checkpoint built in memory.
-struct Recorded {
-  bool sections = true;   // section names and roles, each tensor's section and role
-  bool origins = true;    // origin devices
-  bool rng_kinds = true;  // which uint8 states are RNG records, and their kinds
-  bool tree = true;       // the state tree (else a flat name -> tensor map)
-  bool key_order = true;  // the order of map keys in the tree
-  bool metadata = true;   // user metadata
-};
-
+// What each file records (Recorded) is in rckpt/checkpoint.h.
 struct DiffOptions {
   DiffMode mode = DiffMode::kState;
   Recorded a_records;  // what A's file records (kState only)

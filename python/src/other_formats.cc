@@ -162,11 +162,7 @@ Status CheckDestination(const std::string& dst, std::optional<CheckpointFormat> 
 
 // A source that is none of the formats by content or by name.
 Status CheckSourceNamesAFormat(const std::string& src) {
-  Result<CheckpointFormat> detected = DetectFormat(src);
-  if (!detected.ok() || *detected != CheckpointFormat::kUnknown ||
-      FormatFromExtension(src) != CheckpointFormat::kUnknown) {
-    return Status::Ok();  // a missing file is reported by the read itself
-  }
+  if (!FormatUnknownByContentAndName(src)) return Status::Ok();
   return Status::Unsupported(
       "src '" + src +
       "': not a recognised checkpoint (rckpt, PyTorch zip, safetensors or a DCP directory) and "

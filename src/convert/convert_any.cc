@@ -43,6 +43,12 @@ CheckpointFormat FormatFromExtension(const std::string& path) {
   return CheckpointFormat::kUnknown;
 }
 
+bool FormatUnknownByContentAndName(const std::string& path) {
+  Result<CheckpointFormat> detected = DetectFormat(path);
+  return detected.ok() && *detected == CheckpointFormat::kUnknown &&
+         FormatFromExtension(path) == CheckpointFormat::kUnknown;
+}
+
 Result<CheckpointFormat> DetectFormat(const std::string& path, FileSystem* fs_opt) {
   FileSystem& fs = fs_opt ? *fs_opt : PosixFileSystem();
   Result<std::unique_ptr<RandomAccessFile>> opened = fs.OpenForRead(path);
