@@ -125,8 +125,9 @@ BUILD_DIR="$root/build-release" bash scripts/build.sh -DCMAKE_BUILD_TYPE=Release
   -DRCKPT_WERROR=ON -DRCKPT_PYTHON="$py" -DRCKPT_BUILD_PYTHON=ON -DRCKPT_BUILD_TOOLS=ON \
   -DRCKPT_BUILD_TESTS=OFF -DRCKPT_BUILD_EXAMPLES=OFF -DRCKPT_BUILD_BENCH=OFF
 
-# AddressSanitizer + UBSan over the whole suite (gcc's runtimes), without
-# CUDA, the install tests (they rebuild the packages), the GPU tests, the
+# AddressSanitizer + UBSan over the whole suite (gcc's runtimes), the CUDA
+# runtime included (its suites run against the stand-in driver), without the
+# install tests (they rebuild the packages), the GPU tests, the
 # Python suites (an ASan-built extension cannot be loaded into the
 # interpreter, which is not built with ASan, without LD_PRELOAD of the
 # runtime; the C++ library under them is covered by the C++ tests) and MPI
@@ -138,7 +139,7 @@ else
   # Without -Werror: GCC's optimiser reports false positives
   # (maybe-uninitialized, stringop-*) in sanitized code; the default build
   # above holds the warning line.
-  BUILD_DIR="$root/build-asan" bash scripts/build.sh -DRCKPT_SANITIZE=ON -DRCKPT_ENABLE_CUDA=OFF \
+  BUILD_DIR="$root/build-asan" bash scripts/build.sh -DRCKPT_SANITIZE=ON \
     -DRCKPT_ENABLE_MPI=OFF -DRCKPT_BUILD_BENCH=OFF -DRCKPT_BUILD_EXAMPLES=OFF -DRCKPT_BUILD_PYTHON=OFF
   stage "tests (ASan + UBSan)"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
