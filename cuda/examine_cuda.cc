@@ -102,8 +102,8 @@ void ExamineCuda(const CudaRuntimeOptions& options, DoctorReport* report) {
   report->problem = Status::DeviceUnavailable(
       "pinned host memory cannot be had (" + p.status().message() +
       "): every load onto a GPU stages through " + std::to_string(kPinnedProbeBytes >> 20) +
-      " MiB of it; raise the locked-memory limit (ulimit -l; containers: --ulimit memlock=-1) "
-      "or free host memory");
+      " MiB of it; free host memory, or raise the memory limit of this container or job "
+      "(pinned pages count against it; the driver pins them, so ulimit -l does not bound them)");
 }
 
 }  // namespace rckpt

@@ -60,8 +60,9 @@ class DeviceRuntime {
   virtual std::string NoDeviceReason() = 0;
 
   // The calling thread's current CUDA device: the device of its current
-  // context (torch.cuda.set_device and cudaSetDevice make it), or 0 when the
-  // thread has none. What model_device "auto" resolves to in C++.
+  // context (torch.cuda.set_device and, from CUDA 12, cudaSetDevice make
+  // it), or 0 when the thread has none. What model_device "auto" resolves to
+  // in C++.
   // REQUIRES: DeviceCount() > 0.
   virtual Result<int> CurrentDevice() = 0;
 

@@ -118,9 +118,15 @@ class PyAsyncSaver {
       s = saver_->Save(path, ck, std::move(o), done);
     }
     // The previous save is finished and the saver holds nothing of its
-    // runtime any more: it may go.
+    // runtime any more: it may go, and so may the temporaries its copies
+    // read (contiguous and conjugate-resolved copies), freed with the GIL.
+    // This save's stay until its copies are certainly done: the next save
+    // or Wait(), not when this call returns, as a device copy may still be
+    // reading them (torch.cuda.empty_cache() could hand their memory back to
+    // the driver under it).
     runtime_ = std::move(runtime);
     progress_ = p;
+    temporaries_ = std::move(keep_alive);
     ThrowIfError(s);
     return SaveTicket(std::move(outcome), std::move(p));
   }
@@ -135,6 +141,7 @@ class PyAsyncSaver {
       nb::gil_scoped_release release;
       s = saver_->Wait();
     }
+    temporaries_.clear();
     ThrowIfError(s);
   }
 
@@ -156,6 +163,9 @@ class PyAsyncSaver {
   // until the next save.
   std::shared_ptr<DeviceRuntime> runtime_;
   std::shared_ptr<Progress> progress_;
+  // The last save's temporaries (see Save); destroyed after the destructor
+  // has joined the saver, with the GIL held again.
+  std::vector<nb::object> temporaries_;
 };
 
 }  // namespace

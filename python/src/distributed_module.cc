@@ -93,7 +93,7 @@ class PyCommunicator : public Communicator {
       return f();
     } catch (nb::python_error& e) {
       return Status::IoError("rank " + std::to_string(rank_) + ": " + what + " failed: " +
-                             e.what());
+                             PythonErrorText(e));
     } catch (const std::exception& e) {
       return Status::IoError("rank " + std::to_string(rank_) + ": " + what + " failed: " + e.what());
     }

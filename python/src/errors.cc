@@ -7,6 +7,19 @@ namespace nb = nanobind;
 
 namespace rckpt::python {
 
+std::string PythonErrorText(const nb::python_error& e) {
+  nb::handle value = e.value();
+  if (!value.is_valid()) return e.what();
+  std::string text = Py_TYPE(value.ptr())->tp_name;
+  try {
+    const std::string message = nb::cast<std::string>(nb::str(value));
+    if (!message.empty()) text += ": " + message;
+  } catch (const nb::python_error&) {
+    // str() of the exception failed: its type is all there is to say.
+  }
+  return text;
+}
+
 void RegisterErrorTranslator() {
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {

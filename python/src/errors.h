@@ -5,6 +5,8 @@
 #ifndef RCKPT_PYTHON_SRC_ERRORS_H_
 #define RCKPT_PYTHON_SRC_ERRORS_H_
 
+#include <nanobind/nanobind.h>
+
 #include <stdexcept>
 #include <string>
 
@@ -32,6 +34,10 @@ T ValueOrThrow(Result<T> result) {
   if (!result.ok()) throw StatusError(result.status());
   return std::move(result).value();
 }
+
+// "Type: message" of a caught Python exception, for a Status message: one
+// line, without the traceback its what() carries. REQUIRES: the GIL.
+std::string PythonErrorText(const nanobind::python_error& e);
 
 // Installs the translator from StatusError to rckpt's exception classes.
 void RegisterErrorTranslator();

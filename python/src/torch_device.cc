@@ -51,7 +51,7 @@ Status TorchDeviceAllocator::Allocate(std::span<const Request> requests,
     }
   } catch (nb::python_error& e) {
     // torch's own error (out of memory on the device, most often).
-    const std::string what = e.what();
+    const std::string what = PythonErrorText(e);
     const bool oom = what.find("out of memory") != std::string::npos ||
                      what.find("OutOfMemoryError") != std::string::npos;
     e.restore();
@@ -79,7 +79,7 @@ CallerStream TorchCallerStream() {
       const uintptr_t handle = nb::cast<uintptr_t>(stream.attr("cuda_stream"));
       return Stream{reinterpret_cast<void*>(handle)};
     } catch (nb::python_error& e) {
-      const std::string what = e.what();
+      const std::string what = PythonErrorText(e);
       e.restore();
       PyErr_Clear();
       return Status::DeviceError("torch.cuda.current_stream(" + std::to_string(d.index) +
@@ -120,7 +120,7 @@ std::function<Result<int>(int)> TorchAutoDevice(DeviceRuntime* runtime) {
       }
       return nb::cast<int>(cuda.attr("current_device")());
     } catch (nb::python_error& e) {
-      const std::string what = e.what();
+      const std::string what = PythonErrorText(e);
       e.restore();
       PyErr_Clear();
       return Status::DeviceError("model_device \"auto\": torch.cuda: " + what);

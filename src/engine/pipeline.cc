@@ -52,8 +52,9 @@ struct DeviceLane {
   Stream stream;
   bool has_stream = false;
   bool device_unshuffle = false;  // UnshuffleAsync runs on this device
+  bool has_shuffled = false;      // a shuffled chunk goes to this device
   std::mutex mu;
-  void* scratch = nullptr;
+  void* scratch = nullptr;        // one slot; made by SetUpDevices
 };
 
 // Host work space of one worker: stored (compressed) bytes and decode
@@ -187,15 +188,7 @@ Status LoadRun::CopyFromSlot(DeviceLane& lane, std::byte* dst,
   std::lock_guard<std::mutex> lock(lane.mu);
   Status s;
   bool enqueued = false;
-  if (shuffle_elem >= 2) {
-    if (lane.scratch == nullptr) {
-      Result<void*> scratch = rt.Allocate(lane.device, ring_->slot_bytes());
-      if (!scratch.ok()) {
-        ring_->Release(slot);
-        return scratch.status().WithContext("device un-shuffle scratch");
-      }
-      lane.scratch = *scratch;
-    }
+  if (shuffle_elem >= 2) {  // lane.device_unshuffle: SetUpDevices made the scratch
     s = rt.CopyToDeviceAsync(lane.device, lane.stream, lane.scratch, slot.data,
                              slot.bytes);
     if (s.ok()) {
@@ -362,13 +355,14 @@ Status LoadRun::SetUpDevices(const std::vector<TensorDest>& dests) {
                                      "': destination " + d.device.ToString() +
                                      " needs a device runtime");
     }
+    std::unique_ptr<DeviceLane>& lane = lanes_[d.device.index];
+    if (lane == nullptr) {
+      lane = std::make_unique<DeviceLane>();
+      lane->device = d.device;
+    }
     for (const ChunkMeta& c : d.tensor->chunks) {
       max_chunk = std::max(max_chunk, c.raw_size);
-    }
-    if (lanes_.count(d.device.index) == 0) {
-      auto lane = std::make_unique<DeviceLane>();
-      lane->device = d.device;
-      lanes_[d.device.index] = std::move(lane);
+      lane->has_shuffled = lane->has_shuffled || c.shuffle_elem >= 2;
     }
   }
   if (lanes_.empty()) return Status::Ok();
@@ -386,6 +380,20 @@ Status LoadRun::SetUpDevices(const std::vector<TensorDest>& dests) {
   RCKPT_ASSIGN_OR_RETURN(
       ring_, StagingRing::Create(*options_.runtime, lanes_.begin()->second->device,
                                  options_.staging_bytes, std::max<uint64_t>(max_chunk, 1)));
+  // The device un-shuffle lands each chunk in a scratch slot first. A device
+  // too full for it (a training process whose caching allocator holds the
+  // rest) un-shuffles on the host instead: slower, never a failed load.
+  for (auto& [index, lane] : lanes_) {
+    if (!lane->device_unshuffle || !lane->has_shuffled) continue;
+    Result<void*> scratch = options_.runtime->Allocate(lane->device, ring_->slot_bytes());
+    if (scratch.ok()) {
+      lane->scratch = *scratch;
+    } else if (scratch.status().code() == StatusCode::kOutOfMemory) {
+      lane->device_unshuffle = false;
+    } else {
+      return scratch.status().WithContext("device un-shuffle scratch");
+    }
+  }
   return Status::Ok();
 }
 

@@ -13,8 +13,8 @@
 //            per-device scratch buffer of one slot, and the device
 //            un-shuffles them into the destination (UnshuffleAsync), so the
 //            CPU runs only zstd for them; where the device cannot
-//            (DeviceRuntime::CanUnshuffle), the worker un-shuffles into the
-//            slot instead
+//            (DeviceRuntime::CanUnshuffle) or has no memory left for the
+//            scratch, the worker un-shuffles into the slot instead
 //   order  : each device's stream first waits for the caller's stream
 //            (CallerStreams), so memory the caller's work still uses is
 //            not overwritten

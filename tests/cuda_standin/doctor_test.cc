@@ -82,7 +82,7 @@ TEST_F(DoctorTest, AKernelThatCannotLoadIsANoteNotAProblem) {
 
 TEST_F(DoctorTest, PinnedMemoryThatCannotBeHadIsAProblem) {
   const DoctorReport r = Run({.pinned_error = 2});
-  EXPECT_THAT(r.problem, StatusIs(StatusCode::kDeviceUnavailable, "ulimit -l"));
+  EXPECT_THAT(r.problem, StatusIs(StatusCode::kDeviceUnavailable, "free host memory"));
   EXPECT_FALSE(r.pinned_probe.ok());
 }
 

@@ -336,5 +336,43 @@ TEST(DeviceOrderNoKernelTest, ARuntimeWithoutTheKernelUnshufflesOnTheHost) {
   EXPECT_EQ(rt->UnshufflesExecuted(), 0u);
 }
 
+// A device whose memory the loaded tensors fill (a training process whose
+// caching allocator holds the rest) has no room for the un-shuffle scratch:
+// the load un-shuffles on the host instead of failing.
+TEST(DeviceOrderFullDeviceTest, NoRoomForTheUnshuffleScratchUnshufflesOnTheHost) {
+  const Checkpoint saved = HippynnLike(kCuda0, 4096);
+  MemFileSystem fs;
+  ASSERT_OK(Save(kPath, saved,
+                 SaveOptions{.codec = Codec::kZstd, .shuffle = Shuffle::kOn, .fs = &fs}));
+  // What the loaded tensors take on the device (RNG states stay on the host).
+  uint64_t device_bytes = 0;
+  {
+    auto roomy = NewTestRuntime({.device_count = 1});
+    LoadOptions po;
+    po.fs = &fs;
+    po.runtime = roomy.get();
+    ASSERT_OK_AND_ASSIGN(Checkpoint probe, Load(kPath, po));
+    for (const TensorEntry& e : probe.tensors()) {
+      if (e.tensor.device().is_cuda()) device_bytes += e.tensor.nbytes();
+    }
+  }
+  ASSERT_GT(device_bytes, 0u);
+  auto rt = NewTestRuntime({.device_count = 1, .device_memory_bytes = device_bytes + 1024});
+  LoadStats stats;
+  LoadOptions o;
+  o.fs = &fs;
+  o.runtime = rt.get();
+  o.stats = &stats;
+  {
+    ASSERT_OK_AND_ASSIGN(Checkpoint ck, Load(kPath, o));
+    ExpectSameBytes(*rt, saved, ck);
+    EXPECT_EQ(DevicesOf(ck)["model.layer1.weight"], kCuda0);
+  }
+  EXPECT_GT(stats.host_unshuffled_bytes, 0u);
+  EXPECT_EQ(stats.device_unshuffled_bytes, 0u);
+  EXPECT_EQ(rt->UnshufflesExecuted(), 0u);
+  EXPECT_TRUE(rt->NothingLive());
+}
+
 }  // namespace
 }  // namespace rckpt

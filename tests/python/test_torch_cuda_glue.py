@@ -1,0 +1,183 @@
+"""rckpt's glue to torch's CUDA world, without a GPU: loads onto CUDA devices take their memory
+from torch.empty (torch's caching allocator), order their copies after torch.cuda.current_stream,
+and resolve model_device="auto" as torch.cuda.current_device(). Each case runs in a child
+process where "libcuda.so.1" is the stand-in driver of the C++ tests (RCKPT_CUDA_STANDIN) and
+torch.cuda is played by fake_torch_cuda.py on top of it; the real GPU suite is test_gpu.py."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+STANDIN = os.environ.get("RCKPT_CUDA_STANDIN", "")
+pytestmark = [
+    pytest.mark.skipif(not STANDIN or not os.path.exists(STANDIN),
+                       reason="no stand-in CUDA driver (RCKPT_CUDA_STANDIN)"),
+    pytest.mark.skipif(torch.cuda.is_available(),
+                       reason="torch here has CUDA: test_gpu.py covers the real thing"),
+]
+
+HERE = Path(__file__).resolve().parent
+
+PRELUDE = """
+import json, sys, threading, time
+sys.path.insert(0, {here!r})
+import torch
+import rckpt
+from fake_torch_cuda import Driver, FakeCudaTensor, FakeTorchCuda
+
+driver = Driver()
+state = {{"model": {{"w": torch.arange(24, dtype=torch.float32).reshape(4, 6),
+                     "b": torch.linspace(-1, 1, 6, dtype=torch.float64),
+                     "empty": torch.zeros(0, 3)}},
+         "metrics": {{"loss": torch.tensor([0.5, 0.25])}}}}
+PATH = {path!r}
+rckpt.save(PATH, state)
+out = {{}}
+
+def describe(ck):
+    got = {{}}
+    for section, tensors in ck.items():
+        for name, t in tensors.items():
+            key = section + "." + name
+            if isinstance(t, FakeCudaTensor):
+                got[key] = {{"device": str(t.device),
+                            "standin_device": driver.device_of(t.data_ptr()) if t.nbytes else None,
+                            "equal": torch.equal(t.cpu(), state[section][name])}}
+            else:
+                got[key] = {{"device": str(t.device), "equal": torch.equal(t, state[section][name])}}
+    return got
+"""
+
+EPILOGUE = """
+fake.free_all()
+out["violations"] = driver.violations()
+driver.close()
+print("RESULT " + json.dumps(out))
+"""
+
+
+def run_child(tmp_path: Path, body: str) -> dict[str, Any]:
+    libdir = tmp_path / "driver"
+    libdir.mkdir()
+    (libdir / "libcuda.so.1").symlink_to(os.path.abspath(STANDIN))
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = f"{libdir}:{env.get('LD_LIBRARY_PATH', '')}"
+    env["RCKPT_STANDIN_DEVICES"] = "2"
+    code = (PRELUDE.format(here=str(HERE), path=str(tmp_path / "s.rckpt")) +
+            textwrap.dedent(body) + EPILOGUE)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert lines, proc.stdout + proc.stderr
+    result: dict[str, Any] = json.loads(lines[-1][len("RESULT "):])
+    assert result["violations"] == "", result["violations"]
+    return result
+
+
+def test_a_load_onto_cuda_takes_its_memory_from_torch_and_orders_after_torchs_stream(tmp_path):
+    r = run_child(tmp_path, """
+        fake = FakeTorchCuda(driver, current=0)
+        fake.install()
+        ck = rckpt.load(PATH, map_location="cuda:1")
+        out["got"] = describe(ck)
+        out["empty_calls"] = fake.empty_calls
+        out["stream_calls"] = fake.stream_calls
+        out["threads"] = sorted(fake.threads)
+        out["main"] = threading.current_thread().name
+        del ck
+    """)
+    got = r["got"]
+    for key in ("model.w", "model.b", "model.empty"):
+        assert got[key]["device"] == "cuda:1" and got[key]["equal"], (key, got[key])
+    # Host-role sections stay in host memory under every option (docs/RELOCATION.md).
+    assert got["metrics.loss"] == {"device": "cpu", "equal": True}
+    # The bytes are in the stand-in's memory of cuda:1, where torch.empty put them.
+    assert got["model.w"]["standin_device"] == 1 and got["model.b"]["standin_device"] == 1
+    # One torch.empty per tensor with bytes, on cuda:1, on the calling thread.
+    assert sorted((tuple(shape), index) for shape, _, index in r["empty_calls"]
+                  if 0 not in shape) == [((4, 6), 1), ((6,), 1)]
+    assert {index for _, _, index in r["empty_calls"]} == {1}
+    assert r["stream_calls"] and set(r["stream_calls"]) == {1}
+    assert r["threads"] == [r["main"]]
+
+
+def test_a_load_waits_for_the_work_pending_on_torchs_current_stream(tmp_path):
+    r = run_child(tmp_path, """
+        fake = FakeTorchCuda(driver, current=1)
+        fake.install()
+        release = driver.hold_default_stream(1)   # torch's stream of cuda:1 is busy
+        box = {}
+        t = threading.Thread(target=lambda: box.update(ck=rckpt.load(PATH, map_location="cuda:1")))
+        t.start()
+        time.sleep(0.5)
+        out["finished_while_held"] = not t.is_alive()
+        release()
+        t.join()
+        out["got"] = describe(box.pop("ck"))
+    """)
+    assert r["finished_while_held"] is False
+    assert all(v["equal"] for v in r["got"].values()), r["got"]
+    assert r["got"]["model.w"]["device"] == "cuda:1" and r["got"]["model.w"]["standin_device"] == 1
+
+
+@pytest.mark.parametrize("current", [0, 1])
+def test_model_device_auto_is_torchs_current_device(tmp_path, current):
+    r = run_child(tmp_path, f"""
+        fake = FakeTorchCuda(driver, current={current})
+        fake.install()
+        ck = rckpt.load(PATH, model_device="auto")
+        out["got"] = describe(ck)
+        del ck
+    """)
+    assert r["got"]["model.w"]["device"] == f"cuda:{current}"
+    assert r["got"]["model.w"]["standin_device"] == current
+    assert r["got"]["model.w"]["equal"] and r["got"]["model.b"]["equal"]
+    # Only the model's tensors move; the rest stay where they were saved.
+    assert r["got"]["metrics.loss"]["device"] == "cpu" and r["got"]["metrics.loss"]["equal"]
+
+
+def test_torch_and_rckpt_disagreeing_about_the_gpus_is_an_error_not_a_guess(tmp_path):
+    r = run_child(tmp_path, """
+        fake = FakeTorchCuda(driver, device_count=3)
+        fake.install()
+        try:
+            rckpt.load(PATH, model_device="auto")
+            out["error"] = None
+        except rckpt.errors.DeviceUnavailableError as e:
+            out["error"] = str(e)
+        fake.available = False
+        try:
+            rckpt.load(PATH, map_location="cuda:0")
+            out["unavailable"] = None
+        except rckpt.errors.DeviceUnavailableError as e:
+            out["unavailable"] = str(e)
+        out["empty_calls"] = fake.empty_calls
+    """)
+    assert r["error"] is not None and "torch sees 3" in r["error"] and "rckpt sees 2" in r["error"]
+    assert r["unavailable"] is not None
+    assert "torch in this process cannot use CUDA" in r["unavailable"]
+    assert 'map_location="cpu"' in r["unavailable"]
+    assert r["empty_calls"] == []
+
+
+def test_torch_out_of_memory_is_rckpts_out_of_memory_and_nothing_is_left_allocated(tmp_path):
+    r = run_child(tmp_path, """
+        fake = FakeTorchCuda(driver, empty_error="CUDA out of memory. Tried to allocate 96.00 B")
+        fake.install()
+        try:
+            rckpt.load(PATH, map_location="cuda:0")
+            out["error"] = None
+        except rckpt.errors.OutOfMemoryError as e:
+            out["error"] = str(e)
+            out["is_memory_error"] = isinstance(e, MemoryError)
+    """)
+    assert r["error"] is not None and "torch.empty" in r["error"] and "out of memory" in r["error"]
+    assert r["is_memory_error"]
