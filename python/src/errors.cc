@@ -20,6 +20,13 @@ std::string PythonErrorText(const nb::python_error& e) {
   return text;
 }
 
+std::string TakePythonError(nb::python_error& e) {
+  std::string text = PythonErrorText(e);
+  e.restore();
+  PyErr_Clear();
+  return text;
+}
+
 void RegisterErrorTranslator() {
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {

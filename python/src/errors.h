@@ -39,6 +39,10 @@ T ValueOrThrow(Result<T> result) {
 // line, without the traceback its what() carries. REQUIRES: the GIL.
 std::string PythonErrorText(const nanobind::python_error& e);
 
+// PythonErrorText(e), and the exception dropped now, while the GIL is held:
+// for a caught error that becomes a Status instead of propagating.
+std::string TakePythonError(nanobind::python_error& e);
+
 // Installs the translator from StatusError to rckpt's exception classes.
 void RegisterErrorTranslator();
 

@@ -51,11 +51,9 @@ Status TorchDeviceAllocator::Allocate(std::span<const Request> requests,
     }
   } catch (nb::python_error& e) {
     // torch's own error (out of memory on the device, most often).
-    const std::string what = PythonErrorText(e);
+    const std::string what = TakePythonError(e);
     const bool oom = what.find("out of memory") != std::string::npos ||
                      what.find("OutOfMemoryError") != std::string::npos;
-    e.restore();
-    PyErr_Clear();
     return oom ? Status::OutOfMemory("torch.empty: " + what)
                : Status::DeviceError("torch.empty: " + what);
   }
@@ -79,9 +77,7 @@ CallerStream TorchCallerStream() {
       const uintptr_t handle = nb::cast<uintptr_t>(stream.attr("cuda_stream"));
       return Stream{reinterpret_cast<void*>(handle)};
     } catch (nb::python_error& e) {
-      const std::string what = PythonErrorText(e);
-      e.restore();
-      PyErr_Clear();
+      const std::string what = TakePythonError(e);
       return Status::DeviceError("torch.cuda.current_stream(" + std::to_string(d.index) +
                                  "): " + what);
     }
@@ -120,9 +116,7 @@ std::function<Result<int>(int)> TorchAutoDevice(DeviceRuntime* runtime) {
       }
       return nb::cast<int>(cuda.attr("current_device")());
     } catch (nb::python_error& e) {
-      const std::string what = PythonErrorText(e);
-      e.restore();
-      PyErr_Clear();
+      const std::string what = TakePythonError(e);
       return Status::DeviceError("model_device \"auto\": torch.cuda: " + what);
     }
   };
