@@ -195,7 +195,8 @@ int RunConvert(std::vector<std::string> words) {
 }  // namespace
 
 const CommandInfo kConvert = {
-    "convert", "convert between .rckpt, PyTorch .pt and .safetensors, or re-encode",
+    "convert",
+    "convert between .rckpt, PyTorch .pt and .safetensors, from DCP directories, or re-encode",
     R"(usage: rckpt convert IN OUT [options]
 
 Formats come from the file names (.rckpt; .pt .pth .bin .ckpt; .safetensors)
