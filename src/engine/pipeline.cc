@@ -220,12 +220,12 @@ Status LoadRun::DeviceChunk(const TensorDest& dest, size_t ci,
   DeviceLane& lane = *lanes_.at(dest.device.index);
   std::byte* dst = static_cast<std::byte*>(dest.data) + c.tensor_offset;
   if (Mapped(c) != nullptr) bytes_read_ += c.stored_size;
-  if (c.shuffle_elem >= 2) {
-    (lane.device_unshuffle ? device_unshuffled_ : host_unshuffled_) += c.raw_size;
-  }
-  if (c.raw_size <= ring_->slot_bytes()) {
+  const bool fits_slot = c.raw_size <= ring_->slot_bytes();
+  // The device un-shuffles a chunk that fits a slot; the host every other.
+  const bool shuffled = c.shuffle_elem >= 2 && lane.device_unshuffle && fits_slot;
+  if (c.shuffle_elem >= 2) (shuffled ? device_unshuffled_ : host_unshuffled_) += c.raw_size;
+  if (fits_slot) {
     RCKPT_ASSIGN_OR_RETURN(StagingRing::Slot slot, ring_->Acquire(c.raw_size));
-    const bool shuffled = c.shuffle_elem >= 2 && lane.device_unshuffle;
     Status s = Decode(t, ci, {slot.data, c.raw_size}, Mapped(c), shuffled,
                       /*in_place=*/false, b);
     if (!s.ok()) {

@@ -314,6 +314,19 @@ TEST_F(DeviceOrderTest, ShuffledChunksAreUnshuffledOnTheHostWhereTheDeviceCannot
   }
   EXPECT_EQ(without.device_unshuffled_bytes, 0u);
   EXPECT_EQ(without.host_unshuffled_bytes, with_kernel.device_unshuffled_bytes);
+  // A chunk larger than a staging slot is decoded whole on the host, so its
+  // un-shuffle is the host's too, and the stats say so.
+  LoadStats small_ring;
+  {
+    LoadOptions o = Options();
+    o.staging_bytes = 2048;  // slots of 1 KiB: smaller than the weights' chunks
+    o.stats = &small_ring;
+    ASSERT_OK_AND_ASSIGN(Checkpoint ck, Load(kPath, o));
+    ExpectSameBytes(*rt_, saved, ck);
+  }
+  EXPECT_EQ(small_ring.device_unshuffled_bytes + small_ring.host_unshuffled_bytes,
+            with_kernel.device_unshuffled_bytes);
+  EXPECT_GT(small_ring.host_unshuffled_bytes, 0u);
 }
 
 TEST(DeviceOrderNoKernelTest, ARuntimeWithoutTheKernelUnshufflesOnTheHost) {
