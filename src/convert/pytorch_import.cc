@@ -180,8 +180,10 @@ Result<Storage*> Importer::LoadStorage(const StorageRef& ref) {
   if (e->method != 0) return CompressedRecord(*e);
   Storage s;
   s.size = e->size;
-  if (map_) {
-    // ReadZipDirectory checked that the record lies inside the file.
+  if (map_ && e->data_offset % elem == 0) {
+    // ReadZipDirectory checked that the record lies inside the file. A
+    // record at an offset not aligned for its elements (a zip written by
+    // another tool) is read into memory of its own instead.
     s.owner = map_;
     s.data = map_.get() + e->data_offset;
   } else {
@@ -683,12 +685,23 @@ Status Importer::ReadLayout(std::span<const std::byte> pickle) {
   for (const SectionInfo& sec : layout_->sections) {
     RCKPT_RETURN_IF_ERROR(LayoutError(ck_.AddSection(sec.name, sec.role)));
   }
-  for (const auto& t : layout_->tensors) layout_tensors_.emplace(t.storage_key, &t);
+  // Each storage and path names one entry: a second would never be met in
+  // the pickle, and ApplyLayout would look for what the import never made.
+  auto twice = [&](const std::string& what, const std::string& name) {
+    return Status::Corruption("pytorch: record " + record + " names " + what +
+                              " twice (again for '" + name + "')");
+  };
+  for (const auto& t : layout_->tensors) {
+    if (!layout_tensors_.emplace(t.storage_key, &t).second) {
+      return twice("storage " + t.storage_key, t.name);
+    }
+  }
   for (const auto& r : layout_->rng) {
-    if (r.storage_key) {
-      layout_rng_storage_.emplace(*r.storage_key, &r);
-    } else {
-      layout_rng_path_.emplace(r.path, &r);
+    const bool fresh = r.storage_key ? layout_rng_storage_.emplace(*r.storage_key, &r).second
+                                     : layout_rng_path_.emplace(r.path, &r).second;
+    if (!fresh) {
+      return twice(r.storage_key ? "storage " + *r.storage_key : "the path '" + r.path + "'",
+                   r.name);
     }
   }
   return Status::Ok();
@@ -740,6 +753,7 @@ Result<Checkpoint> Importer::ApplyLayout() {
   }
   for (const auto& t : layout_->tensors) {
     const TensorEntry* e = ck_.FindTensor(t.name);
+    if (e == nullptr) return Status::Corruption(where + " names '" + t.name + "' twice");
     RCKPT_RETURN_IF_ERROR(out.AddTensor(e->section, e->name, e->tensor, e->role));
     out.mutable_tensors().back().origin = e->origin;
   }
@@ -750,6 +764,7 @@ Result<Checkpoint> Importer::ApplyLayout() {
   }
   for (const auto& r : layout_->rng) {
     const RngRecord* x = ck_.FindRng(r.name);
+    if (x == nullptr) return Status::Corruption(where + " names '" + r.name + "' twice");
     RCKPT_RETURN_IF_ERROR(out.AddRng(x->name, x->kind, x->bytes, x->origin));
   }
   for (const RngRecord& x : ck_.rng()) {

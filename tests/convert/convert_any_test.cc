@@ -354,6 +354,18 @@ TEST_F(ConvertChainTest, PtWithADamagedRecordIsCorruptionOrImportsPlain) {
   EXPECT_THAT(import(l).status(),
               StatusIs(StatusCode::kCorruption,
                        "names '" + good.tensors[0].name + "', which the pickle does not hold"));
+  // One storage, or one RNG path, named twice: the second entry would never
+  // be met in the pickle.
+  l = good;
+  l.tensors.push_back(l.tensors[0]);
+  l.tensors.back().name += ".twin";
+  EXPECT_THAT(import(l).status(), StatusIs(StatusCode::kCorruption, "twice"));
+  for (size_t i = 0; i < good.rng.size(); ++i) {
+    l = good;
+    l.rng.push_back(l.rng[i]);
+    l.rng.back().name += ".twin";
+    EXPECT_THAT(import(l).status(), StatusIs(StatusCode::kCorruption, "twice")) << i;
+  }
   // An RNG record over a float tensor's storage.
   l = good;
   l.rng[1].storage_key = l.tensors[0].storage_key;

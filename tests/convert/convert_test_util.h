@@ -55,13 +55,14 @@ class StringFile : public WritableFile {
 };
 
 // A torch.save-like archive: <prefix>/data.pkl = pickle, plus the records
-// (name relative to the prefix, bytes).
+// (name relative to the prefix, bytes), each record's data aligned to `align`
+// bytes (torch.save: 64).
 inline std::string MakeArchive(const std::string& pickle,
                                const std::vector<std::pair<std::string, std::string>>& records,
-                               const std::string& prefix = "archive/") {
+                               const std::string& prefix = "archive/", uint64_t align = 64) {
   std::string out;
   StringFile f(&out);
-  convert::ZipWriter z(&f, 64);
+  convert::ZipWriter z(&f, align);
   (void)z.Add(prefix + "data.pkl", {reinterpret_cast<const std::byte*>(pickle.data()),
                                     pickle.size()});
   for (const auto& [name, bytes] : records) {

@@ -4,6 +4,7 @@
 
 #include "convert/bytes.h"
 #include "convert_test_util.h"
+#include "io/mem_file.h"
 #include "rckpt/convert.h"
 #include "rckpt/file.h"
 #include "test_util.h"
@@ -325,6 +326,32 @@ TEST(PyTorchCorruptionTest, ImportsAHandBuiltArchive) {
                                           pkl, {{"data/0", Floats({0, 1, 2, 3, 4, 5})}})));
   EXPECT_EQ(F32(ck.FindTensor("w")), (std::vector<float>{1, 3, 2, 4}));
   EXPECT_EQ(ck.FindTensor("w")->Origin(), Device::Cuda(3));
+}
+
+// A zip written by another tool (zip -0) may place a storage at any offset:
+// the tensor is then a copy, never a pointer into the mapping that is not
+// aligned for its elements.
+TEST(PyTorchCorruptionTest, AStorageAtAnUnalignedOffsetIsCopied) {
+  const std::string pkl = DictOf("w", PFloatTensor("0", 3, 0, {3}, {1}));
+  for (const std::string prefix : {"archive/", "archiv/", "archi/", "arch/"}) {
+    const std::string zip = MakeArchive(pkl, {{"data/0", Floats({1, 2, 3})}}, prefix, 1);
+    const std::vector<std::byte> bytes = ToBytes(zip);
+    auto dir = convert::ReadZipDirectoryFromBytes(bytes);
+    ASSERT_TRUE(dir.ok());
+    if (dir->Find(prefix + "data/0")->data_offset % 4 == 0) continue;
+    MemFileSystem fs;  // its files map, as files on disk do
+    fs.SetFile("/w.pt", bytes);
+    ImportOptions o;
+    o.map_file = true;
+    o.fs = &fs;
+    ASSERT_OK_AND_ASSIGN(Checkpoint ck, ImportPyTorch("/w.pt", o));
+    const TensorEntry* w = ck.FindTensor("w");
+    ASSERT_NE(w, nullptr);
+    EXPECT_EQ(F32(w), (std::vector<float>{1, 2, 3}));
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(w->tensor.data()) % alignof(float), 0u) << prefix;
+    return;
+  }
+  FAIL() << "no prefix gave an unaligned record";
 }
 
 // torch.save({"": t}): the key path gives the tensor no name.
