@@ -245,8 +245,6 @@ class CudaRuntimeImpl final : public DeviceRuntime {
                          "cuStreamSynchronize on " + device.ToString());
   }
 
-  Driver& driver() { return driver_; }
-
  private:
   static EventBox* Box(Event e) { return static_cast<EventBox*>(e.handle); }
 
@@ -261,11 +259,9 @@ class CudaRuntimeImpl final : public DeviceRuntime {
     k.tried = true;
     const cuda::DriverState& s = driver_.State();
     if (s.status.ok() && s.version < kMinKernelDriverVersion) {
-      k.why_not = "the driver supports CUDA " + std::to_string(s.version / 1000) + "." +
-                  std::to_string(s.version % 1000 / 10) +
-                  "; the shipped kernel image needs CUDA " +
-                  std::to_string(kMinKernelDriverVersion / 1000) + "." +
-                  std::to_string(kMinKernelDriverVersion % 1000 / 10) + " (driver R580+)";
+      k.why_not = "the driver supports " + cuda::VersionText(s.version) +
+                  "; the shipped kernel image needs " +
+                  cuda::VersionText(kMinKernelDriverVersion) + " (driver R580+)";
       return k;
     }
     ScopedContext ctx(driver_, Index(device), "loading the un-shuffle kernels");

@@ -12,11 +12,12 @@
 #include "rckpt/runtime.h"
 
 namespace rckpt::cuda {
-namespace {
 
 std::string VersionText(int v) {
   return "CUDA " + std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
 }
+
+namespace {
 
 // Names for the errors rckpt explains, for when the driver cannot say.
 const char* KnownErrorName(CUresult r) {
@@ -120,7 +121,6 @@ Status Driver::Resolve(void* handle, const DriverState& s) {
       {"cuCtxPopCurrent_v2", reinterpret_cast<void**>(&api_.CtxPopCurrent)},
       {"cuCtxGetCurrent", reinterpret_cast<void**>(&api_.CtxGetCurrent)},
       {"cuCtxGetDevice", reinterpret_cast<void**>(&api_.CtxGetDevice)},
-      {"cuMemGetInfo_v2", reinterpret_cast<void**>(&api_.MemGetInfo)},
       {"cuMemAlloc_v2", reinterpret_cast<void**>(&api_.MemAlloc)},
       {"cuMemFree_v2", reinterpret_cast<void**>(&api_.MemFree)},
       {"cuMemHostAlloc", reinterpret_cast<void**>(&api_.MemHostAlloc)},
@@ -200,10 +200,11 @@ DriverState Driver::Open() {
   const CUresult init = api_.Init(0);
   std::string visible;
   const bool visible_set = VisibleDevices(&visible);
+  const std::string no_device =
+      visible_set ? "CUDA_VISIBLE_DEVICES='" + visible + "' hides every device"
+                  : "the NVIDIA driver (" + VersionText(s.version) + ") reports no CUDA device";
   if (init == kErrorNoDevice) {
-    s.no_device_reason =
-        visible_set ? "CUDA_VISIBLE_DEVICES='" + visible + "' hides every device"
-                    : "the NVIDIA driver (" + VersionText(s.version) + ") reports no CUDA device";
+    s.no_device_reason = no_device;
     return s;
   }
   if (init != kSuccess) {
@@ -252,11 +253,7 @@ DriverState Driver::Open() {
   }
   contexts_.assign(count, nullptr);
   s.device_count = count;
-  if (count == 0) {
-    s.no_device_reason =
-        visible_set ? "CUDA_VISIBLE_DEVICES='" + visible + "' hides every device"
-                    : "the NVIDIA driver (" + VersionText(s.version) + ") reports no CUDA device";
-  }
+  if (count == 0) s.no_device_reason = no_device;
   return s;
 }
 

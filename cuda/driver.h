@@ -23,6 +23,9 @@
 
 namespace rckpt::cuda {
 
+// "CUDA 12.4" for a cuDriverGetVersion number (12040).
+std::string VersionText(int version);
+
 struct DriverState {
   Status status;               // not OK: unusable, with the cause and the fix
   int device_count = 0;        // 0 with status OK: no GPU
@@ -45,7 +48,6 @@ class Driver {
   // Opens and initialises the driver on the first call; later calls return
   // the same state.
   const DriverState& State();
-  const std::string& library() const { return library_; }
 
   // REQUIRES: State().status.ok() && State().device_count > 0.
   const DriverApi& api() const { return api_; }

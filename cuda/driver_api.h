@@ -80,7 +80,6 @@ struct DriverApi {
   CUresult (*CtxPopCurrent)(CUcontext* ctx);                       // cuCtxPopCurrent_v2
   CUresult (*CtxGetCurrent)(CUcontext* ctx);                       // cuCtxGetCurrent
   CUresult (*CtxGetDevice)(CUdevice* device);                      // cuCtxGetDevice
-  CUresult (*MemGetInfo)(size_t* free, size_t* total);             // cuMemGetInfo_v2
   CUresult (*MemAlloc)(CUdeviceptr* ptr, size_t bytes);            // cuMemAlloc_v2
   CUresult (*MemFree)(CUdeviceptr ptr);                            // cuMemFree_v2
   CUresult (*MemHostAlloc)(void** ptr, size_t bytes, unsigned flags);  // cuMemHostAlloc

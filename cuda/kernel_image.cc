@@ -16,11 +16,9 @@ std::span<const std::byte> UnshuffleKernelImage() {
   return {reinterpret_cast<const std::byte*>(kUnshuffleImageBytes), kUnshuffleImageSize};
 }
 
-std::string_view UnshuffleKernelStamp() { return kUnshuffleImageStamp; }
-
 std::string UnshuffleKernelSummary() {
   auto field = [](std::string_view key) {
-    std::string_view s = UnshuffleKernelStamp();
+    std::string_view s = kUnshuffleImageStamp;
     while (!s.empty()) {
       const size_t end = s.find('\n');
       std::string_view line = s.substr(0, end);

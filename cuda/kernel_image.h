@@ -13,10 +13,9 @@ namespace rckpt::cuda {
 
 // The fatbin: cubins and PTX, loadable by cuModuleLoadData.
 std::span<const std::byte> UnshuffleKernelImage();
-// Its stamp (cuda/unshuffle_kernels.fatbin.txt): source hash, nvcc version,
-// cubin architectures and PTX, one "key value" per line.
-std::string_view UnshuffleKernelStamp();
-// "cubins sm_75 ... sm_120, PTX compute_75 (nvcc 13.0)", from the stamp.
+// "cubins sm_75 ... sm_120, PTX compute_75 (nvcc 13.0)", from its stamp
+// (cuda/unshuffle_kernels.fatbin.txt: source hash, nvcc version, cubin
+// architectures and PTX, one "key value" per line).
 std::string UnshuffleKernelSummary();
 
 // One un-shuffle of `bytes` bytes with element size `elem` (>= 2): which

@@ -1,5 +1,5 @@
 // The CUDA half of RunDoctor (rckpt/doctor.h): the driver and its devices.
-// Defined in cuda/doctor.cc when rckpt is built with its CUDA runtime, and
+// Defined in cuda/examine_cuda.cc when rckpt is built with its CUDA runtime, and
 // as "not built" otherwise (runtime_select.cc).
 #ifndef RCKPT_SRC_RUNTIME_CUDA_DOCTOR_H_
 #define RCKPT_SRC_RUNTIME_CUDA_DOCTOR_H_

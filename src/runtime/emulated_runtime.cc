@@ -116,7 +116,7 @@ class EmulatedRuntimeImpl final : public EmulatedRuntime {
         live_bytes_(options.device_count, 0) {}
 
   ~EmulatedRuntimeImpl() override {
-    current_device_.erase(this);
+    current_device_.erase(id_);
     // Streams first (events hold them too): their workers may still touch
     // device memory.
     events_.clear();
@@ -139,10 +139,10 @@ class EmulatedRuntimeImpl final : public EmulatedRuntime {
     if (options_.device_count == 0) {
       return Status::DeviceUnavailable("CurrentDevice: " + name_ + " has no devices");
     }
-    auto it = current_device_.find(this);
+    auto it = current_device_.find(id_);
     return it == current_device_.end() ? 0 : it->second;
   }
-  void SetCurrentDevice(int device) override { current_device_[this] = device; }
+  void SetCurrentDevice(int device) override { current_device_[id_] = device; }
 
   std::shared_ptr<void> HoldStream(Device device, Stream stream) override {
     Result<std::shared_ptr<StreamState>> state = FindStream(device, stream);
@@ -478,11 +478,15 @@ class EmulatedRuntimeImpl final : public EmulatedRuntime {
   int bad_frees_ = 0;
   std::atomic<uint64_t> copies_{0};
   std::atomic<uint64_t> unshuffles_{0};
-  // Each thread's current device, per runtime.
-  static thread_local std::map<const EmulatedRuntimeImpl*, int> current_device_;
+  // Each thread's current device, per runtime. Keyed by a number no later
+  // runtime reuses: the destructor erases only its own thread's entry, and
+  // a runtime made at the same address must not find another thread's.
+  static inline std::atomic<uint64_t> next_id_{0};
+  const uint64_t id_ = next_id_++;
+  static thread_local std::map<uint64_t, int> current_device_;
 };
 
-thread_local std::map<const EmulatedRuntimeImpl*, int> EmulatedRuntimeImpl::current_device_;
+thread_local std::map<uint64_t, int> EmulatedRuntimeImpl::current_device_;
 
 }  // namespace
 

@@ -461,16 +461,6 @@ STANDIN_EXPORT CUresult cuCtxGetDevice(CUdevice* d) {
   return kSuccess;
 }
 
-STANDIN_EXPORT CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
-  Context* c = nullptr;
-  if (CUresult r = NeedContext("cuMemGetInfo", &c); r != kSuccess) return r;
-  Standin& st = S();
-  std::lock_guard<std::mutex> lock(st.mu);
-  *total = st.config.memory_bytes;
-  *free = st.config.memory_bytes - st.live_bytes[c->device];
-  return kSuccess;
-}
-
 STANDIN_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* ptr, size_t bytes) {
   Context* c = nullptr;
   if (CUresult r = NeedContext("cuMemAlloc", &c); r != kSuccess) return r;
