@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple, Optional
 
@@ -10,6 +11,7 @@ from . import _core
 from ._args import (check_bool, check_int, names_arg, path_arg, progress_callback,
                     str_map_arg)
 from ._files import warn_import
+from .errors import DroppedValueWarning
 
 if TYPE_CHECKING:
     from ._typing import Progress
@@ -32,6 +34,10 @@ class ConvertReport(NamedTuple):
     inert_classes: list[str]  # classes kept as inert objects (warned about)
     warnings: list[str]  # the importer's warnings (warned about)
     summary: str
+    # What dst does not hold (warned about as DroppedValueWarning, as the CLI's
+    # "does not keep" warnings), and what it keeps for rckpt only (the CLI's notes).
+    not_kept: list[str]
+    notes: list[str]
 
     def __str__(self) -> str:
         return self.summary
@@ -102,6 +108,9 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], *,
                         drop_objects, codec, level, chunk_bytes, shuffle, devices,
                         progress_callback(progress, "convert"))
     warn_import(who, src_path, raw, stacklevel=3)
+    for what in raw["not_kept"]:
+        warnings.warn(DroppedValueWarning(f"{who}: {dst_path} does not keep {what}"), stacklevel=2)
     return ConvertReport(src_path, dst_path, raw["format"], raw["tensors"], raw["rng_records"],
                          raw["bytes"], raw["seconds"], list(raw["inert_classes"]),
-                         list(raw["warnings"]), raw["summary"])
+                         list(raw["warnings"]), raw["summary"], list(raw["not_kept"]),
+                         list(raw["notes"]))

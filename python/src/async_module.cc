@@ -103,7 +103,7 @@ class PyAsyncSaver {
     // (the contiguous copies made above included), and torch's stream waits
     // for them: the call returns without waiting for the device, and the
     // next step's writes to the state come after the copies.
-    o.caller_stream = TorchCallerStream();
+    UseTorchForDevices(runtime.get(), &o);
 
     auto outcome = std::make_shared<Outcome>();
     auto done = [outcome](const Status& s) {

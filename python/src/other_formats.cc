@@ -190,6 +190,8 @@ nb::dict Convert(const std::string& src, const std::string& dst, const std::stri
   in.section_overrides = std::move(sections);
   ExportOptions out;
   out.drop_objects = drop_objects;
+  ExportReport written;
+  out.report = &written;
   Progress p(std::move(progress));
   SaveOptions save = SaveOptionsOf(codec, level, chunk_bytes, 0, nullptr, &p);
   save.shuffle = ShuffleNamed(shuffle);
@@ -249,6 +251,8 @@ nb::dict Convert(const std::string& src, const std::string& dst, const std::stri
   r["summary"] = src + " -> " + dst + line;
   r["inert_classes"] = StringList(report.inert_classes);
   r["warnings"] = StringList(report.warnings);
+  r["not_kept"] = StringList(written.not_kept);
+  r["notes"] = StringList(written.notes);
   return r;
 }
 

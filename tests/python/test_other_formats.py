@@ -169,6 +169,13 @@ def test_convert_warns_of_inert_classes_and_strict_refuses_them(tmp):
     with pytest.raises(rckpt.UnsupportedError, match="MetricTracker"):
         rckpt.convert(src, tmp / "strict.rckpt", strict=True)
     assert not os.path.exists(tmp / "strict.rckpt")
+    # drop_objects writes them as None: what the .pt does not keep is warned
+    # about, as the CLI's "does not keep" warnings.
+    with pytest.warns(rckpt.DroppedValueWarning,
+                      match=r"dropped\.pt does not keep inert object of class "
+                            r"'mylib\.metrics\.MetricTracker'"):
+        report = rckpt.convert(tmp / "c.rckpt", tmp / "dropped.pt", drop_objects=True)
+    assert len(report.not_kept) == 1 and "MetricTracker" in report.not_kept[0]
 
 
 def test_convert_checks_dst_before_reading_src(tmp):
