@@ -26,5 +26,9 @@ configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/rckptConfig.cmake.in
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/rckptConfigVersion.cmake COMPATIBILITY SameMajorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/rckptConfig.cmake ${PROJECT_BINARY_DIR}/rckptConfigVersion.cmake
   ${PROJECT_SOURCE_DIR}/cmake/FindXxhash.cmake DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/rckpt)
+set(RCKPT_PC_REQUIRES_PRIVATE "libzstd libxxhash")
+if(RCKPT_HAVE_S3)
+  string(APPEND RCKPT_PC_REQUIRES_PRIVATE " libcurl libcrypto pugixml")
+endif()
 configure_file(${PROJECT_SOURCE_DIR}/cmake/rckpt.pc.in ${PROJECT_BINARY_DIR}/rckpt.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/rckpt.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

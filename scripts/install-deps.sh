@@ -9,7 +9,8 @@
 # runtimes, and Open MPI.
 # --pip: only what `pip install .` needs to build the package (the library,
 #   the extension, the CLI): CMake, Ninja, a C++20 compiler, pkg-config, zstd,
-#   xxhash, FlatBuffers, and Python's headers, venv and pip. nanobind and
+#   xxhash, FlatBuffers, libcurl, OpenSSL and pugixml (S3), and Python's
+#   headers, venv and pip. nanobind and
 #   scikit-build-core come from PyPI during the install.
 # --dry-run: print the set and what is missing from it; install nothing.
 # PACKAGEs are added to the set (python3-torch for Debian's torch, ...).
@@ -31,9 +32,11 @@ for arg in "$@"; do
   esac
 done
 
-# What pip install . compiles and links against.
+# What pip install . compiles and links against (libcurl, OpenSSL and pugixml:
+# s3:// paths, docs/OBJECT_STORAGE.md).
 pkgs=(cmake ninja-build g++ pkg-config libzstd-dev libflatbuffers-dev flatbuffers-compiler
-      libxxhash-dev python3 python3-dev python3-venv python3-pip)
+      libxxhash-dev libcurl4-openssl-dev libssl-dev libpugixml-dev
+      python3 python3-dev python3-venv python3-pip)
 set_name="pip install ."
 if [ "$pip_only" = 0 ]; then
   set_name="build and test"

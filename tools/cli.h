@@ -73,6 +73,7 @@ extern const CommandInfo kLoad;
 extern const CommandInfo kDiff;
 extern const CommandInfo kConvert;
 extern const CommandInfo kDoctor;
+extern const CommandInfo kIncomplete;
 
 }  // namespace rckpt::cli
 

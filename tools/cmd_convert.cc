@@ -5,6 +5,7 @@
 
 #include "checkpoint_io.h"
 #include "cli.h"
+#include "rckpt/file.h"
 #include "rckpt/human_bytes.h"
 #include "render.h"
 
@@ -32,6 +33,13 @@ Result<std::map<Device, Device>> ParseDeviceMap(const std::string& text) {
 }
 
 Status CheckOutputPath(const std::string& out) {
+  if (IsObjectStoreUrl(out)) {
+    // The URL's form is checked now; an object store sends nothing before
+    // the first bytes are written.
+    Result<std::unique_ptr<AtomicWritableFile>> w = DefaultFileSystem().OpenForAtomicWrite(out);
+    if (!w.ok()) return w.status().WithContext("output '" + out + "'");
+    return (*w)->Abort();
+  }
   std::error_code ec;
   if (std::filesystem::is_directory(out, ec)) {
     return Status::InvalidArgument("output '" + out +
@@ -144,7 +152,11 @@ int RunConvert(std::vector<std::string> words) {
   if (!out_ok.ok()) return Fail("convert", out_ok);
   auto start = std::chrono::steady_clock::now();
   // A DCP directory's tensors are staged beside the output, one at a time.
-  in_opts.scratch_dir = std::filesystem::path(out).parent_path().string();
+  // (An object-storage output stages them in the temporary directory.)
+  std::error_code tmp_ec;
+  in_opts.scratch_dir = IsObjectStoreUrl(out)
+                            ? std::filesystem::temp_directory_path(tmp_ec).string()
+                            : std::filesystem::path(out).parent_path().string();
   if (in_opts.scratch_dir.empty()) in_opts.scratch_dir = ".";
   ImportReport report;
   if (!in_format) {

@@ -1,4 +1,5 @@
-// rckpt: inspect, verify, plan, load, diff and convert checkpoints; doctor.
+// rckpt: inspect, verify, plan, load, diff and convert checkpoints; doctor;
+// incomplete saves.
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -18,13 +19,14 @@ const CommandInfo* const kCommands[] = {
     &rckpt::cli::kDiff,
     &rckpt::cli::kConvert,
     &rckpt::cli::kDoctor,
+    &rckpt::cli::kIncomplete,
 };
 
 void PrintHelp(std::FILE* to) {
   std::fprintf(to,
       "rckpt - relocatable checkpoints for ML training runs\n\n"
       "usage: rckpt COMMAND [options]   (rckpt COMMAND --help for details)\n\ncommands:\n");
-  for (const CommandInfo* c : kCommands) std::fprintf(to, "  %-9s %s\n", c->name, c->summary);
+  for (const CommandInfo* c : kCommands) std::fprintf(to, "  %-10s %s\n", c->name, c->summary);
   std::fprintf(to,
       "\nexit codes: 0 ok, 1 differences found (diff), 2 usage or invalid options,\n"
       "            3 not found, 4 corrupt file, 5 unsupported, 6 device unavailable or\n"

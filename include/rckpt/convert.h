@@ -78,7 +78,7 @@ struct ImportOptions {
   // removed, so memory holds one tensor (and one chunk) rather than the whole
   // checkpoint. Empty: tensors are held in memory.
   std::string scratch_dir;
-  FileSystem* fs = nullptr;  // nullptr: the POSIX file system
+  FileSystem* fs = nullptr;  // nullptr: DefaultFileSystem() (file.h)
 };
 
 struct ImportReport {
@@ -114,7 +114,7 @@ struct ExportOptions {
   // Where each PyTorch record's data starts (a power of two, 1..4096; torch
   // writes 64, GPUDirect Storage wants 4096).
   uint32_t pytorch_alignment = 64;
-  FileSystem* fs = nullptr;  // nullptr: the POSIX file system
+  FileSystem* fs = nullptr;  // nullptr: DefaultFileSystem() (file.h)
   // Receives what the export could not keep and where the rest went
   // (optional; filled on success).
   ExportReport* report = nullptr;

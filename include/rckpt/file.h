@@ -1,7 +1,13 @@
 // File access: every byte rckpt reads or writes goes through these small
-// interfaces. PosixFileSystem() is the default; a program may pass its own
-// FileSystem (SaveOptions::fs, LoadOptions::fs) to place checkpoints
-// elsewhere. (The library's tests use an in-memory one with fault
+// interfaces, so a checkpoint can live on a local disk or in object storage
+// (s3://BUCKET/KEY) and the engine never knows which.
+//
+// DefaultFileSystem() is what every entry point uses when its options name
+// no file system: it picks the implementation from the path, in one place
+// (s3:// URLs: S3, rckpt/s3.h; anything else: POSIX). A program may pass its
+// own FileSystem (SaveOptions::fs, LoadOptions::fs, ImportOptions::fs, ...):
+// NewS3FileSystem (rckpt/s3.h) for an explicit endpoint and credentials, or
+// one of its own. (The library's tests use an in-memory one with fault
 // injection.)
 #ifndef RCKPT_FILE_H_
 #define RCKPT_FILE_H_
@@ -18,15 +24,31 @@
 
 namespace rckpt {
 
+// One range of a ReadRanges call: `dst.size()` bytes at `offset`.
+struct ReadRange {
+  uint64_t offset = 0;
+  std::span<std::byte> dst;
+};
+
 // A file opened for reading at arbitrary offsets.
-// Thread-safety: ReadAt may be called concurrently.
+// Thread-safety: ReadAt and ReadRanges may be called concurrently.
 class RandomAccessFile {
  public:
   virtual ~RandomAccessFile() = default;
   virtual uint64_t Size() const = 0;
-  // Reads exactly dst.size() bytes at `offset`. IoError on an OS failure,
-  // Corruption ("truncated") when the file ends first.
+  // Reads exactly dst.size() bytes at `offset`. IoError on an OS or network
+  // failure, Corruption ("truncated") when the file ends first.
   virtual Status ReadAt(uint64_t offset, std::span<std::byte> dst) const = 0;
+  // Reads every range, with as many requests in flight as the file serves
+  // well (an object store: many; a local file: one after the other, the
+  // default). Returns the first error once every read has stopped; the
+  // contents of the ranges are then unspecified.
+  virtual Status ReadRanges(std::span<const ReadRange> ranges) const;
+  // How many ReadAt calls this file serves well at once: 0 (the default)
+  // when reads are bound by the CPU and the disk, so callers use their CPU
+  // thread count; an object store answers with its requests in flight, so a
+  // load waits on the network with that many reads, whatever the cores.
+  virtual int ReadConcurrency() const { return 0; }
   // The whole file (Size() bytes) mapped into memory copy-on-write: writes
   // through the pointer change this process's pages, never the file. The
   // mapping lives while any copy of the pointer does. Unsupported where the
@@ -46,6 +68,44 @@ class WritableFile {
   // Flushes to stable storage (fsync).
   virtual Status Sync() = 0;
   virtual Status Close() = 0;
+};
+
+// A file that appears at its path only when Commit succeeds, whole: until
+// then readers see what was there before (or nothing), and a failed or
+// abandoned write never shows. Locally a temporary beside the path that is
+// synced and renamed over it (io/atomic_write.h); in S3 a multipart upload
+// that CompleteMultipartUpload makes the object. Sync and Close are part of
+// Commit (calling them first is allowed). Destroying the file without a
+// successful Commit aborts it. Not thread-safe.
+class AtomicWritableFile : public WritableFile {
+ public:
+  // Makes everything appended visible at the path at once, replacing what
+  // was there, durably. On failure nothing new is visible (the previous
+  // file stays) and the write is aborted.
+  virtual Status Commit() = 0;
+  // Discards the write; the previous file stays. Calling it twice, or after
+  // a failed Commit, is OK.
+  virtual Status Abort() = 0;
+};
+
+// An entry of FileSystem::List.
+struct FileInfo {
+  std::string path;              // the listing's prefix followed by the rest
+  uint64_t size = 0;
+  int64_t modified_unix_ms = 0;  // 0 where unknown
+};
+
+// A write begun and never committed or aborted (a crashed or killed save):
+// locally a temporary "<path>.tmp-<pid>-<hex>" left beside the path; in S3
+// an incomplete multipart upload, invisible to readers but stored (and
+// billed) until it is aborted.
+struct IncompleteWrite {
+  std::string path;              // the path the write would have replaced
+  std::string id;                // the temporary's path; the S3 upload id
+  int64_t started_unix_ms = 0;   // 0 where unknown
+  // The writing process still runs on this machine (local writes only: an
+  // S3 upload's writer is unknown, and it may still be in progress).
+  bool writer_alive = false;
 };
 
 // A file system: where files are opened, renamed and removed.
@@ -68,10 +128,43 @@ class FileSystem {
   // Names (not paths) of the entries of `dir`.
   virtual Result<std::vector<std::string>> ListDir(const std::string& dir) = 0;
   virtual bool Exists(const std::string& path) = 0;
+
+  // Starts a write that replaces `path` atomically (AtomicWritableFile).
+  // `expected_size` (0: unknown) sizes an object store's parts; any size
+  // may then be written. The default is the temporary + Rename +
+  // SyncParentDir of io/atomic_write.h over the methods above: a directory
+  // at `path` is InvalidArgument and a missing parent directory NotFound,
+  // before anything is created.
+  virtual Result<std::unique_ptr<AtomicWritableFile>> OpenForAtomicWrite(
+      const std::string& path, uint64_t expected_size = 0);
+
+  // Every file whose path starts with `prefix` (a directory's files and
+  // those of its subdirectories, when `prefix` ends in '/'), sorted by
+  // path. A prefix that matches nothing gives an empty list. The default
+  // walks ListDir and sizes each file by opening it.
+  virtual Result<std::vector<FileInfo>> List(const std::string& prefix);
+
+  // The incomplete writes under `prefix` (paths that start with it). The
+  // default finds the temporaries of io/atomic_write.h with List.
+  virtual Result<std::vector<IncompleteWrite>> ListIncomplete(const std::string& prefix);
+  // Discards an incomplete write (what a crashed writer would have done).
+  // InvalidArgument when its writer is alive on this machine; NotFound when
+  // it is already gone.
+  virtual Status AbortIncomplete(const IncompleteWrite& write);
 };
 
 // The process-wide POSIX file system.
 FileSystem& PosixFileSystem();
+
+// The process-wide file system that picks by path: "s3://" URLs go to S3
+// configured from the environment and the AWS configuration files, as the
+// AWS CLI and SDKs are (docs/OBJECT_STORAGE.md); every other path to
+// PosixFileSystem(). In a build without S3 support an s3:// URL is
+// Unsupported, saying so. The S3 side is set up at its first use.
+FileSystem& DefaultFileSystem();
+
+// Whether `path` is an object-storage URL ("s3://...") rather than a path.
+bool IsObjectStoreUrl(std::string_view path);
 
 }  // namespace rckpt
 

@@ -64,7 +64,7 @@ struct InspectReport {
 
 // Reads the structure of an .rckpt file (no tensor bytes). Errors as
 // FileReader: NotFound, InvalidArgument (a directory), Corruption,
-// Unsupported. `fs` nullptr: the POSIX file system.
+// Unsupported. `fs` nullptr: DefaultFileSystem() (file.h).
 Result<InspectReport> InspectRckpt(const std::string& path, FileSystem* fs = nullptr);
 
 // The report of a checkpoint already in memory (e.g. an imported .pt file):

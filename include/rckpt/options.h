@@ -82,7 +82,7 @@ struct SaveOptions {
   uint64_t staging_bytes = 64ull << 20;
   // Orders the reads of device tensors after the caller's work (above).
   CallerStream caller_stream;
-  FileSystem* fs = nullptr;             // nullptr: the POSIX file system
+  FileSystem* fs = nullptr;             // nullptr: DefaultFileSystem() (file.h)
   // Recorded as the writer identity; default "rckpt <version>".
   std::string writer;
 };
@@ -179,7 +179,7 @@ struct LoadOptions {
   // host even where the device could (to measure one against the other).
   // Where the device cannot (DeviceRuntime::CanUnshuffle), the host does.
   bool device_unshuffle = true;
-  FileSystem* fs = nullptr;             // nullptr: the POSIX file system
+  FileSystem* fs = nullptr;             // nullptr: DefaultFileSystem() (file.h)
   ProgressCallback progress;
   LoadStats* stats = nullptr;           // filled when not null
 };

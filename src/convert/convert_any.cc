@@ -50,7 +50,7 @@ bool FormatUnknownByContentAndName(const std::string& path) {
 }
 
 Result<CheckpointFormat> DetectFormat(const std::string& path, FileSystem* fs_opt) {
-  FileSystem& fs = fs_opt ? *fs_opt : PosixFileSystem();
+  FileSystem& fs = fs_opt ? *fs_opt : DefaultFileSystem();
   Result<std::unique_ptr<RandomAccessFile>> opened = fs.OpenForRead(path);
   if (!opened.ok() && opened.status().code() == StatusCode::kInvalidArgument &&
       fs.ListDir(path).ok()) {

@@ -244,7 +244,7 @@ class DcpImporter {
   DcpImporter(std::string dir, const ImportOptions& options)
       : dir_(std::move(dir)),
         options_(options),
-        fs_(options.fs ? *options.fs : PosixFileSystem()) {}
+        fs_(options.fs ? *options.fs : DefaultFileSystem()) {}
   // Removes a scratch file a failed import left.
   ~DcpImporter() {
     if (!scratch_path_.empty()) (void)fs_.Remove(scratch_path_);

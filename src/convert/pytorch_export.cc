@@ -453,7 +453,7 @@ Status ExportPyTorch(const Checkpoint& ck, const std::string& path,
   convert::Exporter ex(ck, options);
   RCKPT_RETURN_IF_ERROR(ex.Build());
   RCKPT_RETURN_IF_ERROR(ex.Pickle());
-  FileSystem& fs = options.fs ? *options.fs : PosixFileSystem();
+  FileSystem& fs = options.fs ? *options.fs : DefaultFileSystem();
   RCKPT_RETURN_IF_ERROR(
       WriteFileAtomically(fs, path, [&](WritableFile& f) { return ex.WriteZip(&f); }));
   if (options.report != nullptr) ex.Report(options.report);

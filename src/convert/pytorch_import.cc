@@ -795,7 +795,7 @@ Result<Checkpoint> ImportPyTorchFromBytes(std::span<const std::byte> bytes,
 
 Result<Checkpoint> ImportPyTorch(const std::string& path, const ImportOptions& options,
                                  ImportReport* report) {
-  FileSystem& fs = options.fs ? *options.fs : PosixFileSystem();
+  FileSystem& fs = options.fs ? *options.fs : DefaultFileSystem();
   RCKPT_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> f, fs.OpenForRead(path));
   convert::Importer imp(*f, options);
   auto r = imp.Run(report);

@@ -426,7 +426,7 @@ Result<Checkpoint> ImportSafetensorsFromBytes(std::span<const std::byte> bytes,
 
 Result<Checkpoint> ImportSafetensors(const std::string& path, const ImportOptions& options,
                                      ImportReport* report) {
-  FileSystem& fs = options.fs ? *options.fs : PosixFileSystem();
+  FileSystem& fs = options.fs ? *options.fs : DefaultFileSystem();
   RCKPT_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> f, fs.OpenForRead(path));
   auto r = convert::Import(*f, options, report);
   if (!r.ok()) return r.status().WithContext("'" + path + "'");
@@ -550,7 +550,7 @@ Status ExportSafetensors(const Checkpoint& ck, const std::string& path,
                                    std::to_string(header.size()) +
                                    " bytes exceeds the 100000000-byte limit");
   }
-  FileSystem& fs = options.fs ? *options.fs : PosixFileSystem();
+  FileSystem& fs = options.fs ? *options.fs : DefaultFileSystem();
   RCKPT_RETURN_IF_ERROR(WriteFileAtomically(fs, path, [&](WritableFile& f) -> Status {
     std::string n;
     convert::AppendLE(&n, header.size(), 8);

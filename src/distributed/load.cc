@@ -66,7 +66,7 @@ Result<RankLoad> LoadOnRank(int rank, int world_size, const std::string& path,
   DeviceRuntime& runtime = o.runtime != nullptr ? *o.runtime : DefaultRuntime();
   DeviceInventory devices(runtime, o.auto_device);
   RCKPT_RETURN_IF_ERROR(CheckLoadOptions(o, devices));
-  FileSystem& fs = o.fs != nullptr ? *o.fs : PosixFileSystem();
+  FileSystem& fs = o.fs != nullptr ? *o.fs : DefaultFileSystem();
   RCKPT_ASSIGN_OR_RETURN(auto reader, FileReader::Open(fs, path));
   const Manifest& m = reader->manifest();
   std::map<std::string_view, size_t> by_name;

@@ -320,6 +320,11 @@ class CollectiveSave {
     // Step 1.
     Status s = ValidateSaveOptions(o_);
     if (s.ok() && path_.empty()) s = Status::InvalidArgument("save path is empty");
+    if (s.ok() && IsObjectStoreUrl(path_)) {
+      s = Status::Unsupported("save to '" + path_ + "': a collective save writes one shared file "
+                              "on a local or parallel file system; object storage (s3://) is "
+                              "not supported for it yet");
+    }
     if (s.ok()) s = CheckShards(rank_, state_);
     // Rank 0 owns the temporary: it creates and names it for every rank,
     // removes it on failure (when `target_` goes) and renames it on success.

@@ -37,7 +37,7 @@ std::vector<InspectShard> InspectShards(const TensorMeta& t) {
 }  // namespace
 
 Result<InspectReport> InspectRckpt(const std::string& path, FileSystem* fs) {
-  RCKPT_ASSIGN_OR_RETURN(auto reader, FileReader::Open(fs ? *fs : PosixFileSystem(), path));
+  RCKPT_ASSIGN_OR_RETURN(auto reader, FileReader::Open(fs ? *fs : DefaultFileSystem(), path));
   const Manifest& m = reader->manifest();
   InspectReport r;
   r.path = path;
@@ -76,7 +76,7 @@ InspectReport InspectCheckpoint(const Checkpoint& ck, std::string path, std::str
 
 Status VerifyRckpt(const std::string& path, VerifyReport* report, const ProgressCallback& progress,
                    FileSystem* fs) {
-  RCKPT_ASSIGN_OR_RETURN(auto reader, FileReader::Open(fs ? *fs : PosixFileSystem(), path));
+  RCKPT_ASSIGN_OR_RETURN(auto reader, FileReader::Open(fs ? *fs : DefaultFileSystem(), path));
   RCKPT_RETURN_IF_ERROR(reader->VerifyAll(progress));
   if (report) {
     const Manifest& m = reader->manifest();

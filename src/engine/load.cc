@@ -27,7 +27,7 @@ DeviceRuntime& RuntimeOf(const LoadOptions& o) {
 }
 
 FileSystem& FileSystemOf(const LoadOptions& o) {
-  return o.fs != nullptr ? *o.fs : PosixFileSystem();
+  return o.fs != nullptr ? *o.fs : DefaultFileSystem();
 }
 
 // Header and footer, read by every open besides the manifest.

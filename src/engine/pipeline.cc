@@ -298,6 +298,12 @@ void LoadRun::RunJob(const Job& job) {
     std::unique_ptr<Buffers> b = buffers_.Take();
     try {
       s = DoJob(job, *b);
+      // Bytes that fail their checksum are fetched once more before the
+      // chunk is refused: what crossed a network may have been damaged on
+      // the way, and the same bytes again are the file's own.
+      if (s.code() == StatusCode::kCorruption && options_.mapped_file == nullptr && !failed_) {
+        s = DoJob(job, *b);
+      }
     } catch (const std::bad_alloc&) {
       const Item& it = items_[job.begin];
       s = Status::OutOfMemory(reader_.ChunkWhere(*it.dest->tensor, it.chunk) +
@@ -438,7 +444,9 @@ Status LoadRun::Run(const std::vector<TensorDest>& dests,
   jobs_total_ = jobs.size();
 
   {
-    ThreadPool pool(ResolveThreads(options_.threads));
+    // A file in object storage keeps its requests in flight whatever the
+    // number of cores: each worker waits on one.
+    ThreadPool pool(std::max(ResolveThreads(options_.threads), reader_.file().ReadConcurrency()));
     for (const Job& job : jobs) {
       pool.Submit([this, job] { RunJob(job); });
     }

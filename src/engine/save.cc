@@ -36,6 +36,18 @@ Status CheckNamesForSave(const Checkpoint& ck) {
   return Status::Ok();
 }
 
+// About the size of the file (tensor and RNG bytes, as stored raw, and the
+// framing): what an object store sizes its upload's parts from.
+uint64_t ExpectedFileSize(const Checkpoint& ck) {
+  uint64_t n = 1ull << 20;  // header, footer, a manifest and its padding
+  for (const TensorEntry& t : ck.tensors()) n += t.tensor.nbytes() + 4096;
+  for (const ShardedTensorEntry& t : ck.sharded_tensors()) {
+    for (const TensorShard& s : t.shards) n += s.block.nbytes() + 4096;
+  }
+  for (const RngRecord& r : ck.rng()) n += r.bytes.size();
+  return n;
+}
+
 // A single-process save: header, every tensor's (and shard's) chunks,
 // manifest, footer.
 Status WriteCheckpoint(const Checkpoint& ck, const SaveOptions& o, WritableFile& file) {
@@ -61,10 +73,11 @@ Status Save(const std::string& path, const Checkpoint& ck, const SaveOptions& op
   RCKPT_RETURN_IF_ERROR(ValidateSaveOptions(options));
   if (path.empty()) return Status::InvalidArgument("save path is empty");
   RCKPT_RETURN_IF_ERROR(CheckNamesForSave(ck));
-  FileSystem& fs = options.fs ? *options.fs : PosixFileSystem();
-  return WriteFileAtomically(fs, path, [&](WritableFile& file) {
-           return WriteCheckpoint(ck, options, file);
-         }).WithContext("save to '" + path + "'");
+  FileSystem& fs = options.fs ? *options.fs : DefaultFileSystem();
+  return WriteFileAtomically(
+             fs, path, [&](WritableFile& file) { return WriteCheckpoint(ck, options, file); },
+             ExpectedFileSize(ck))
+      .WithContext("save to '" + path + "'");
 }
 
 }  // namespace rckpt

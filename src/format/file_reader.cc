@@ -1,5 +1,6 @@
 #include "format/file_reader.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -232,7 +233,7 @@ Status FileReader::VerifyAll(const ProgressCallback& progress) const {
   };
   FreeList<Buffers> buffers;
   // Batches keep memory bounded and let progress be reported from this thread.
-  ThreadPool pool(ResolveThreads(0));
+  ThreadPool pool(std::max(ResolveThreads(0), file_->ReadConcurrency()));
   const size_t batch = static_cast<size_t>(pool.size()) * 4;
   uint64_t done = 0;
   for (size_t begin = 0; begin < items.size(); begin += batch) {
@@ -243,6 +244,10 @@ Status FileReader::VerifyAll(const ProgressCallback& progress) const {
       std::unique_ptr<Buffers> b = buffers.Take();
       try {
         results[k] = VerifyChunk(*it.tensor, it.chunk, b->stored, b->raw, b->scratch);
+        // Read once more before refusing, as a load does.
+        if (results[k].code() == StatusCode::kCorruption) {
+          results[k] = VerifyChunk(*it.tensor, it.chunk, b->stored, b->raw, b->scratch);
+        }
       } catch (const std::bad_alloc&) {
         results[k] = Status::OutOfMemory("verify '" + path_ + "': tensor '" + it.tensor->name +
                                          "': chunk " + std::to_string(it.chunk));

@@ -60,6 +60,8 @@ bool ParseTempSuffix(std::string_view s, pid_t* pid) {
   return true;
 }
 
+}  // namespace
+
 bool ProcessIsDead(pid_t pid) {
   // EPERM means the process exists under another user: alive.
   if (::kill(pid, 0) == -1) return errno == ESRCH;
@@ -71,6 +73,8 @@ bool ProcessIsDead(pid_t pid) {
   const size_t comm_end = line.rfind(')');
   return comm_end != std::string::npos && comm_end + 2 < line.size() && line[comm_end + 2] == 'Z';
 }
+
+namespace {
 
 // The user's path is what an error names, never the temporary: a failure to
 // create, write or rename it is a failure to write `path`.
@@ -164,16 +168,93 @@ Status AtomicFile::Commit() {
   return fs_.SyncParentDir(path_);
 }
 
+namespace {
+
+// A local AtomicWritableFile: the temporary of an AtomicFile, renamed over
+// the path by Commit.
+class LocalAtomicFile final : public AtomicWritableFile {
+ public:
+  LocalAtomicFile(std::unique_ptr<AtomicFile> target, std::unique_ptr<WritableFile> file)
+      : target_(std::move(target)), file_(std::move(file)) {}
+  ~LocalAtomicFile() override { (void)Abort(); }
+
+  Status Append(std::span<const std::byte> data) override {
+    if (file_ == nullptr) return Ended("append to");
+    return Named(file_->Append(data));
+  }
+  Status Sync() override {
+    if (file_ == nullptr) return Ended("sync");
+    return Named(file_->Sync());
+  }
+  Status Close() override {
+    if (file_ == nullptr) return Ended("close");
+    if (closed_) return Status::Ok();
+    closed_ = true;
+    return Named(file_->Close());
+  }
+  Status Commit() override {
+    if (file_ == nullptr) return Ended("commit");
+    Status s = closed_ ? Status::Ok() : file_->Sync();
+    Status closed = Close();
+    if (s.ok()) s = closed;
+    if (s.ok()) s = target_->Commit();
+    s = Named(s);
+    if (!s.ok()) (void)Abort();
+    file_.reset();
+    return s;
+  }
+  Status Abort() override {
+    if (file_ == nullptr) return Status::Ok();
+    if (!closed_) (void)file_->Close();
+    file_.reset();
+    target_.reset();  // removes the temporary
+    return Status::Ok();
+  }
+
+ private:
+  Status Named(const Status& s) const {
+    return NamingThePath(s, target_->temp_path(), target_->path());
+  }
+  Status Ended(std::string_view op) const {
+    return Status::InvalidArgument("cannot " + std::string(op) +
+                                   " a write that was committed or aborted");
+  }
+
+  std::unique_ptr<AtomicFile> target_;
+  std::unique_ptr<WritableFile> file_;  // null once committed or aborted
+  bool closed_ = false;
+};
+
+}  // namespace
+
+bool ParseTempPath(std::string_view temp, std::string* path, pid_t* pid) {
+  const size_t at = temp.rfind(".tmp-");
+  if (at == std::string_view::npos || at == 0) return false;
+  const std::string_view rest = temp.substr(at + 5);
+  if (!ParseTempSuffix(rest, pid)) return false;
+  *path = std::string(temp.substr(0, at));
+  return true;
+}
+
+Result<std::unique_ptr<AtomicWritableFile>> OpenLocalAtomicFile(FileSystem& fs,
+                                                                const std::string& path) {
+  auto target = std::make_unique<AtomicFile>(fs, path);
+  RCKPT_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, target->Open());
+  return std::unique_ptr<AtomicWritableFile>(
+      std::make_unique<LocalAtomicFile>(std::move(target), std::move(file)));
+}
+
 Status WriteFileAtomically(FileSystem& fs, const std::string& path,
-                           const std::function<Status(WritableFile&)>& write) {
-  AtomicFile target(fs, path);
-  RCKPT_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, target.Open());
+                           const std::function<Status(WritableFile&)>& write,
+                           uint64_t expected_size) {
+  RCKPT_ASSIGN_OR_RETURN(std::unique_ptr<AtomicWritableFile> file,
+                         fs.OpenForAtomicWrite(path, expected_size));
   Status s = write(*file);
-  if (s.ok()) s = file->Sync();
-  Status closed = file->Close();
-  RCKPT_RETURN_IF_ERROR(NamingThePath(s, target.temp_path(), path));
-  RCKPT_RETURN_IF_ERROR(NamingThePath(closed, target.temp_path(), path));
-  return target.Commit();
+  if (!s.ok()) {
+    (void)file->Abort();
+    return s;
+  }
+  return file->Commit();
 }
 
 }  // namespace rckpt

@@ -8,9 +8,12 @@
 #ifndef RCKPT_SRC_IO_ATOMIC_WRITE_H_
 #define RCKPT_SRC_IO_ATOMIC_WRITE_H_
 
+#include <sys/types.h>
+
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "rckpt/file.h"
 #include "rckpt/status.h"
@@ -46,14 +49,32 @@ class AtomicFile {
   bool committed_ = false;
 };
 
+// The AtomicWritableFile of a local file system (FileSystem's default
+// OpenForAtomicWrite): an AtomicFile and its open temporary. Every error
+// names `path`, never the temporary.
+Result<std::unique_ptr<AtomicWritableFile>> OpenLocalAtomicFile(FileSystem& fs,
+                                                                const std::string& path);
+
 // Writes `path` atomically with `write`, which appends the whole content to
-// the file it is given: open, write, sync, close, commit. The first error is
-// returned (the previous file at `path` untouched, the temporary removed).
+// the file it is given: fs.OpenForAtomicWrite, write, Commit (locally: sync,
+// close, rename, directory sync; in S3: the multipart upload completed).
+// The first error is returned, the write aborted (the previous file at
+// `path` untouched, the temporary removed). `expected_size` (0: unknown) is
+// passed on to size an object store's parts.
 Status WriteFileAtomically(FileSystem& fs, const std::string& path,
-                           const std::function<Status(WritableFile&)>& write);
+                           const std::function<Status(WritableFile&)>& write,
+                           uint64_t expected_size = 0);
 
 // "<path>.tmp-<pid>-<16 random hex digits>".
 std::string TempPathFor(const std::string& path);
+
+// Splits a name made by TempPathFor into the path it was for and the pid
+// that made it; false for any other name.
+bool ParseTempPath(std::string_view temp, std::string* path, pid_t* pid);
+
+// Whether no process `pid` runs here (or it is a zombie, which never
+// writes again).
+bool ProcessIsDead(pid_t pid);
 
 // Removes "<path>.tmp-<pid>-*" files in path's directory whose <pid> is not
 // a live process (leftovers of crashed saves). Best effort; never fails.

@@ -20,6 +20,7 @@ echo "$pip_out"
 pip_set="$(echo "$pip_out" | sed -n 's/^install-deps (pip install .): //p')"
 [ -n "$pip_set" ] || fail "--pip does not print its set"
 for p in cmake g++ pkg-config libzstd-dev libflatbuffers-dev flatbuffers-compiler libxxhash-dev \
+         libcurl4-openssl-dev libssl-dev libpugixml-dev \
          python3-dev python3-venv python3-pip; do
   [[ " $pip_set " == *" $p "* ]] || fail "the pip set lacks $p"
 done

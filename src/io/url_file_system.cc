@@ -1,0 +1,91 @@
+#include "io/url_file_system.h"
+
+#include <utility>
+
+namespace rckpt {
+
+bool IsObjectStoreUrl(std::string_view path) { return path.starts_with("s3://"); }
+
+UrlFileSystem::UrlFileSystem(FileSystem& local, S3FileSystemFactory make_s3)
+    : local_(local), make_s3_(std::move(make_s3)) {}
+
+UrlFileSystem::UrlFileSystem(FileSystem& local, std::unique_ptr<FileSystem> s3)
+    : local_(local) {
+  s3_.emplace(std::move(s3));
+}
+
+Result<FileSystem*> UrlFileSystem::For(const std::string& path) {
+  if (!IsObjectStoreUrl(path)) return &local_;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!s3_.has_value()) s3_.emplace(make_s3_());
+  if (!s3_->ok()) return s3_->status();
+  return s3_->value().get();
+}
+
+Result<std::unique_ptr<RandomAccessFile>> UrlFileSystem::OpenForRead(const std::string& path) {
+  RCKPT_ASSIGN_OR_RETURN(FileSystem * fs, For(path));
+  return fs->OpenForRead(path);
+}
+
+Result<std::unique_ptr<WritableFile>> UrlFileSystem::OpenForWrite(const std::string& path) {
+  RCKPT_ASSIGN_OR_RETURN(FileSystem * fs, For(path));
+  return fs->OpenForWrite(path);
+}
+
+Status UrlFileSystem::Rename(const std::string& from, const std::string& to) {
+  if (IsObjectStoreUrl(from) != IsObjectStoreUrl(to)) {
+    return Status::InvalidArgument("rename '" + from + "' to '" + to +
+                                   "': cannot rename between object storage and a local disk");
+  }
+  RCKPT_ASSIGN_OR_RETURN(FileSystem * fs, For(from));
+  return fs->Rename(from, to);
+}
+
+Status UrlFileSystem::Remove(const std::string& path) {
+  RCKPT_ASSIGN_OR_RETURN(FileSystem * fs, For(path));
+  return fs->Remove(path);
+}
+
+Status UrlFileSystem::SyncParentDir(const std::string& path) {
+  RCKPT_ASSIGN_OR_RETURN(FileSystem * fs, For(path));
+  return fs->SyncParentDir(path);
+}
+
+Result<std::vector<std::string>> UrlFileSystem::ListDir(const std::string& dir) {
+  RCKPT_ASSIGN_OR_RETURN(FileSystem * fs, For(dir));
+  return fs->ListDir(dir);
+}
+
+bool UrlFileSystem::Exists(const std::string& path) {
+  Result<FileSystem*> fs = For(path);
+  return fs.ok() && (*fs)->Exists(path);
+}
+
+Result<std::unique_ptr<AtomicWritableFile>> UrlFileSystem::OpenForAtomicWrite(
+    const std::string& path, uint64_t expected_size) {
+  RCKPT_ASSIGN_OR_RETURN(FileSystem * fs, For(path));
+  return fs->OpenForAtomicWrite(path, expected_size);
+}
+
+Result<std::vector<FileInfo>> UrlFileSystem::List(const std::string& prefix) {
+  RCKPT_ASSIGN_OR_RETURN(FileSystem * fs, For(prefix));
+  return fs->List(prefix);
+}
+
+Result<std::vector<IncompleteWrite>> UrlFileSystem::ListIncomplete(const std::string& prefix) {
+  RCKPT_ASSIGN_OR_RETURN(FileSystem * fs, For(prefix));
+  return fs->ListIncomplete(prefix);
+}
+
+Status UrlFileSystem::AbortIncomplete(const IncompleteWrite& write) {
+  RCKPT_ASSIGN_OR_RETURN(FileSystem * fs, For(write.path));
+  return fs->AbortIncomplete(write);
+}
+
+FileSystem& DefaultFileSystem() {
+  // Never destroyed: saves may run on other threads while the process exits.
+  static UrlFileSystem* fs = new UrlFileSystem(PosixFileSystem(), NewEnvironmentS3FileSystem);
+  return *fs;
+}
+
+}  // namespace rckpt

@@ -1,0 +1,44 @@
+// A save to S3: the bytes appended are cut into parts uploaded several at a
+// time while the caller goes on appending (host memory: the parts in flight
+// plus the one being filled), and the object appears only when
+// CompleteMultipartUpload succeeds. An object smaller than one part is one
+// PutObject, atomic too. A failed or abandoned write aborts its upload; a
+// killed process leaves an incomplete upload, invisible to readers
+// (FileSystem::ListIncomplete).
+#ifndef RCKPT_SRC_S3_S3_WRITER_H_
+#define RCKPT_SRC_S3_S3_WRITER_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "rckpt/file.h"
+#include "s3/client.h"
+#include "s3/url.h"
+
+namespace rckpt::s3 {
+
+// S3's limits on a multipart upload.
+inline constexpr uint64_t kMinPartBytes = 5ull << 20;
+inline constexpr uint64_t kMaxPartBytes = 5ull << 30;
+inline constexpr uint64_t kMaxParts = 10000;
+// The smallest part rckpt sizes (S3Options::part_bytes = 0).
+inline constexpr uint64_t kDefaultPartBytes = 8ull << 20;
+
+// The size of part `number` (1-based) of an upload expected to hold
+// `expected_size` bytes (0: unknown) with S3Options::part_bytes `fixed`
+// (0: sized here). Sized here, parts are at least 8 MiB and large enough to
+// hold the expected size in 8,000 parts; past part 8,000 each 250 parts
+// double in size, so an object larger than expected still fits the last
+// 2,000 (to about 1 TiB past the expected size at the smallest).
+uint64_t PartBytes(uint64_t number, uint64_t expected_size, uint64_t fixed);
+
+// The writer of `url`. Nothing is sent before the first part is full.
+std::unique_ptr<AtomicWritableFile> NewS3Writer(std::shared_ptr<S3Client> client, S3Url url,
+                                                uint64_t expected_size);
+
+// The headers asking for the server-side encryption of S3Options, if any.
+KeyValues EncryptionHeaders(const S3Options& options);
+
+}  // namespace rckpt::s3
+
+#endif  // RCKPT_SRC_S3_S3_WRITER_H_

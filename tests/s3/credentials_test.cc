@@ -1,0 +1,261 @@
+// The AWS credential chain: environment, profile files, the container
+// endpoint and EC2 instance metadata (IMDSv2), the last two served by a
+// small local HTTP server standing in for AWS's metadata endpoints.
+#include "s3/credentials.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "test_util.h"
+
+namespace rckpt::s3 {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// One HTTP/1.1 request per connection, answered by `handler`.
+class MetadataServer {
+ public:
+  struct Request {
+    std::string method, path;
+    std::map<std::string, std::string> headers;  // lower-case names
+
+    std::string Header(const std::string& name) const {
+      auto it = headers.find(name);
+      return it == headers.end() ? "" : it->second;
+    }
+  };
+  struct Reply {
+    int status = 200;
+    std::string body;
+  };
+
+  explicit MetadataServer(std::function<Reply(const Request&)> handler)
+      : handler_(std::move(handler)) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ::listen(fd_, 16);
+    socklen_t n = sizeof a;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &n);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~MetadataServer() {
+    stop_ = true;
+    thread_.join();
+    ::close(fd_);
+  }
+
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  int hits() const { return hits_; }
+
+ private:
+  void Serve() {
+    while (!stop_) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) continue;
+      const int c = ::accept(fd_, nullptr, nullptr);
+      if (c < 0) continue;
+      std::string in;
+      char buf[4096];
+      while (in.find("\r\n\r\n") == std::string::npos) {
+        const ssize_t got = ::read(c, buf, sizeof buf);
+        if (got <= 0) break;
+        in.append(buf, static_cast<size_t>(got));
+      }
+      Request r;
+      const size_t sp1 = in.find(' '), sp2 = in.find(' ', sp1 + 1);
+      r.method = in.substr(0, sp1);
+      r.path = in.substr(sp1 + 1, sp2 - sp1 - 1);
+      size_t at = in.find("\r\n") + 2;
+      while (at < in.size()) {
+        const size_t eol = in.find("\r\n", at);
+        if (eol == at || eol == std::string::npos) break;
+        const std::string line = in.substr(at, eol - at);
+        const size_t colon = line.find(':');
+        std::string name = line.substr(0, colon);
+        for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+        r.headers[name] = line.substr(line.find_first_not_of(' ', colon + 1));
+        at = eol + 2;
+      }
+      ++hits_;
+      const Reply reply = handler_(r);
+      const std::string out = "HTTP/1.1 " + std::to_string(reply.status) +
+                              " X\r\nContent-Length: " + std::to_string(reply.body.size()) +
+                              "\r\nConnection: close\r\n\r\n" + reply.body;
+      (void)!::write(c, out.data(), out.size());
+      ::close(c);
+    }
+  }
+
+  std::function<Reply(const Request&)> handler_;
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> hits_{0};
+  std::thread thread_;
+};
+
+std::string CredentialsJson(const std::string& id, const std::string& expiration) {
+  return R"({"Code": "Success", "AccessKeyId": ")" + id +
+         R"(", "SecretAccessKey": "TOPSECRET", "Token": "SESSIONTOKEN", "Expiration": ")" +
+         expiration + "\"}";
+}
+
+std::unique_ptr<HttpClient> Http() {
+  Result<std::unique_ptr<HttpClient>> h = HttpClient::Create(4, "");
+  EXPECT_TRUE(h.ok());
+  return std::move(*h);
+}
+
+Profile NoProfile() {
+  Profile p;
+  p.name = "default";
+  p.config_path = "/nonexistent/config";
+  p.credentials_path = "/nonexistent/credentials";
+  return p;
+}
+
+TEST(CredentialsTest, ExplicitThenEnvironmentThenProfile) {
+  auto http = Http();
+  S3Options o;
+  o.credentials = S3Credentials{"EXPLICIT", "s", ""};
+  MapEnvironment env({{"AWS_ACCESS_KEY_ID", "ENVKEY"}, {"AWS_SECRET_ACCESS_KEY", "envsecret"},
+                      {"AWS_SESSION_TOKEN", "envtoken"}});
+  Profile profile = NoProfile();
+  profile.settings = {{"aws_access_key_id", "PROFILEKEY"}, {"aws_secret_access_key", "p"}};
+  ASSERT_OK_AND_ASSIGN(Credentials c, MakeCredentialsProvider(o, env, profile, *http)->Get());
+  EXPECT_EQ(c.access_key_id, "EXPLICIT");
+  ASSERT_OK_AND_ASSIGN(c, MakeCredentialsProvider(S3Options{}, env, profile, *http)->Get());
+  EXPECT_EQ(c.access_key_id, "ENVKEY");
+  EXPECT_EQ(c.session_token, "envtoken");
+  EXPECT_EQ(c.source, "environment");
+  ASSERT_OK_AND_ASSIGN(c, MakeCredentialsProvider(S3Options{}, MapEnvironment(), profile, *http)
+                              ->Get());
+  EXPECT_EQ(c.access_key_id, "PROFILEKEY");
+  EXPECT_EQ(c.source, "profile 'default'");
+}
+
+TEST(CredentialsTest, IncompleteOrUnusableConfigurationsSayWhat) {
+  auto http = Http();
+  MapEnvironment half({{"AWS_ACCESS_KEY_ID", "ENVKEY"}});
+  EXPECT_THAT(MakeCredentialsProvider(S3Options{}, half, NoProfile(), *http)->Get(),
+              StatusIs(StatusCode::kInvalidArgument, "AWS_SECRET_ACCESS_KEY is not set"));
+  Profile process = NoProfile();
+  process.name = "sso";
+  process.settings = {{"credential_process", "/bin/get-creds --secret"}};
+  Result<Credentials> c =
+      MakeCredentialsProvider(S3Options{}, MapEnvironment(), process, *http)->Get();
+  EXPECT_THAT(c, StatusIs(StatusCode::kUnsupported,
+                          "profile 'sso' gets its credentials through credential_process"));
+  EXPECT_THAT(c.status().message(), HasSubstr("aws configure export-credentials"));
+  Profile missing = NoProfile();
+  missing.name = "nope";
+  missing.named_by_user = true;
+  EXPECT_THAT(MakeCredentialsProvider(S3Options{}, MapEnvironment(), missing, *http)->Get(),
+              StatusIs(StatusCode::kInvalidArgument, "AWS profile 'nope' is in neither"));
+  MapEnvironment disabled({{"AWS_EC2_METADATA_DISABLED", "true"}});
+  EXPECT_THAT(MakeCredentialsProvider(S3Options{}, disabled, NoProfile(), *http)->Get(),
+              StatusIs(StatusCode::kIoError,
+                       "no AWS credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are "
+                       "not set"));
+  MapEnvironment irsa({{"AWS_WEB_IDENTITY_TOKEN_FILE", "/var/run/token"}});
+  EXPECT_THAT(MakeCredentialsProvider(S3Options{}, irsa, NoProfile(), *http)->Get(),
+              StatusIs(StatusCode::kUnsupported, "AWS_WEB_IDENTITY_TOKEN_FILE is set"));
+}
+
+TEST(CredentialsTest, ContainerEndpointWithAuthorizationToken) {
+  auto http = Http();
+  MetadataServer server([](const MetadataServer::Request& r) {
+    if (r.path != "/v2/creds" || r.Header("authorization") != "Bearer pod-token") {
+      return MetadataServer::Reply{403, "no"};
+    }
+    return MetadataServer::Reply{200, CredentialsJson("ASIACONTAINER", "2099-01-01T00:00:00Z")};
+  });
+  const std::string dir = testing::NewTempDir("container-token");
+  std::ofstream(dir + "/token") << "Bearer pod-token\n";
+  MapEnvironment env({{"AWS_CONTAINER_CREDENTIALS_FULL_URI", server.url() + "/v2/creds"},
+                      {"AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", dir + "/token"}});
+  ASSERT_OK_AND_ASSIGN(Credentials c,
+                       MakeCredentialsProvider(S3Options{}, env, NoProfile(), *http)->Get());
+  EXPECT_EQ(c.access_key_id, "ASIACONTAINER");
+  EXPECT_EQ(c.secret_access_key, "TOPSECRET");
+  EXPECT_EQ(c.session_token, "SESSIONTOKEN");
+  EXPECT_EQ(c.expires_unix, 4070908800);
+
+  MapEnvironment remote({{"AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://10.1.2.3/creds"}});
+  EXPECT_THAT(MakeCredentialsProvider(S3Options{}, remote, NoProfile(), *http)->Get(),
+              StatusIs(StatusCode::kInvalidArgument, "plain http is allowed only to a loopback"));
+}
+
+int64_t g_now = 0;
+int64_t FakeClock() { return g_now; }
+
+TEST(CredentialsTest, InstanceMetadataV2IsRenewedBeforeExpiry) {
+  auto http = Http();
+  std::atomic<int> issued{0};
+  MetadataServer server([&](const MetadataServer::Request& r) -> MetadataServer::Reply {
+    if (r.method == "PUT" && r.path == "/latest/api/token") {
+      if (r.Header("x-aws-ec2-metadata-token-ttl-seconds") != "21600") return {400, ""};
+      return {200, "imds-session"};
+    }
+    if (r.Header("x-aws-ec2-metadata-token") != "imds-session") return {401, ""};
+    if (r.path == "/latest/meta-data/iam/security-credentials/") return {200, "trainer-role\n"};
+    if (r.path == "/latest/meta-data/iam/security-credentials/trainer-role") {
+      // Each issue expires an hour after the fake clock's now.
+      ++issued;
+      std::time_t t = static_cast<std::time_t>(g_now + 3600);
+      std::tm tm{};
+      ::gmtime_r(&t, &tm);
+      char when[32];
+      std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+      return {200, CredentialsJson("ASIA" + std::to_string(issued.load()), when)};
+    }
+    return {404, ""};
+  });
+  MapEnvironment env({{"AWS_EC2_METADATA_SERVICE_ENDPOINT", server.url() + "/"}});
+  g_now = 1'700'000'000;
+  std::unique_ptr<CredentialsProvider> p =
+      MakeCredentialsProvider(S3Options{}, env, NoProfile(), *http, FakeClock);
+  ASSERT_OK_AND_ASSIGN(Credentials c, p->Get());
+  EXPECT_EQ(c.access_key_id, "ASIA1");
+  EXPECT_THAT(c.source, HasSubstr("role 'trainer-role'"));
+  g_now += 3000;  // 10 minutes before expiry: still good
+  ASSERT_OK_AND_ASSIGN(c, p->Get());
+  EXPECT_EQ(c.access_key_id, "ASIA1");
+  g_now += 400;  // within 5 minutes of expiry: renewed
+  ASSERT_OK_AND_ASSIGN(c, p->Get());
+  EXPECT_EQ(c.access_key_id, "ASIA2");
+  ASSERT_OK_AND_ASSIGN(c, p->Get(/*refresh=*/true));  // the server said it expired
+  EXPECT_EQ(c.access_key_id, "ASIA3");
+}
+
+TEST(CredentialsTest, UnreachableMetadataFailsNamingEveryPlaceLookedAtWithoutSecrets) {
+  auto http = Http();
+  MetadataServer server([](const MetadataServer::Request&) {
+    return MetadataServer::Reply{500, "TOPSECRET"};
+  });
+  MapEnvironment env({{"AWS_EC2_METADATA_SERVICE_ENDPOINT", server.url()}});
+  Result<Credentials> c = MakeCredentialsProvider(S3Options{}, env, NoProfile(), *http)->Get();
+  EXPECT_THAT(c, StatusIs(StatusCode::kIoError, "no AWS credentials"));
+  EXPECT_THAT(c.status().message(), HasSubstr("no container credentials endpoint is set"));
+  EXPECT_THAT(c.status().message(), HasSubstr("gave no session token: HTTP 500"));
+  EXPECT_THAT(c.status().message(), Not(HasSubstr("TOPSECRET")));
+}
+
+}  // namespace
+}  // namespace rckpt::s3
