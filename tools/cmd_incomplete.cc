@@ -22,11 +22,24 @@ Result<int64_t> ParseDuration(const std::string& text) {
   int64_t unit = 1;
   std::string digits = text;
   switch (text.back()) {
-    case 's': unit = 1; digits.pop_back(); break;
-    case 'm': unit = 60; digits.pop_back(); break;
-    case 'h': unit = 3600; digits.pop_back(); break;
-    case 'd': unit = 86400; digits.pop_back(); break;
-    default: break;
+    case 's':
+      unit = 1;
+      digits.pop_back();
+      break;
+    case 'm':
+      unit = 60;
+      digits.pop_back();
+      break;
+    case 'h':
+      unit = 3600;
+      digits.pop_back();
+      break;
+    case 'd':
+      unit = 86400;
+      digits.pop_back();
+      break;
+    default:
+      break;
   }
   Result<uint64_t> n = ParseCount("older-than", digits, uint64_t{1} << 40);
   if (!n.ok()) return bad();

@@ -1,12 +1,13 @@
 // The default implementations of the file interfaces' optional methods,
 // written over their required ones so every FileSystem (POSIX, in-memory, a
 // caller's own) has them.
+#include "rckpt/file.h"
+
 #include <algorithm>
 #include <string>
 #include <vector>
 
 #include "io/atomic_write.h"
-#include "rckpt/file.h"
 
 namespace rckpt {
 namespace {
@@ -52,8 +53,9 @@ Result<std::vector<FileInfo>> FileSystem::List(const std::string& prefix) {
   const size_t slash = prefix.rfind('/');
   const std::string dir_part = slash == std::string::npos ? "" : prefix.substr(0, slash + 1);
   const std::string rest = prefix.substr(dir_part.size());
-  Result<std::vector<std::string>> names =
-      ListDir(dir_part.empty() ? "." : dir_part == "/" ? "/" : dir_part.substr(0, slash));
+  Result<std::vector<std::string>> names = ListDir(dir_part.empty()  ? "."
+                                                   : dir_part == "/" ? "/"
+                                                                     : dir_part.substr(0, slash));
   std::vector<FileInfo> out;
   if (!names.ok()) {
     if (names.status().code() == StatusCode::kNotFound) return out;

@@ -1,5 +1,7 @@
 #include "io/url_file_system.h"
 
+#include <unistd.h>
+
 #include <utility>
 
 namespace rckpt {
@@ -9,15 +11,23 @@ bool IsObjectStoreUrl(std::string_view path) { return path.starts_with("s3://");
 UrlFileSystem::UrlFileSystem(FileSystem& local, S3FileSystemFactory make_s3)
     : local_(local), make_s3_(std::move(make_s3)) {}
 
-UrlFileSystem::UrlFileSystem(FileSystem& local, std::unique_ptr<FileSystem> s3)
-    : local_(local) {
+UrlFileSystem::UrlFileSystem(FileSystem& local, std::unique_ptr<FileSystem> s3) : local_(local) {
   s3_.emplace(std::move(s3));
 }
 
 Result<FileSystem*> UrlFileSystem::For(const std::string& path) {
   if (!IsObjectStoreUrl(path)) return &local_;
   std::lock_guard<std::mutex> lock(mu_);
-  if (!s3_.has_value()) s3_.emplace(make_s3_());
+  if (s3_.has_value() && make_s3_ && s3_pid_ != ::getpid()) {
+    // Forked since it was made: the parent's is left alone (its thread is
+    // not in this process) and this process makes its own.
+    if (s3_->ok()) (void)s3_->value().release();
+    s3_.reset();
+  }
+  if (!s3_.has_value()) {
+    s3_.emplace(make_s3_());
+    s3_pid_ = ::getpid();
+  }
   if (!s3_->ok()) return s3_->status();
   return s3_->value().get();
 }

@@ -18,7 +18,8 @@
 namespace rckpt {
 
 // Makes the S3 file system, at the first s3:// path a router meets (an error
-// is kept and returned for every later s3:// path).
+// is kept and returned for every later s3:// path), and again in a child
+// process made by fork(), where the parent's transport thread does not run.
 using S3FileSystemFactory = std::function<Result<std::unique_ptr<FileSystem>>()>;
 
 // The S3 file system configured from the environment and the AWS
@@ -39,8 +40,8 @@ class UrlFileSystem final : public FileSystem {
   Status SyncParentDir(const std::string& path) override;
   Result<std::vector<std::string>> ListDir(const std::string& dir) override;
   bool Exists(const std::string& path) override;
-  Result<std::unique_ptr<AtomicWritableFile>> OpenForAtomicWrite(
-      const std::string& path, uint64_t expected_size) override;
+  Result<std::unique_ptr<AtomicWritableFile>> OpenForAtomicWrite(const std::string& path,
+                                                                 uint64_t expected_size) override;
   Result<std::vector<FileInfo>> List(const std::string& prefix) override;
   Result<std::vector<IncompleteWrite>> ListIncomplete(const std::string& prefix) override;
   Status AbortIncomplete(const IncompleteWrite& write) override;
@@ -52,7 +53,8 @@ class UrlFileSystem final : public FileSystem {
   FileSystem& local_;
   S3FileSystemFactory make_s3_;
   std::mutex mu_;
-  std::optional<Result<std::unique_ptr<FileSystem>>> s3_;  // made once
+  std::optional<Result<std::unique_ptr<FileSystem>>> s3_;  // made once per process
+  int s3_pid_ = 0;  // the process s3_ was made in
 };
 
 }  // namespace rckpt

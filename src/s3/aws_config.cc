@@ -62,8 +62,8 @@ std::string DefaultFile(const Environment& env, const char* variable, const char
 bool IsDnsCompatibleBucket(const std::string& bucket) {
   if (bucket.size() < 3 || bucket.size() > 63) return false;
   for (const char c : bucket) {
-    if (!(std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) ||
-          c == '-')) {
+    if (!(std::islower(static_cast<unsigned char>(c)) ||
+          std::isdigit(static_cast<unsigned char>(c)) || c == '-')) {
       return false;  // dots too: they break the TLS certificate's wildcard
     }
   }
@@ -146,7 +146,8 @@ Result<Profile> LoadProfile(const S3Options& options, const Environment& env) {
     return Status::Ok();
   };
   // The config file names profiles "[profile NAME]", except "[default]".
-  RCKPT_RETURN_IF_ERROR(merge(p.config_path, p.name == "default" ? "default" : "profile " + p.name));
+  RCKPT_RETURN_IF_ERROR(
+      merge(p.config_path, p.name == "default" ? "default" : "profile " + p.name));
   if (p.name == "default") RCKPT_RETURN_IF_ERROR(merge(p.config_path, "profile default"));
   RCKPT_RETURN_IF_ERROR(merge(p.credentials_path, p.name));
   return p;
@@ -285,15 +286,18 @@ Result<S3Config> ResolveConfig(const S3Options& options, const Environment& env,
     }
   }
   c.ca_file = !options.ca_file.empty() ? options.ca_file
-                                        : first({"AWS_CA_BUNDLE"}, {"ca_bundle"}).value_or("");
+                                       : first({"AWS_CA_BUNDLE"}, {"ca_bundle"}).value_or("");
   return c;
 }
 
 bool UsesPathStyle(const S3Config& config, const std::string& bucket) {
   switch (config.addressing) {
-    case S3Addressing::kPath: return true;
-    case S3Addressing::kVirtualHosted: return false;
-    case S3Addressing::kAuto: break;
+    case S3Addressing::kPath:
+      return true;
+    case S3Addressing::kVirtualHosted:
+      return false;
+    case S3Addressing::kAuto:
+      break;
   }
   if (config.endpoint.custom) return true;
   return !IsDnsCompatibleBucket(bucket);

@@ -58,7 +58,7 @@ struct Profile {
   bool named_by_user = false;  // S3Options::profile or AWS_PROFILE
   bool found = false;          // some file has a section for it
   IniSection settings;
-  std::string config_path;       // the files read, for messages
+  std::string config_path;  // the files read, for messages
   std::string credentials_path;
 
   const std::string* Find(const std::string& key) const {
@@ -75,10 +75,10 @@ Result<Profile> LoadProfile(const S3Options& options, const Environment& env);
 
 // An endpoint URL, split.
 struct Endpoint {
-  std::string scheme;     // "http" or "https"
-  std::string host;       // an IPv6 address keeps its brackets
-  int port = 0;           // 0: the scheme's
-  bool custom = false;    // given by the user (else AWS's own)
+  std::string scheme;   // "http" or "https"
+  std::string host;     // an IPv6 address keeps its brackets
+  int port = 0;         // 0: the scheme's
+  bool custom = false;  // given by the user (else AWS's own)
 
   // "host" or "host:port", as the Host header and the URL carry it.
   std::string Authority() const;
@@ -95,10 +95,10 @@ Endpoint AwsEndpoint(const std::string& region);
 
 // Everything about where requests go, decided once per file system.
 struct S3Config {
-  Endpoint endpoint;         // custom, or AWS's for `region`
+  Endpoint endpoint;  // custom, or AWS's for `region`
   std::string region;
   S3Addressing addressing = S3Addressing::kAuto;  // kAuto resolved per bucket
-  std::string ca_file;       // empty: the system's
+  std::string ca_file;                            // empty: the system's
 };
 
 // S3Options, then the environment, then the profile, then the defaults, as

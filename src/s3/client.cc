@@ -55,7 +55,7 @@ struct S3Client::Attempt {
   bool refreshed = false;   // new credentials asked for after an expired token
   bool redirected = false;  // a region hint followed
   std::string region;
-  Credentials creds;        // of the last try: their source and key id name errors
+  Credentials creds;  // of the last try: their source and key id name errors
   HttpRequest request;
   std::shared_ptr<HttpClient::Call> inflight;
   int delay_ms = 0;
@@ -73,25 +73,24 @@ Result<std::unique_ptr<S3Client>> S3Client::Create(const S3Options& options,
   auto check = [](bool ok, const std::string& what) {
     return ok ? Status::Ok() : Status::InvalidArgument("S3Options::" + what);
   };
-  RCKPT_RETURN_IF_ERROR(check(options.max_requests >= 1 && options.max_requests <= 1024,
-                              "max_requests is " + std::to_string(options.max_requests) +
-                                  ": expected 1 to 1024"));
-  RCKPT_RETURN_IF_ERROR(check(options.upload_parts_in_flight >= 1 &&
-                                  options.upload_parts_in_flight <= 256,
-                              "upload_parts_in_flight is " +
-                                  std::to_string(options.upload_parts_in_flight) +
-                                  ": expected 1 to 256"));
+  RCKPT_RETURN_IF_ERROR(
+      check(options.max_requests >= 1 && options.max_requests <= 1024,
+            "max_requests is " + std::to_string(options.max_requests) + ": expected 1 to 1024"));
+  RCKPT_RETURN_IF_ERROR(
+      check(options.upload_parts_in_flight >= 1 && options.upload_parts_in_flight <= 256,
+            "upload_parts_in_flight is " + std::to_string(options.upload_parts_in_flight) +
+                ": expected 1 to 256"));
   RCKPT_RETURN_IF_ERROR(check(options.part_bytes == 0 || (options.part_bytes >= (5ull << 20) &&
                                                           options.part_bytes <= (5ull << 30)),
                               "part_bytes is " + std::to_string(options.part_bytes) +
                                   ": expected 0 (from the object's size) or 5 MiB to 5 GiB"));
-  RCKPT_RETURN_IF_ERROR(check(options.max_attempts >= 1 && options.max_attempts <= 100,
-                              "max_attempts is " + std::to_string(options.max_attempts) +
-                                  ": expected 1 to 100"));
-  RCKPT_RETURN_IF_ERROR(check(options.retry_base_delay_ms >= 0 &&
-                                  options.retry_max_delay_ms >= options.retry_base_delay_ms,
-                              "retry delays: expected 0 <= retry_base_delay_ms <= "
-                              "retry_max_delay_ms"));
+  RCKPT_RETURN_IF_ERROR(
+      check(options.max_attempts >= 1 && options.max_attempts <= 100,
+            "max_attempts is " + std::to_string(options.max_attempts) + ": expected 1 to 100"));
+  RCKPT_RETURN_IF_ERROR(check(
+      options.retry_base_delay_ms >= 0 && options.retry_max_delay_ms >= options.retry_base_delay_ms,
+      "retry delays: expected 0 <= retry_base_delay_ms <= "
+      "retry_max_delay_ms"));
   RCKPT_RETURN_IF_ERROR(check(options.connect_timeout_ms >= 1 && options.stall_timeout_s >= 1,
                               "connect_timeout_ms and stall_timeout_s must be positive"));
   if (options.encryption != S3Encryption::kKms && !options.kms_key_id.empty()) {
@@ -153,19 +152,18 @@ Status S3Client::Prepare(const S3Call& call, Attempt& a) {
   a.request.into = call.into;
   a.request.connect_timeout_ms = options_.connect_timeout_ms;
   a.request.stall_timeout_s = options_.stall_timeout_s;
-  const std::string payload =
-      !call.body_sha256.empty() ? call.body_sha256
-      : call.body.empty()       ? std::string(kEmptySha256)
-                                : std::string("UNSIGNED-PAYLOAD");
-  KeyValues headers = {{"host", host}, {"x-amz-content-sha256", payload}, {"x-amz-date", AmzDate()}};
+  const std::string payload = !call.body_sha256.empty() ? call.body_sha256
+                              : call.body.empty()       ? std::string(kEmptySha256)
+                                                        : std::string("UNSIGNED-PAYLOAD");
+  KeyValues headers = {
+      {"host", host}, {"x-amz-content-sha256", payload}, {"x-amz-date", AmzDate()}};
   if (!a.creds.session_token.empty()) {
     headers.emplace_back("x-amz-security-token", a.creds.session_token);
   }
   for (const auto& h : call.headers) headers.push_back(h);
   SigningRequest signing{call.method, canonical_uri, call.query, headers, payload};
-  const std::string authorization =
-      Authorization(a.creds.access_key_id, a.creds.secret_access_key, headers[2].second,
-                    a.region, "s3", signing);
+  const std::string authorization = Authorization(a.creds.access_key_id, a.creds.secret_access_key,
+                                                  headers[2].second, a.region, "s3", signing);
   // curl sends the Host header from the URL, exactly as signed.
   a.request.headers.assign(headers.begin() + 1, headers.end());
   a.request.headers.emplace_back("Authorization", authorization);
@@ -185,7 +183,8 @@ bool S3Client::Judge(const S3Call& call, Attempt& a, HttpResponse r) {
     return false;
   };
   switch (r.error) {
-    case TransportError::kNone: break;
+    case TransportError::kNone:
+      break;
     case TransportError::kTls:
     case TransportError::kTooLong:
       a.result = Failure(call, a, r);
@@ -207,6 +206,12 @@ bool S3Client::Judge(const S3Call& call, Attempt& a, HttpResponse r) {
     return true;
   }
   if (r.status >= 200 && r.status < 300) {
+    if (call.exact && r.into_bytes != call.into.size()) {
+      r.error = TransportError::kBroken;
+      r.error_text = "the answer had " + std::to_string(r.into_bytes) + " of the " +
+                     std::to_string(call.into.size()) + " bytes asked for";
+      return retry(call.idempotent);
+    }
     if (call.error_in_200) {
       Result<CompleteAnswer> answer = ParseCompleteAnswer(r.body);
       if (answer.ok() && answer->failed) {
@@ -303,8 +308,7 @@ Status S3Client::Failure(const S3Call& call, const Attempt& a, const HttpRespons
   }
   if (IsExpiredToken(e.code) || e.code == "InvalidToken") {
     return Status::IoError("the session token that comes with the " + who +
-                           " has expired or is invalid" + what +
-                           ": get new temporary credentials");
+                           " has expired or is invalid" + what + ": get new temporary credentials");
   }
   if (e.code == "AccessDenied" || (r.status == 403 && e.code.empty())) {
     return Status::IoError("access denied to " + name + what + ": the " + who +

@@ -23,17 +23,20 @@ namespace rckpt::s3 {
 
 // One S3 operation, before it is signed.
 struct S3Call {
-  const char* op = "";        // "GetObject", ...: named in errors
+  const char* op = "";  // "GetObject", ...: named in errors
   std::string method = "GET";
   std::string bucket;
-  std::string key;            // empty for a bucket operation
+  std::string key;  // empty for a bucket operation
   KeyValues query;
-  KeyValues headers;          // besides host, x-amz-date, x-amz-content-sha256, the token
+  KeyValues headers;  // besides host, x-amz-date, x-amz-content-sha256, the token
   std::span<const std::byte> body;
   // Hex SHA-256 of `body` to sign it; empty: UNSIGNED-PAYLOAD (HTTPS and
   // the parts' own checksums protect it) or, without a body, the empty one.
   std::string body_sha256;
   std::span<std::byte> into;  // a 2xx answer's body goes here (HttpRequest::into)
+  // A 2xx answer must fill `into` exactly (a ranged GET); a shorter one is a
+  // broken transfer, tried again.
+  bool exact = false;
   // Safe to send again after the server may have acted on it. Requests the
   // server refused before acting (503, 429, a refused connection) are
   // retried either way.
@@ -52,8 +55,7 @@ class S3Client {
  public:
   // `env` must outlive the client. InvalidArgument for bad options or
   // configuration; nothing is sent.
-  static Result<std::unique_ptr<S3Client>> Create(const S3Options& options,
-                                                  const Environment& env);
+  static Result<std::unique_ptr<S3Client>> Create(const S3Options& options, const Environment& env);
   ~S3Client();
 
   // Sends `call`, retrying as S3Options says, and returns the 2xx answer;

@@ -165,9 +165,10 @@ Result<Credentials> FetchInstanceCredentials(HttpClient& http, const std::string
     }
     return r;
   };
-  HttpResponse token = request("PUT", "/latest/api/token",
-                               {{"X-aws-ec2-metadata-token-ttl-seconds", "21600"}});
-  if (!token.ok()) return Status::IoError(source + " gave no session token: " + DescribeFailure(token));
+  HttpResponse token =
+      request("PUT", "/latest/api/token", {{"X-aws-ec2-metadata-token-ttl-seconds", "21600"}});
+  if (!token.ok())
+    return Status::IoError(source + " gave no session token: " + DescribeFailure(token));
   const std::vector<std::pair<std::string, std::string>> auth = {
       {"X-aws-ec2-metadata-token", token.body}};
   HttpResponse roles = request("GET", "/latest/meta-data/iam/security-credentials/", auth);
@@ -178,8 +179,7 @@ Result<Credentials> FetchInstanceCredentials(HttpClient& http, const std::string
   std::string role = roles.body.substr(0, roles.body.find('\n'));
   while (!role.empty() && (role.back() == '\r' || role.back() == ' ')) role.pop_back();
   if (role.empty()) return Status::IoError(source + " names no IAM role");
-  HttpResponse creds =
-      request("GET", "/latest/meta-data/iam/security-credentials/" + role, auth);
+  HttpResponse creds = request("GET", "/latest/meta-data/iam/security-credentials/" + role, auth);
   if (!creds.ok()) {
     return Status::IoError(source + " gave no credentials for role '" + role +
                            "': " + DescribeFailure(creds));
@@ -230,9 +230,8 @@ std::unique_ptr<CredentialsProvider> MakeCredentialsProvider(const S3Options& op
       return fail(Status::InvalidArgument(
           "S3Options::credentials needs both access_key_id and secret_access_key"));
     }
-    return std::make_unique<StaticProvider>(Credentials{given.access_key_id,
-                                                        given.secret_access_key,
-                                                        given.session_token, 0, "S3Options"});
+    return std::make_unique<StaticProvider>(Credentials{
+        given.access_key_id, given.secret_access_key, given.session_token, 0, "S3Options"});
   }
   // 1. The environment.
   const std::optional<std::string> id = env.Get("AWS_ACCESS_KEY_ID");
@@ -240,8 +239,8 @@ std::unique_ptr<CredentialsProvider> MakeCredentialsProvider(const S3Options& op
   if (id || secret) {
     if (!id || !secret) {
       return fail(Status::InvalidArgument(
-          std::string(id ? "AWS_SECRET_ACCESS_KEY" : "AWS_ACCESS_KEY_ID") +
-          " is not set, but " + (id ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY") +
+          std::string(id ? "AWS_SECRET_ACCESS_KEY" : "AWS_ACCESS_KEY_ID") + " is not set, but " +
+          (id ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY") +
           " is: set both (and AWS_SESSION_TOKEN for temporary credentials)"));
     }
     return std::make_unique<StaticProvider>(
@@ -254,25 +253,27 @@ std::unique_ptr<CredentialsProvider> MakeCredentialsProvider(const S3Options& op
     if (s == nullptr || s->empty()) {
       return fail(Status::InvalidArgument("profile '" + profile.name +
                                           "' has aws_access_key_id but no "
-                                          "aws_secret_access_key (in " + where + ")"));
+                                          "aws_secret_access_key (in " +
+                                          where + ")"));
     }
     const std::string* token = profile.Find("aws_session_token");
-    return std::make_unique<StaticProvider>(Credentials{
-        *key, *s, token ? *token : "", 0, "profile '" + profile.name + "'"});
+    return std::make_unique<StaticProvider>(
+        Credentials{*key, *s, token ? *token : "", 0, "profile '" + profile.name + "'"});
   }
-  for (const char* setting :
-       {"credential_process", "role_arn", "sso_session", "sso_start_url", "web_identity_token_file"}) {
+  for (const char* setting : {"credential_process", "role_arn", "sso_session", "sso_start_url",
+                              "web_identity_token_file"}) {
     if (profile.Find(setting) == nullptr) continue;
     return fail(Status::Unsupported(
         "profile '" + profile.name + "' gets its credentials through " + setting +
         ", which rckpt's C++ library does not resolve: export them first (`eval \"$(aws "
-        "configure export-credentials --profile " + profile.name +
+        "configure export-credentials --profile " +
+        profile.name +
         " --format env)\"`), pass them in S3Options, or use rckpt's Python package, which "
         "resolves them with botocore when it is installed"));
   }
   if (profile.named_by_user && !profile.found) {
-    return fail(Status::InvalidArgument("AWS profile '" + profile.name + "' is in neither " +
-                                        where));
+    return fail(
+        Status::InvalidArgument("AWS profile '" + profile.name + "' is in neither " + where));
   }
   // 3. The container endpoint.
   std::optional<std::string> container = env.Get("AWS_CONTAINER_CREDENTIALS_FULL_URI");
@@ -297,8 +298,7 @@ std::unique_ptr<CredentialsProvider> MakeCredentialsProvider(const S3Options& op
   // 4. EC2 instance metadata.
   const std::string nothing_else =
       "no AWS credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set, profile '" +
-      profile.name + "' has none (in " + where +
-      "), no container credentials endpoint is set";
+      profile.name + "' has none (in " + where + "), no container credentials endpoint is set";
   if (Lower(env.Get("AWS_EC2_METADATA_DISABLED").value_or("")) == "true") {
     return fail(Status::IoError(nothing_else + ", and instance metadata is disabled "
                                                "(AWS_EC2_METADATA_DISABLED)"));

@@ -1,6 +1,7 @@
 #include "s3/http.h"
 
 #include <curl/curl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -22,9 +23,9 @@ class HttpClient::Call {
   HttpResponse resp;
   CURL* easy = nullptr;
   curl_slist* headers = nullptr;
-  size_t sent = 0;         // body bytes given to curl
-  long status_seen = -1;   // the status the body being written belongs to
-  bool overflow = false;   // a 2xx body longer than `into`
+  size_t sent = 0;        // body bytes given to curl
+  long status_seen = -1;  // the status the body being written belongs to
+  bool overflow = false;  // a 2xx body longer than `into`
   char error_buffer[CURL_ERROR_SIZE] = {};
 
   std::mutex mu;
@@ -114,25 +115,31 @@ int OnSeek(void* user, curl_off_t offset, int origin) {
 
 TransportError Classify(CURLcode code) {
   switch (code) {
-    case CURLE_OK: return TransportError::kNone;
+    case CURLE_OK:
+      return TransportError::kNone;
     case CURLE_COULDNT_CONNECT:
     case CURLE_COULDNT_RESOLVE_HOST:
     case CURLE_COULDNT_RESOLVE_PROXY:
       return TransportError::kConnect;
-    case CURLE_OPERATION_TIMEDOUT: return TransportError::kTimeout;
+    case CURLE_OPERATION_TIMEDOUT:
+      return TransportError::kTimeout;
     case CURLE_PEER_FAILED_VERIFICATION:
     case CURLE_SSL_CACERT_BADFILE:
     case CURLE_SSL_CERTPROBLEM:
     case CURLE_SSL_ISSUER_ERROR:
     case CURLE_SSL_CRL_BADFILE:
       return TransportError::kTls;
-    default: return TransportError::kBroken;
+    default:
+      return TransportError::kBroken;
   }
 }
 
 }  // namespace
 
 struct HttpClient::Impl {
+  // The process the client's thread runs in: a child made by fork() has no
+  // such thread, and its requests fail instead of waiting forever.
+  pid_t owner = ::getpid();
   CURLM* multi = nullptr;
   int max_connections = 1;
   std::string ca_file;
@@ -160,7 +167,7 @@ struct HttpClient::Impl {
     if (code != CURLE_OK) {
       r.error_text = call->overflow ? "the answer was longer than the bytes asked for"
                      : call->error_buffer[0] != '\0' ? std::string(call->error_buffer)
-                                                      : std::string(curl_easy_strerror(code));
+                                                     : std::string(curl_easy_strerror(code));
     }
     curl_multi_remove_handle(multi, call->easy);
     curl_slist_free_all(call->headers);
@@ -250,8 +257,8 @@ struct HttpClient::Impl {
       call->headers = nullptr;
       idle_easy.push_back(e);
       call->easy = nullptr;
-      Fail(call, std::string("libcurl could not start the transfer: ") +
-                     curl_multi_strerror(added));
+      Fail(call,
+           std::string("libcurl could not start the transfer: ") + curl_multi_strerror(added));
       return;
     }
     active.push_back(call);
@@ -273,10 +280,9 @@ struct HttpClient::Impl {
       int left = 0;
       while (CURLMsg* msg = curl_multi_info_read(multi, &left)) {
         if (msg->msg != CURLMSG_DONE) continue;
-        auto it = std::find_if(active.begin(), active.end(),
-                               [&](const std::shared_ptr<Call>& c) {
-                                 return c->easy == msg->easy_handle;
-                               });
+        auto it = std::find_if(active.begin(), active.end(), [&](const std::shared_ptr<Call>& c) {
+          return c->easy == msg->easy_handle;
+        });
         if (it == active.end()) continue;
         std::shared_ptr<Call> call = std::move(*it);
         active.erase(it);
@@ -331,6 +337,13 @@ Result<std::unique_ptr<HttpClient>> HttpClient::Create(int max_connections, std:
 }
 
 HttpClient::~HttpClient() {
+  if (::getpid() != impl_->owner) {
+    // Forked: the thread and the transfers are the parent's; nothing here
+    // may touch them.
+    impl_->thread.detach();
+    (void)impl_.release();
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     impl_->stopping = true;
@@ -341,6 +354,12 @@ HttpClient::~HttpClient() {
 
 std::shared_ptr<HttpClient::Call> HttpClient::Start(const HttpRequest& request) {
   auto call = std::make_shared<Call>(request);
+  if (::getpid() != impl_->owner) {
+    impl_->Fail(call,
+                "this S3 file system was made in another process (before a fork): make a new "
+                "one in this process");
+    return call;
+  }
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     if (impl_->stopping) {

@@ -30,28 +30,28 @@ struct HttpRequest {
   // than it fails the request); every other answer's body goes to
   // HttpResponse::body.
   std::span<std::byte> into;
-  bool no_proxy = false;         // never through a proxy (link-local endpoints)
+  bool no_proxy = false;  // never through a proxy (link-local endpoints)
   int connect_timeout_ms = 10000;
-  int stall_timeout_s = 20;      // no byte moved for this long: kTimeout
+  int stall_timeout_s = 20;  // no byte moved for this long: kTimeout
 };
 
 // Why a request got no complete answer.
 enum class TransportError {
   kNone,
-  kConnect,   // refused, unreachable, or the name did not resolve
-  kTimeout,   // connecting took too long, or the transfer stalled
-  kBroken,    // reset, truncated, or otherwise cut short
-  kTls,       // the server's certificate was not trusted: never retried
-  kTooLong,   // the answer was longer than asked for: never retried
+  kConnect,  // refused, unreachable, or the name did not resolve
+  kTimeout,  // connecting took too long, or the transfer stalled
+  kBroken,   // reset, truncated, or otherwise cut short
+  kTls,      // the server's certificate was not trusted: never retried
+  kTooLong,  // the answer was longer than asked for: never retried
 };
 
 struct HttpResponse {
-  int status = 0;  // 0 when no answer came
+  int status = 0;                                            // 0 when no answer came
   std::vector<std::pair<std::string, std::string>> headers;  // lower-case names
-  std::string body;          // the answer's body, unless it went to `into`
-  uint64_t into_bytes = 0;   // bytes written to HttpRequest::into
+  std::string body;         // the answer's body, unless it went to `into`
+  uint64_t into_bytes = 0;  // bytes written to HttpRequest::into
   TransportError error = TransportError::kNone;
-  std::string error_text;    // curl's account of the error
+  std::string error_text;  // curl's account of the error
 
   // The header's value, or null.
   const std::string* Header(std::string_view name) const;

@@ -15,7 +15,8 @@ class Parser {
     return Status::InvalidArgument("JSON at byte " + std::to_string(i_) + ": " + what);
   }
   void Space() {
-    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r')) {
+    while (i_ < s_.size() &&
+           (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r')) {
       ++i_;
     }
   }
@@ -44,11 +45,21 @@ class Parser {
       if (i_ == s_.size()) break;
       c = s_[i_++];
       switch (c) {
-        case 'n': out.push_back('\n'); break;
-        case 't': out.push_back('\t'); break;
-        case 'r': out.push_back('\r'); break;
-        case 'b': out.push_back('\b'); break;
-        case 'f': out.push_back('\f'); break;
+        case 'n':
+          out.push_back('\n');
+          break;
+        case 't':
+          out.push_back('\t');
+          break;
+        case 'r':
+          out.push_back('\r');
+          break;
+        case 'b':
+          out.push_back('\b');
+          break;
+        case 'f':
+          out.push_back('\f');
+          break;
         case 'u': {
           if (i_ + 4 > s_.size()) return Fail("short \\u escape");
           unsigned v = 0;
@@ -73,7 +84,8 @@ class Parser {
           }
           break;
         }
-        default: out.push_back(c);
+        default:
+          out.push_back(c);
       }
     }
     if (i_ == s_.size()) return Fail("unterminated string");

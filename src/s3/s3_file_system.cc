@@ -96,8 +96,8 @@ class S3FileSystem final : public FileSystem {
     return dir.ok() && *dir;
   }
 
-  Result<std::unique_ptr<AtomicWritableFile>> OpenForAtomicWrite(
-      const std::string& path, uint64_t expected_size) override {
+  Result<std::unique_ptr<AtomicWritableFile>> OpenForAtomicWrite(const std::string& path,
+                                                                 uint64_t expected_size) override {
     RCKPT_ASSIGN_OR_RETURN(S3Url url, ParseS3Url(path));
     return NewS3Writer(client_, std::move(url), expected_size);
   }
@@ -135,8 +135,8 @@ class S3FileSystem final : public FileSystem {
         out.push_back(IncompleteWrite{"s3://" + url.bucket + "/" + u.key, u.upload_id,
                                       u.initiated_unix_ms, false});
       }
-      if (!page->truncated || (page->next_key_marker == key_marker &&
-                               page->next_upload_id_marker == id_marker)) {
+      if (!page->truncated ||
+          (page->next_key_marker == key_marker && page->next_upload_id_marker == id_marker)) {
         break;
       }
       key_marker = page->next_key_marker;

@@ -148,8 +148,7 @@ class S3Writer final : public AtomicWritableFile {
 
   // The buffer for the next part: a returned one when it is large enough.
   Status NewCurrent() {
-    const uint64_t want =
-        PartBytes(etags_.size() + 1, expected_, client_->options().part_bytes);
+    const uint64_t want = PartBytes(etags_.size() + 1, expected_, client_->options().part_bytes);
     if (etags_.size() >= kMaxParts) {
       return Status::IoError("save to '" + url_.ToString() + "': more than " +
                              std::to_string(kMaxParts) +
@@ -290,9 +289,9 @@ class S3Writer final : public AtomicWritableFile {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  int in_flight_ = 0;               // guarded by mu_
-  Status error_;                    // guarded by mu_: the first part's failure
-  std::vector<PartBuffer> spare_;   // guarded by mu_
+  int in_flight_ = 0;              // guarded by mu_
+  Status error_;                   // guarded by mu_: the first part's failure
+  std::vector<PartBuffer> spare_;  // guarded by mu_
 };
 
 }  // namespace
@@ -302,7 +301,8 @@ uint64_t PartBytes(uint64_t number, uint64_t expected_size, uint64_t fixed) {
   uint64_t base = (expected_size + kSizedParts - 1) / kSizedParts;
   base = std::max(kDefaultPartBytes, (base + kMiB - 1) / kMiB * kMiB);
   if (number > kSizedParts) {
-    const uint64_t doublings = std::min<uint64_t>((number - kSizedParts - 1) / kPartsPerDoubling + 1, 30);
+    const uint64_t doublings =
+        std::min<uint64_t>((number - kSizedParts - 1) / kPartsPerDoubling + 1, 30);
     base = base >= (kMaxPartBytes >> doublings) ? kMaxPartBytes : base << doublings;
   }
   return std::min(base, kMaxPartBytes);
@@ -315,8 +315,10 @@ std::unique_ptr<AtomicWritableFile> NewS3Writer(std::shared_ptr<S3Client> client
 
 KeyValues EncryptionHeaders(const S3Options& options) {
   switch (options.encryption) {
-    case S3Encryption::kBucketDefault: return {};
-    case S3Encryption::kS3: return {{"x-amz-server-side-encryption", "AES256"}};
+    case S3Encryption::kBucketDefault:
+      return {};
+    case S3Encryption::kS3:
+      return {{"x-amz-server-side-encryption", "AES256"}};
     case S3Encryption::kKms: {
       KeyValues h = {{"x-amz-server-side-encryption", "aws:kms"}};
       if (!options.kms_key_id.empty()) {

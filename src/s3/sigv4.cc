@@ -125,9 +125,9 @@ std::string StringToSign(std::string_view amz_date, std::string_view region,
 std::string Signature(std::string_view secret, std::string_view amz_date, std::string_view region,
                       std::string_view service, std::string_view string_to_sign) {
   const std::string k_secret = "AWS4" + std::string(secret);
-  const Digest k_date = Hmac({reinterpret_cast<const unsigned char*>(k_secret.data()),
-                              k_secret.size()},
-                             amz_date.substr(0, 8));
+  const Digest k_date =
+      Hmac({reinterpret_cast<const unsigned char*>(k_secret.data()), k_secret.size()},
+           amz_date.substr(0, 8));
   const Digest k_region = Hmac(k_date, region);
   const Digest k_service = Hmac(k_region, service);
   const Digest k_signing = Hmac(k_service, "aws4_request");

@@ -1,8 +1,7 @@
 #include "s3/xml.h"
 
-#include <pugixml.hpp>
-
 #include <charconv>
+#include <pugixml.hpp>
 
 #include "s3/json_fields.h"
 
@@ -21,11 +20,10 @@ uint64_t ToU64(const char* text) {
 }
 
 Status NotA(const char* what, std::string_view xml) {
-  return Status::IoError(std::string("the server answered something other than ") + what + " (" +
-                         std::to_string(xml.size()) + " bytes" +
-                         (xml.empty() ? "" : ", starting '" +
-                                                 std::string(xml.substr(0, 60)) + "'") +
-                         ")");
+  return Status::IoError(
+      std::string("the server answered something other than ") + what + " (" +
+      std::to_string(xml.size()) + " bytes" +
+      (xml.empty() ? "" : ", starting '" + std::string(xml.substr(0, 60)) + "'") + ")");
 }
 
 }  // namespace
@@ -133,12 +131,23 @@ std::string XmlEscape(std::string_view s) {
   out.reserve(s.size());
   for (const char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default: out.push_back(c);
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      default:
+        out.push_back(c);
     }
   }
   return out;

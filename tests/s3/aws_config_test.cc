@@ -13,9 +13,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-void WriteText(const std::string& path, const std::string& text) {
-  std::ofstream(path) << text;
-}
+void WriteText(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
 TEST(S3UrlTest, ParsesBucketAndKey) {
   ASSERT_OK_AND_ASSIGN(S3Url u, ParseS3Url("s3://ckpts/run 1/a+b=c/\xc3\xbc.rckpt"));
@@ -58,9 +56,11 @@ TEST(IniTest, ParsesSectionsCommentsAndNestedBlocks) {
 
 TEST(ProfileTest, MergesConfigAndCredentialsFilesCredentialsWinning) {
   const std::string dir = testing::NewTempDir("aws-profile");
-  WriteText(dir + "/config", "[profile dev]\nregion = ap-south-1\naws_access_key_id = FROMCONFIG\n");
-  WriteText(dir + "/credentials", "[dev]\naws_access_key_id = FROMCREDS\n"
-                                  "aws_secret_access_key = s\n");
+  WriteText(dir + "/config",
+            "[profile dev]\nregion = ap-south-1\naws_access_key_id = FROMCONFIG\n");
+  WriteText(dir + "/credentials",
+            "[dev]\naws_access_key_id = FROMCREDS\n"
+            "aws_secret_access_key = s\n");
   MapEnvironment env({{"AWS_CONFIG_FILE", dir + "/config"},
                       {"AWS_SHARED_CREDENTIALS_FILE", dir + "/credentials"},
                       {"AWS_PROFILE", "dev"}});
@@ -78,7 +78,8 @@ TEST(ProfileTest, MergesConfigAndCredentialsFilesCredentialsWinning) {
 TEST(ResolveConfigTest, OptionsThenEnvironmentThenProfileThenDefaults) {
   Profile p;
   p.name = "default";
-  p.settings = {{"region", "from-profile"}, {"endpoint_url", "http://profile:1"},
+  p.settings = {{"region", "from-profile"},
+                {"endpoint_url", "http://profile:1"},
                 {"s3.addressing_style", "virtual"}};
   MapEnvironment env({{"AWS_DEFAULT_REGION", "from-default"},
                       {"AWS_ENDPOINT_URL", "http://generic:2"},
@@ -99,8 +100,8 @@ TEST(ResolveConfigTest, OptionsThenEnvironmentThenProfileThenDefaults) {
   EXPECT_TRUE(c.endpoint.IsIpOrLocalhost());
   EXPECT_EQ(c.addressing, S3Addressing::kPath);
 
-  MapEnvironment ignoring({{"AWS_ENDPOINT_URL", "http://x:1"},
-                           {"AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "true"}});
+  MapEnvironment ignoring(
+      {{"AWS_ENDPOINT_URL", "http://x:1"}, {"AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "true"}});
   ASSERT_OK_AND_ASSIGN(c, ResolveConfig(S3Options{}, ignoring, Profile{}));
   EXPECT_FALSE(c.endpoint.custom);
   EXPECT_EQ(c.region, "us-east-1");
@@ -161,18 +162,22 @@ TEST(XmlTest, ParsesErrorsListingsAndCompleteAnswers) {
                        ParseCompleteAnswer("<Error><Code>InternalError</Code></Error>"));
   EXPECT_TRUE(failed.failed);
   EXPECT_EQ(failed.error.code, "InternalError");
-  ASSERT_OK_AND_ASSIGN(CompleteAnswer done, ParseCompleteAnswer(
-      "<CompleteMultipartUploadResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
-      "<ETag>\"abc-2\"</ETag></CompleteMultipartUploadResult>"));
+  ASSERT_OK_AND_ASSIGN(
+      CompleteAnswer done,
+      ParseCompleteAnswer(
+          "<CompleteMultipartUploadResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+          "<ETag>\"abc-2\"</ETag></CompleteMultipartUploadResult>"));
   EXPECT_FALSE(done.failed);
   EXPECT_EQ(done.etag, "\"abc-2\"");
   EXPECT_THAT(ParseCompleteAnswer(""), StatusIs(StatusCode::kIoError, "other than"));
 
-  ASSERT_OK_AND_ASSIGN(ObjectPage page, ParseObjectPage(
-      "<ListBucketResult><IsTruncated>true</IsTruncated><Contents><Key>a b</Key><Size>12</Size>"
-      "<LastModified>2024-05-01T12:00:00.250Z</LastModified></Contents><CommonPrefixes>"
-      "<Prefix>d/</Prefix></CommonPrefixes><NextContinuationToken>tok</NextContinuationToken>"
-      "</ListBucketResult>"));
+  ASSERT_OK_AND_ASSIGN(
+      ObjectPage page,
+      ParseObjectPage(
+          "<ListBucketResult><IsTruncated>true</IsTruncated><Contents><Key>a b</Key><Size>12</Size>"
+          "<LastModified>2024-05-01T12:00:00.250Z</LastModified></Contents><CommonPrefixes>"
+          "<Prefix>d/</Prefix></CommonPrefixes><NextContinuationToken>tok</NextContinuationToken>"
+          "</ListBucketResult>"));
   ASSERT_EQ(page.objects.size(), 1u);
   EXPECT_EQ(page.objects[0].key, "a b");
   EXPECT_EQ(page.objects[0].size, 12u);

@@ -134,7 +134,8 @@ TEST(CredentialsTest, ExplicitThenEnvironmentThenProfile) {
   auto http = Http();
   S3Options o;
   o.credentials = S3Credentials{"EXPLICIT", "s", ""};
-  MapEnvironment env({{"AWS_ACCESS_KEY_ID", "ENVKEY"}, {"AWS_SECRET_ACCESS_KEY", "envsecret"},
+  MapEnvironment env({{"AWS_ACCESS_KEY_ID", "ENVKEY"},
+                      {"AWS_SECRET_ACCESS_KEY", "envsecret"},
                       {"AWS_SESSION_TOKEN", "envtoken"}});
   Profile profile = NoProfile();
   profile.settings = {{"aws_access_key_id", "PROFILEKEY"}, {"aws_secret_access_key", "p"}};
@@ -144,8 +145,8 @@ TEST(CredentialsTest, ExplicitThenEnvironmentThenProfile) {
   EXPECT_EQ(c.access_key_id, "ENVKEY");
   EXPECT_EQ(c.session_token, "envtoken");
   EXPECT_EQ(c.source, "environment");
-  ASSERT_OK_AND_ASSIGN(c, MakeCredentialsProvider(S3Options{}, MapEnvironment(), profile, *http)
-                              ->Get());
+  ASSERT_OK_AND_ASSIGN(
+      c, MakeCredentialsProvider(S3Options{}, MapEnvironment(), profile, *http)->Get());
   EXPECT_EQ(c.access_key_id, "PROFILEKEY");
   EXPECT_EQ(c.source, "profile 'default'");
 }

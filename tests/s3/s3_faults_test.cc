@@ -12,6 +12,7 @@
 #include <regex>
 #include <thread>
 
+#include "rckpt/async_save.h"
 #include "rckpt/io.h"
 #include "rckpt/s3.h"
 #include "s3/s3_test_env.h"
@@ -19,8 +20,8 @@
 namespace rckpt {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::FaultProxy;
+using ::testing::HasSubstr;
 using testing::ProcessResult;
 using testing::RunProcess;
 using testing::S3TestServer;
@@ -158,6 +159,40 @@ TEST_F(S3FaultTest, PersistentFailuresEndInAnErrorNamingKeyOperationAndStatus) {
   ExpectState(back, 1, 1000, 4);
 }
 
+// The server completes the upload but its answer is lost: the retry finds
+// no upload, and the object's ETag (that of these parts) says the first try
+// succeeded.
+TEST_F(S3FaultTest, ACompletedUploadWhoseAnswerWasLostIsASuccess) {
+  const std::string url = prefix_ + "lost-answer.rckpt";
+  Inject(R"([{"match": {"operation": "CompleteMultipartUpload"}, "times": 1,
+              "action": {"reset_after_bytes": 0, "direction": "response"}}])");
+  ASSERT_OK(Save(url, State(5, 4 << 20, 13), {.fs = fs_.get()}));
+  EXPECT_EQ(Count(Stats(), "CompleteMultipartUpload"), 2) << Stats();
+  ASSERT_OK_AND_ASSIGN(Checkpoint back, Load(url, {.fs = direct_.get()}));
+  ExpectState(back, 5, 4 << 20, 13);
+}
+
+// save_async returns once its snapshot is taken: the upload completes in
+// the background (held here by the proxy until the test has looked: every
+// CompleteMultipartUpload stalls past the client's timeout until the rule
+// goes).
+TEST_F(S3FaultTest, SaveAsyncReturnsBeforeTheUploadCompletes) {
+  const std::string url = prefix_ + "async.rckpt";
+  Inject(R"([{"match": {"operation": "CompleteMultipartUpload"}, "times": -1,
+              "action": {"stall_seconds": 60}}])");
+  S3Options o = server_->Options(proxy_->endpoint());
+  o.max_attempts = 100;
+  o.stall_timeout_s = 1;
+  std::unique_ptr<FileSystem> fs = Through(o);
+  AsyncSaver saver;
+  ASSERT_OK(saver.Save(url, State(5, 4 << 20, 14), {.fs = fs.get()}));
+  EXPECT_THAT(Load(url, {.fs = direct_.get()}), StatusIs(StatusCode::kNotFound, "does not exist"));
+  ASSERT_OK(proxy_->ClearRules());
+  ASSERT_OK(saver.Wait());
+  ASSERT_OK_AND_ASSIGN(Checkpoint back, Load(url, {.fs = direct_.get()}));
+  ExpectState(back, 5, 4 << 20, 14);
+}
+
 TEST_F(S3FaultTest, ResetsAndTruncatedAnswersAreReadAgain) {
   const std::string url = prefix_ + "cut.rckpt";
   ASSERT_OK(Save(url, State(6, 4 << 20, 7), {.fs = direct_.get()}));
@@ -257,9 +292,11 @@ TEST_F(S3FaultTest, AServerKilledAndRestartedMidLoad) {
   const std::string url = prefix_ + "restart.rckpt";
   ASSERT_OK(Save(url, State(8, 4 << 20, 12), {.fs = direct_.get()}));
   S3Options o = server_->Options();
+  // Enough tries to outlast a restart however slow (s3_server.sh waits up
+  // to 90 s for the server).
   o.max_requests = 2;
-  o.max_attempts = 40;
-  o.retry_max_delay_ms = 1000;
+  o.max_attempts = 100;
+  o.retry_max_delay_ms = 2000;
   std::unique_ptr<FileSystem> patient = Through(o);
   bool restarted = false;
   LoadOptions lo;
@@ -290,11 +327,12 @@ TEST_F(S3FaultTest, SigkillAtAnyMomentOfASaveLeavesThePreviousObject) {
     for (const char* at : {"0", "0.5", "1"}) {
       SCOPED_TRACE(std::string(mode) + " kill at " + at);
       std::vector<std::string> argv = {RCKPT_S3_HELPER_PATH, "save", url, "24", "--seed", "2",
-                                       "--kill-at", at};
+                                       "--kill-at",          at};
       if (*mode != '\0') argv.push_back(mode);
       ProcessResult killed = RunProcess(argv, env);
       EXPECT_EQ(killed.status, -SIGKILL) << killed.err;
-      ProcessResult load = RunProcess({RCKPT_S3_HELPER_PATH, "load", url, "24", "--seed", "1"}, env);
+      ProcessResult load =
+          RunProcess({RCKPT_S3_HELPER_PATH, "load", url, "24", "--seed", "1"}, env);
       EXPECT_EQ(load.status, 0) << load.err;
       ASSERT_OK_AND_ASSIGN(std::vector<IncompleteWrite> open, direct_->ListIncomplete(prefix_));
       incomplete_left = static_cast<int>(open.size());
@@ -306,8 +344,8 @@ TEST_F(S3FaultTest, SigkillAtAnyMomentOfASaveLeavesThePreviousObject) {
   ProcessResult list = RunProcess({RCKPT_CLI_PATH, "incomplete", prefix_}, env);
   EXPECT_EQ(list.status, 0) << list.err;
   EXPECT_THAT(list.out, HasSubstr(url));
-  ProcessResult abort = RunProcess(
-      {RCKPT_CLI_PATH, "incomplete", prefix_, "--abort", "--older-than", "0"}, env);
+  ProcessResult abort =
+      RunProcess({RCKPT_CLI_PATH, "incomplete", prefix_, "--abort", "--older-than", "0"}, env);
   EXPECT_EQ(abort.status, 0) << abort.err;
   EXPECT_THAT(abort.out, HasSubstr("incomplete saves aborted"));
   ASSERT_OK_AND_ASSIGN(std::vector<IncompleteWrite> after, direct_->ListIncomplete(prefix_));
@@ -326,9 +364,9 @@ TEST_F(S3FaultTest, SigkillDuringCompleteLeavesThePreviousObject) {
   Inject(R"([{"match": {"operation": "CompleteMultipartUpload"}, "times": 1,
               "action": {"stall_seconds": 30}}])");
   const std::string dir = testing::NewTempDir("complete-kill");
-  const pid_t pid = testing::SpawnWithEnv(
-      {RCKPT_S3_HELPER_PATH, "save", url, "24", "--seed", "2"},
-      server_->AwsEnvironment(proxy_->endpoint()), dir + "/out", dir + "/err");
+  const pid_t pid = testing::SpawnWithEnv({RCKPT_S3_HELPER_PATH, "save", url, "24", "--seed", "2"},
+                                          server_->AwsEnvironment(proxy_->endpoint()), dir + "/out",
+                                          dir + "/err");
   ASSERT_GT(pid, 0);
   bool in_complete = false;
   for (int i = 0; i < 600 && !in_complete; ++i) {

@@ -102,8 +102,11 @@ int Load(const std::string& url, uint64_t bytes, uint64_t seed) {
   std::vector<rckpt::LoadTarget> targets;
   for (size_t i = 0; i < sizes.size(); ++i) {
     dst[i].assign(sizes[i] / 8, 0);
-    targets.push_back(rckpt::LoadTarget{"w" + std::to_string(i), dst[i].data(), rckpt::DType::kU8,
-                                        {static_cast<int64_t>(sizes[i])}, rckpt::Device::Cpu()});
+    targets.push_back(rckpt::LoadTarget{"w" + std::to_string(i),
+                                        dst[i].data(),
+                                        rckpt::DType::kU8,
+                                        {static_cast<int64_t>(sizes[i])},
+                                        rckpt::Device::Cpu()});
   }
   const long before = PeakRssKib();
   rckpt::Status s = rckpt::LoadInto(url, targets);

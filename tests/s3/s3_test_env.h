@@ -36,7 +36,7 @@ extern char** environ;
 namespace rckpt::testing {
 
 struct S3TestServer {
-  std::string endpoint;    // http://127.0.0.1:PORT
+  std::string endpoint;  // http://127.0.0.1:PORT
   std::string access_key;
   std::string secret_key;
   std::string region;
@@ -83,8 +83,8 @@ struct S3TestServer {
   std::string UniquePrefix() const {
     static std::atomic<int> n{0};
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    std::string name = info != nullptr ? std::string(info->test_suite_name()) + "." + info->name()
-                                       : "test";
+    std::string name =
+        info != nullptr ? std::string(info->test_suite_name()) + "." + info->name() : "test";
     for (char& c : name) {
       if (c == '/') c = '_';
     }
@@ -95,21 +95,24 @@ struct S3TestServer {
   // The environment a child process (the CLI, the helper) needs to reach the
   // server at `at` as the AWS CLI would: AWS_ENDPOINT_URL and the keys.
   std::vector<std::string> AwsEnvironment(const std::string& at = "") const {
-    return {"AWS_ENDPOINT_URL=" + (at.empty() ? endpoint : at), "AWS_ACCESS_KEY_ID=" + access_key,
-            "AWS_SECRET_ACCESS_KEY=" + secret_key, "AWS_REGION=" + region,
-            "AWS_EC2_METADATA_DISABLED=true", "AWS_CONFIG_FILE=/nonexistent",
+    return {"AWS_ENDPOINT_URL=" + (at.empty() ? endpoint : at),
+            "AWS_ACCESS_KEY_ID=" + access_key,
+            "AWS_SECRET_ACCESS_KEY=" + secret_key,
+            "AWS_REGION=" + region,
+            "AWS_EC2_METADATA_DISABLED=true",
+            "AWS_CONFIG_FILE=/nonexistent",
             "AWS_SHARED_CREDENTIALS_FILE=/nonexistent"};
   }
 };
 
 // The server, or a skip naming what is missing.
-#define RCKPT_REQUIRE_S3_SERVER(var)                                                         \
-  std::optional<::rckpt::testing::S3TestServer> var##_found =                                \
-      ::rckpt::testing::S3TestServer::FromEnvironment();                                     \
-  if (!var##_found) {                                                                        \
-    GTEST_SKIP() << "no S3 test server: RCKPT_TEST_S3_ENDPOINT is not set (start one with "  \
-                    "`bash tests/s3/s3_server.sh start DIR` and `set -a; . DIR/s3.env`)";     \
-  }                                                                                          \
+#define RCKPT_REQUIRE_S3_SERVER(var)                                                        \
+  std::optional<::rckpt::testing::S3TestServer> var##_found =                               \
+      ::rckpt::testing::S3TestServer::FromEnvironment();                                    \
+  if (!var##_found) {                                                                       \
+    GTEST_SKIP() << "no S3 test server: RCKPT_TEST_S3_ENDPOINT is not set (start one with " \
+                    "`bash tests/s3/s3_server.sh start DIR` and `set -a; . DIR/s3.env`)";   \
+  }                                                                                         \
   const ::rckpt::testing::S3TestServer& var = *var##_found
 
 // Runs `argv` with `extra_env` added to this process's environment; returns
@@ -191,8 +194,8 @@ class FaultProxy {
     auto p = std::unique_ptr<FaultProxy>(new FaultProxy());
     p->dir_ = NewTempDir("fault-proxy");
     const std::string ready = p->dir_ + "/ready.json";
-    p->pid_ = SpawnWithEnv({"/usr/bin/env", "python3", server.proxy, "--upstream",
-                            server.endpoint, "--ready-file", ready},
+    p->pid_ = SpawnWithEnv({"/usr/bin/env", "python3", server.proxy, "--upstream", server.endpoint,
+                            "--ready-file", ready},
                            {}, p->dir_ + "/out", p->dir_ + "/log");
     if (p->pid_ < 0) {
       *why = "cannot run python3";
@@ -251,8 +254,7 @@ class FaultProxy {
     s3::HttpResponse resp = http_->Perform(r);
     if (!resp.ok()) {
       return Status::IoError("fault proxy " + method + " " + path + ": HTTP " +
-                             std::to_string(resp.status) + " " + resp.error_text + " " +
-                             resp.body);
+                             std::to_string(resp.status) + " " + resp.error_text + " " + resp.body);
     }
     return resp.body;
   }
@@ -264,10 +266,10 @@ class FaultProxy {
   std::unique_ptr<s3::HttpClient> http_;
 };
 
-#define RCKPT_REQUIRE_FAULT_PROXY(var, server)                                      \
-  std::string var##_why;                                                            \
-  std::unique_ptr<::rckpt::testing::FaultProxy> var =                              \
-      ::rckpt::testing::FaultProxy::Start(server, &var##_why);                      \
+#define RCKPT_REQUIRE_FAULT_PROXY(var, server)                 \
+  std::string var##_why;                                       \
+  std::unique_ptr<::rckpt::testing::FaultProxy> var =          \
+      ::rckpt::testing::FaultProxy::Start(server, &var##_why); \
   if (var == nullptr) GTEST_SKIP() << "no fault proxy: " << var##_why
 
 // tests/s3/s3_server.sh ACTION (restart, kill) on the test server (the

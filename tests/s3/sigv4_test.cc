@@ -32,8 +32,8 @@ std::string SignatureOf(const std::string& authorization) {
 }
 
 TEST(SigV4Test, AwsExampleGetObjectWithRange) {
-  const SigningRequest r = AwsExample("GET", "/test.txt", {}, {{"Range", "bytes=0-9"}},
-                                      std::string(kEmptySha256));
+  const SigningRequest r =
+      AwsExample("GET", "/test.txt", {}, {{"Range", "bytes=0-9"}}, std::string(kEmptySha256));
   std::string signed_headers;
   const std::string canonical = CanonicalRequest(r, &signed_headers);
   EXPECT_EQ(signed_headers, "host;range;x-amz-content-sha256;x-amz-date");
@@ -47,11 +47,10 @@ TEST(SigV4Test, AwsExamplePutObjectEncodesTheKeyOnce) {
   const std::string body = "Welcome to Amazon S3.";
   const std::string payload = Sha256Hex(body);
   EXPECT_EQ(payload, "44ce7dd67c959e0d3524ffac1771dfbba87d2b6b4b4e99e42034a8b803f8b072");
-  const SigningRequest r =
-      AwsExample("PUT", "/" + UriEncode("test$file.text", false), {},
-                 {{"Date", "Fri, 24 May 2013 00:00:00 GMT"},
-                  {"x-amz-storage-class", "REDUCED_REDUNDANCY"}},
-                 payload);
+  const SigningRequest r = AwsExample(
+      "PUT", "/" + UriEncode("test$file.text", false), {},
+      {{"Date", "Fri, 24 May 2013 00:00:00 GMT"}, {"x-amz-storage-class", "REDUCED_REDUNDANCY"}},
+      payload);
   EXPECT_EQ(r.canonical_uri, "/test%24file.text");
   EXPECT_EQ(SignatureOf(Authorization(kAwsAccessKey, kAwsSecret, kAwsDate, "us-east-1", "s3", r)),
             "98ad721746da40c64f1a55b78f14c238d841ea1380cd77a1b5971af0ece108bd");
@@ -66,8 +65,8 @@ TEST(SigV4Test, AwsExampleValuelessQuery) {
 }
 
 TEST(SigV4Test, AwsExampleQuerySortedByName) {
-  const SigningRequest r = AwsExample("GET", "/", {{"prefix", "J"}, {"max-keys", "2"}}, {},
-                                      std::string(kEmptySha256));
+  const SigningRequest r =
+      AwsExample("GET", "/", {{"prefix", "J"}, {"max-keys", "2"}}, {}, std::string(kEmptySha256));
   EXPECT_EQ(CanonicalQueryString(r.query), "max-keys=2&prefix=J");
   EXPECT_EQ(SignatureOf(Authorization(kAwsAccessKey, kAwsSecret, kAwsDate, "us-east-1", "s3", r)),
             "34b48302e7b5fa45bde8084f4b7868a86f0a534bc59db6670ed5711ef69dc6f7");
@@ -75,7 +74,9 @@ TEST(SigV4Test, AwsExampleQuerySortedByName) {
 
 TEST(SigV4Test, AwsTestSuiteGetVanilla) {
   // aws-sig-v4-test-suite's get-vanilla (service "service").
-  SigningRequest r{"GET", "/", {},
+  SigningRequest r{"GET",
+                   "/",
+                   {},
                    {{"Host", "example.amazonaws.com"}, {"X-Amz-Date", "20150830T123600Z"}},
                    std::string(kEmptySha256)};
   EXPECT_EQ(SignatureOf(Authorization("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
@@ -84,14 +85,17 @@ TEST(SigV4Test, AwsTestSuiteGetVanilla) {
 }
 
 TEST(SigV4Test, HeadersAreLowerCasedTrimmedAndJoined) {
-  SigningRequest r{"GET", "/b/k", {},
+  SigningRequest r{"GET",
+                   "/b/k",
+                   {},
                    {{"X-Amz-Meta-A", "  two   words "}, {"host", "h"}, {"x-amz-meta-a", "second"}},
                    "UNSIGNED-PAYLOAD"};
   std::string names;
   const std::string c = CanonicalRequest(r, &names);
   EXPECT_EQ(names, "host;x-amz-meta-a");
-  EXPECT_EQ(c, "GET\n/b/k\n\nhost:h\nx-amz-meta-a:two words,second\n\nhost;x-amz-meta-a\n"
-               "UNSIGNED-PAYLOAD");
+  EXPECT_EQ(c,
+            "GET\n/b/k\n\nhost:h\nx-amz-meta-a:two words,second\n\nhost;x-amz-meta-a\n"
+            "UNSIGNED-PAYLOAD");
 }
 
 std::string Unhex(const std::string& hex) {
@@ -139,9 +143,8 @@ TEST(SigV4Test, MatchesBotocoreOnEveryVector) {
     SCOPED_TRACE(name);
     const std::string& bucket = f[2];
     const std::string& key = f[3];
-    KeyValues headers = {{"host", "127.0.0.1:8333"},
-                         {"x-amz-content-sha256", f[6]},
-                         {"x-amz-date", f[9]}};
+    KeyValues headers = {
+        {"host", "127.0.0.1:8333"}, {"x-amz-content-sha256", f[6]}, {"x-amz-date", f[9]}};
     if (!f[7].empty()) headers.emplace_back("x-amz-security-token", f[7]);
     for (const auto& h : Pairs(f[5])) headers.push_back(h);
     SigningRequest r{f[1], "/" + bucket + (key.empty() ? "" : "/" + UriEncode(key, false)),
