@@ -285,35 +285,6 @@ TEST_F(S3FaultTest, ARegionHintIsFollowedOnce) {
   ExpectState(back, 1, 1000, 11);
 }
 
-// Loads `url` while the server is killed and started again; the load's
-// retries carry it over the gap.
-TEST_F(S3FaultTest, AServerKilledAndRestartedMidLoad) {
-  if (server_->server_dir.empty()) GTEST_SKIP() << "RCKPT_TEST_S3_SERVER_DIR is not set";
-  const std::string url = prefix_ + "restart.rckpt";
-  ASSERT_OK(Save(url, State(8, 4 << 20, 12), {.fs = direct_.get()}));
-  S3Options o = server_->Options();
-  // Enough tries to outlast a restart however slow (s3_server.sh waits up
-  // to 90 s for the server).
-  o.max_requests = 2;
-  o.max_attempts = 100;
-  o.retry_max_delay_ms = 2000;
-  std::unique_ptr<FileSystem> patient = Through(o);
-  bool restarted = false;
-  LoadOptions lo;
-  lo.fs = patient.get();
-  lo.threads = 1;
-  lo.progress = [&](uint64_t done, uint64_t) {
-    if (!restarted && done > 0) {
-      restarted = true;
-      EXPECT_EQ(testing::ServerControl(*server_, "restart"), 0);
-    }
-    return true;
-  };
-  ASSERT_OK_AND_ASSIGN(Checkpoint back, Load(url, lo));
-  EXPECT_TRUE(restarted);
-  ExpectState(back, 8, 4 << 20, 12);
-}
-
 // The helper process saves a new state over an old one and is killed at a
 // moment of its save; the old state must load, and the incomplete upload
 // it may leave is found and aborted by `rckpt incomplete`.
