@@ -145,6 +145,30 @@ TEST_F(S3EntryPointTest, EveryCliCommandTakesS3Urls) {
   EXPECT_EQ(r.status, 0) << r.out << r.err;
 }
 
+// The proxy variables, as curl reads them: requests go through
+// http_proxy (the fault proxy relays absolute-form requests), except to
+// hosts NO_PROXY names.
+TEST_F(S3EntryPointTest, TheProxyVariablesAreHonoured) {
+  RCKPT_REQUIRE_FAULT_PROXY(proxy, *server_);
+  const std::string url = prefix_ + "proxied.rckpt";
+  ASSERT_OK(Save(url, Floats(3), {.fs = fs_.get()}));
+  std::vector<std::string> env = server_->AwsEnvironment();
+  env.push_back("http_proxy=" + proxy->endpoint());
+  env.push_back("no_proxy=");
+  env.push_back("NO_PROXY=");
+  ProcessResult r = RunProcess({RCKPT_CLI_PATH, "verify", url}, env);
+  EXPECT_EQ(r.status, 0) << r.err;
+  ASSERT_OK_AND_ASSIGN(std::string stats, proxy->Stats());
+  EXPECT_THAT(stats, HasSubstr("\"GetObject\""));
+  ASSERT_OK(proxy->ResetStats());
+  env[env.size() - 2] = "no_proxy=127.0.0.1";
+  env.back() = "NO_PROXY=127.0.0.1";
+  r = RunProcess({RCKPT_CLI_PATH, "verify", url}, env);
+  EXPECT_EQ(r.status, 0) << r.err;
+  ASSERT_OK_AND_ASSIGN(stats, proxy->Stats());
+  EXPECT_THAT(stats, ::testing::Not(HasSubstr("\"GetObject\"")));
+}
+
 TEST_F(S3EntryPointTest, CliErrorsHaveTheirOwnExitCodes) {
   ProcessResult r = Cli(*server_, {"inspect", prefix_ + "missing.rckpt"});
   EXPECT_EQ(r.status, 3) << r.err;

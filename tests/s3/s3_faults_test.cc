@@ -350,6 +350,10 @@ TEST_F(S3FaultTest, SigkillDuringCompleteLeavesThePreviousObject) {
   ProcessResult load =
       RunProcess({RCKPT_S3_HELPER_PATH, "load", url, "24", "--seed", "1"}, direct_env);
   EXPECT_EQ(load.status, 0) << load.err;
+  // The killed save's upload stays until aborted.
+  ASSERT_OK_AND_ASSIGN(std::vector<IncompleteWrite> left, direct_->ListIncomplete(prefix_));
+  EXPECT_EQ(left.size(), 1u);
+  for (const IncompleteWrite& w : left) EXPECT_OK(direct_->AbortIncomplete(w));
 }
 
 // A 256 MiB object saves and loads in bounded host memory: the load adds a

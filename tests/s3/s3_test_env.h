@@ -236,6 +236,8 @@ class FaultProxy {
   Status ClearRules() { return Control("DELETE", "/rules", "").status(); }
   // GET /stats.
   Result<std::string> Stats() { return Control("GET", "/stats", ""); }
+  // DELETE /stats: the counts back to zero.
+  Status ResetStats() { return Control("DELETE", "/stats", "").status(); }
   // POST /delay: `ms` added to every request.
   Status Delay(int ms) {
     return Control("POST", "/delay", "{\"ms\": " + std::to_string(ms) + "}").status();
