@@ -13,4 +13,3 @@ target_sources(rckpt PRIVATE
   ${RCKPT_SRC}/s3/url.cc
   ${RCKPT_SRC}/s3/xml.cc)
 target_link_libraries(rckpt PRIVATE CURL::libcurl OpenSSL::Crypto pugixml::pugixml)
-target_compile_definitions(rckpt PRIVATE RCKPT_HAVE_S3=1)
