@@ -3,11 +3,13 @@
 test client (tests/s3/s3_client.py), against the real server, with no rckpt
 S3 code. Label s3: scripts/test.sh's S3 stage runs it."""
 
+import contextlib
 import http.client
 import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 
 import pytest
@@ -115,6 +117,45 @@ def test_proxy_relays_expect_100_continue(s3_server, s3_prefix, fault_proxy):
         sock.sendall(data)
         assert read_head(sock).startswith(b"HTTP/1.1 200 ")
     assert s3_server.client().get_object(s3_server.bucket, s3_prefix + "continued") == data
+
+
+def test_proxy_relays_a_refused_upload(s3_server, s3_prefix, fault_proxy):
+    wrong = S3Env(**{**vars(s3_server), "secret_key": "not" + s3_server.secret_key})
+    r = wrong.client(fault_proxy.endpoint).request("PUT", s3_server.bucket, s3_prefix + "refused",
+                                                  body=payload(8 * MiB))
+    assert (r.status, r.error_code()) == (403, "SignatureDoesNotMatch")
+    assert s3_server.client().head_object(s3_server.bucket, s3_prefix + "refused") is None
+
+
+def test_proxy_relays_an_answer_given_before_the_body_was_read(s3_server, tmp_path):
+    # SeaweedFS reads a body before it answers; servers that do not (a
+    # refusal after the headers) are stood in for by a socket that answers
+    # 403 at once and then drops what it is sent.
+    def early_server(listener):
+        conn, _ = listener.accept()
+        with conn:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += conn.recv(4096)
+            conn.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n"
+                         b"Connection: close\r\n\r\n")
+            conn.shutdown(socket.SHUT_WR)
+            conn.settimeout(30)
+            with contextlib.suppress(OSError):
+                while conn.recv(1 << 20):
+                    pass
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        server = threading.Thread(target=early_server, args=(listener,), daemon=True)
+        server.start()
+        upstream = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        with FaultProxy(s3_server, str(tmp_path / "proxy.log"), upstream=upstream) as proxy:
+            r = proxy.client().request("PUT", "bucket", "key", body=payload(32 * MiB))
+            assert r.status == 403
+            assert proxy.stats()["bytes_to_upstream"] < 32 * MiB
+        server.join(60)
 
 
 # -- the proxy: faults -----------------------------------------------------------------------------

@@ -13,8 +13,10 @@ so SigV4 signatures stay valid when the client signs for the proxy's
 host:port. The proxy parses HTTP/1.1 framing (Content-Length, chunked,
 Expect: 100-continue) only to know where each request and response ends;
 pipelined requests are not supported (S3 clients do not pipeline). An
-upstream that cannot be reached (a server killed, restarting) resets the
-client's connection, as close to "connection refused" as a proxy can be.
+answer the upstream gives before it has read a request's body is relayed,
+and the connection then ends as the upstream ends it. An upstream that
+cannot be reached (a server killed, restarting) resets the client's
+connection, as close to "connection refused" as a proxy can be.
 
 Control API (JSON over HTTP on the control port):
   POST /rules    a rule or a list of rules, appended after those already set.
@@ -567,22 +569,62 @@ class Connection:
             else:  # a final answer before the body: relay it, then close
                 self.relay_response(request, response, rule)
                 return False
+        early = False
         if request.has_body():
-            if rule and rule.kind == "reset" and rule.direction != "response":
-                if self.relay_body(self.from_client, request.body_framing(), self.upstream,
-                                   rule.bytes, "bytes_to_upstream"):
-                    self.state.count(fault_reset=1)
-                    reset(self.client)
-                    reset(self.upstream)
-                    return False
-            else:
-                self.relay_body(self.from_client, request.body_framing(), self.upstream, None,
-                                "bytes_to_upstream")
+            cut = rule.bytes if rule and rule.kind == "reset" and \
+                rule.direction != "response" else None
+            outcome = self.relay_request_body(request, cut)
+            if outcome == "cut":
+                self.state.count(fault_reset=1)
+                reset(self.client)
+                reset(self.upstream)
+                return False
+            early = outcome == "early"
         response = response or self.read_response()
         while response.status < 200:  # interim responses
             self.client.sendall(response.raw)
             response = self.read_response()
-        return self.relay_response(request, response, rule) and not request.closes()
+        keep = self.relay_response(request, response, rule) and not request.closes()
+        if early:
+            # A server that answered before it read the whole body (a refused
+            # upload): the connection ends, as the server ends it, once the
+            # client has sent the rest, so that the answer is not lost to a
+            # reset of the bytes it is still sending.
+            self.linger()
+            return False
+        return keep
+
+    def linger(self):
+        """Ends the client's connection gracefully: FIN, then what it still sends is
+        read and dropped (for at most 10 s)."""
+        try:
+            self.client.shutdown(socket.SHUT_WR)
+            self.client.settimeout(10)
+            while self.client.recv(BLOCK):
+                pass
+        except OSError:
+            pass
+
+    def relay_request_body(self, request, cut):
+        """Relays the request's body: None when whole, "cut" when it stopped after cut
+        bytes, "early" when the upstream answered (or stopped reading) before its end."""
+        sent = 0
+        try:
+            for piece in body_pieces(self.from_client, request.body_framing()):
+                if select.select([self.upstream], [], [], 0)[0]:
+                    return "early"
+                if cut is not None and sent + len(piece) > cut:
+                    self.upstream.sendall(piece[:cut - sent])
+                    sent = cut
+                    return "cut"
+                try:
+                    self.upstream.sendall(piece)
+                except OSError:
+                    return "early"
+                sent += len(piece)
+            return None
+        finally:
+            self.state.count(bytes_to_upstream=sent)
 
     def relay_body(self, reader, framing, dst, cut, counter):
         """Relays a body; True when it stopped at cut."""
