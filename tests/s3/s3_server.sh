@@ -249,7 +249,9 @@ EOF
     fi
     # Another process may have taken a port between pick_ports and weed's
     # bind: pick again (a restart must keep its ports, so it does not).
-    [ $rc = 4 ] && [ "$command" = start ] || break
+    if [ $rc != 4 ] || [ "$command" != start ]; then
+      break
+    fi
     say "starting again on other ports (attempt $((attempt + 1)) of 3)"
   done
   exit 1
@@ -260,8 +262,9 @@ case "$command" in
   stop) stop_server TERM ;;
   kill) stop_server KILL ;;
   restart)
-    [ -f "$dir/ports" ] && [ -f "$dir/ids.json" ] ||
+    if [ ! -f "$dir/ports" ] || [ ! -f "$dir/ids.json" ]; then
       die "no server was started in $dir (no ports or ids.json): use start"
+    fi
     stop_server KILL
     start
     ;;
