@@ -144,13 +144,19 @@ stop_server() {  # $1: TERM or KILL
   fi
   local pid
   pid="$(cat "$dir/pid")"
+  touch "$dir/stopping"   # tells a start still waiting for this server why it went
   if [ "$1" = TERM ]; then
     kill -TERM "$pid" 2>/dev/null || true
-    wait_gone $((stop_grace * 10)) && { cleanup; return 0; }
+    if wait_gone $((stop_grace * 10)); then
+      cleanup
+      rm -f "$dir/stopping"
+      return 0
+    fi
   fi
   kill -KILL "$pid" 2>/dev/null || true
   wait_gone 100 || die "pid $pid (weed in $dir) is still running after SIGKILL"
   cleanup
+  rm -f "$dir/stopping"
 }
 
 # Starts weed on $dir/ports and waits until it serves. Returns 0 when ready;
@@ -179,7 +185,7 @@ print(c["accessKey"], c["secretKey"])' "$dir/ids.json")"
   deadline=$(( $(date +%s) + ready_timeout ))
   while :; do
     if ! alive; then
-      if [ ! -f "$dir/pid" ]; then
+      if [ ! -f "$dir/pid" ] || [ -f "$dir/stopping" ]; then
         say "stopped during start-up (by $0 stop or kill)"
         return 1
       fi
@@ -219,6 +225,7 @@ start() {
   fi
   local weed t0 attempt rc
   t0=$(date +%s.%N)
+  rm -f "$dir/stopping"   # left by a stop that was itself interrupted
   weed="$(weed_binary)"
   if [ "$command" = start ] || [ ! -f "$dir/ids.json" ] || [ ! -f "$dir/ports" ]; then
     # One identity with random keys, AWS-shaped: 20 and 40 characters.
