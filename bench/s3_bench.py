@@ -231,7 +231,7 @@ def run_cli(args, uri, env):
             lines = err.read().decode(errors="replace").strip().splitlines() or ["?"]
             return {"failed": f"exit {proc.returncode}: {lines[-1][:300]}"}
         report = json.loads(out.read())
-    return {"seconds": seconds, "bytes": report.get("bytes", 0), "rss_before_kib": 0,
+    return {"seconds": seconds, "bytes": report["bytes_restored"], "rss_before_kib": 0,
             "peak_kib": usage.ru_maxrss}
 
 
