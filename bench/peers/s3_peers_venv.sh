@@ -4,8 +4,8 @@
 #
 #   bench/peers/s3_peers_venv.sh [VENV]
 #
-# The peers: boto3 (the version that s3fs's aiobotocore allows), and pinned,
-# s3fs, s3torchconnector, Run:ai Model Streamer with its S3 backend, and
+# The peers: s3fs, s3torchconnector and Run:ai Model Streamer with its S3
+# backend, pinned; boto3 at the version s3fs's aiobotocore allows;
 # safetensors; torch 2 and numpy 2 under them. Default VENV:
 # ${XDG_CACHE_HOME:-~/.cache}/rckpt/venv-s3-peers-py<X.Y>, outside the clone.
 # torch (a few GiB with its CUDA libraries) is not installed twice: when
