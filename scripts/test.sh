@@ -198,8 +198,11 @@ else
   stage "build (ASan + UBSan)"
   # Without -Werror: GCC's optimiser reports false positives
   # (maybe-uninitialized, stringop-*) in sanitized code; the default build
-  # above holds the warning line.
+  # above holds the warning line. -O1 -g1 (line tables only), as sanitizer
+  # builds are usually made: the reports keep file and line, and compiling
+  # takes half the CPU time of -O2 -g (load_test.cc: 17 s against 33 s).
   BUILD_DIR="$root/build-asan" bash scripts/build.sh -DRCKPT_SANITIZE=ON \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
     -DRCKPT_ENABLE_MPI=OFF -DRCKPT_BUILD_BENCH=OFF -DRCKPT_BUILD_EXAMPLES=OFF -DRCKPT_BUILD_PYTHON=OFF
   stage "tests (ASan + UBSan)"
   # intercept_tls_get_addr=0: up to GCC 13 (LLVM 16) the runtime's
