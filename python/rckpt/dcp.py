@@ -55,6 +55,7 @@ from torch.futures import Future
 from . import _core
 from . import distributed as _rd
 from ._args import check_save_options, map_location_arg
+from ._local_only import refuse_url
 from .errors import InvalidArgumentError, UnsupportedError
 
 try:
@@ -74,6 +75,7 @@ def _check_path(path: Union[str, os.PathLike[str], None], who: str) -> str:
                          f"dcp.{'save' if who == 'Writer' else 'load'}")
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"rckpt.dcp.{who}: path must be a str or os.PathLike, not {type(path)}")
+    refuse_url(path, f"rckpt.dcp.{who}")
     return os.fspath(path)
 
 

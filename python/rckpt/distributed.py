@@ -39,6 +39,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union
 
 from . import _distributed
+from ._local_only import refuse_url
 from ._args import device_str, map_location_arg, progress_callback, rng_records
 from .errors import Error, IoError
 from .rng import RngRecord, RngState
@@ -380,6 +381,7 @@ def save(comm: Comm, path: Union[str, os.PathLike[str]], state: dict[str, Any], 
     that waits longer than ``timeout`` (seconds or a timedelta) for the
     other ranks raises IoError naming this rank.
     """
+    refuse_url(path, "rckpt.distributed.save")
     comm = _communicator(comm, timeout)
     rank = comm.rank
 
@@ -520,6 +522,7 @@ def load(comm: Comm, path: Union[str, os.PathLike[str]],
     outside its tensor), CorruptionError, UnsupportedError, ...; IoError
     when a collective waited longer than ``timeout``.
     """
+    refuse_url(path, "rckpt.distributed.load")
     comm = _communicator(comm, timeout)
     rank, world_size = comm.rank, comm.size
 

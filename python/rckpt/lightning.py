@@ -24,6 +24,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any, Optional
 
+from ._local_only import refuse_url
 from .async_save import AsyncSaver
 from .checkpoint import Checkpoint, load, save
 from .rng import capture_rng, restore_rng
@@ -55,12 +56,10 @@ def _local_path(path: Any) -> str:
     if not isinstance(path, (str, bytes, os.PathLike)):
         raise TypeError(f"rckpt.lightning: path must be a str or os.PathLike, not "
                         f"{type(path).__name__}")
+    refuse_url(path, "rckpt.lightning")
     path = os.fspath(path)
     if isinstance(path, bytes):
         path = os.fsdecode(path)
-    if "://" in path:
-        raise ValueError(f"rckpt.lightning writes local files; {path!r} is a remote URL "
-                         "(fsspec paths are not supported)")
     return path
 
 

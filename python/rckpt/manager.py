@@ -25,6 +25,7 @@ import warnings
 from . import _state_types
 from . import checkpoint as _checkpoint
 from .async_save import AsyncSaver, SaveFuture
+from ._local_only import refuse_url
 from .errors import Error, NotFoundError
 
 _STEP_FILE = re.compile(r"^step-(\d+)\.rckpt$")
@@ -112,6 +113,7 @@ class CheckpointManager:
         if not isinstance(directory, (str, os.PathLike)):
             raise TypeError(f"CheckpointManager: directory must be a str or os.PathLike, "
                             f"not {type(directory)}")
+        refuse_url(directory, "CheckpointManager", "directory")
         allowed = {"codec", "level", "chunk_bytes", "threads", "metadata", "origin",
                    "progress", "emulate_devices", "drop_functions"}
         unknown = sorted(set(save_options) - allowed)

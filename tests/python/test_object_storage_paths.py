@@ -1,0 +1,101 @@
+"""Entry points that work with file systems only refuse an s3:// path (and any
+other URL) with the path named, instead of making a local folder named 's3:'."""
+
+import importlib
+import os
+import pathlib
+import shutil
+
+import pytest
+import torch
+
+import rckpt
+import rckpt.distributed
+
+NOT_YET = "is in object storage, which {} does not support yet; give a local or shared file"
+
+
+@pytest.fixture(autouse=True)
+def in_tmp(tmp_path, monkeypatch):
+    """Each test runs in an empty directory, which must stay empty."""
+    monkeypatch.chdir(tmp_path)
+    yield
+    assert os.listdir(tmp_path) == [], "a refused URL left something in the working directory"
+
+
+def optional(module):
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        pytest.skip(str(e))
+
+
+def test_checkpoint_manager_refuses_an_s3_directory():
+    with pytest.raises(rckpt.InvalidArgumentError) as refused:
+        rckpt.CheckpointManager("s3://ckpts/run", async_save=False)
+    assert str(refused.value) == ("CheckpointManager: directory 's3://ckpts/run' " +
+                                  NOT_YET.format("CheckpointManager") + " system path")
+    assert isinstance(refused.value, ValueError)
+
+
+def test_checkpoint_manager_refuses_an_s3_url_that_pathlib_collapsed():
+    with pytest.raises(rckpt.InvalidArgumentError,
+                       match=r"directory 's3:/ckpts/run' \(an s3:// URL whose '//' pathlib "
+                             r"collapsed: give URLs as str\) is in object storage"):
+        rckpt.CheckpointManager(pathlib.Path("s3://ckpts/run"))
+
+
+@pytest.mark.parametrize("url", ["gs://bucket/run", "file:///tmp/run", "HF://org/repo"])
+def test_checkpoint_manager_refuses_other_urls(url):
+    scheme = url.split(":")[0].lower()
+    with pytest.raises(rckpt.InvalidArgumentError,
+                       match=f"directory '{url}' is a {scheme}:// URL; CheckpointManager works "
+                             "with file system paths only"):
+        rckpt.CheckpointManager(url)
+
+
+def test_a_local_path_that_only_contains_a_scheme_is_a_path():
+    manager = rckpt.CheckpointManager("runs/s3://odd", async_save=False)
+    manager.save(1, {"w": torch.ones(2)})
+    assert os.path.exists(os.path.join("runs", "s3:", "odd", rckpt.manager.step_file(1)))
+    manager.close()
+    shutil.rmtree("runs")
+
+
+def test_distributed_save_and_load_refuse_s3_paths():
+    local = rckpt.distributed.LOCAL
+    with pytest.raises(rckpt.InvalidArgumentError,
+                       match=r"rckpt.distributed.save: path 's3://ckpts/x.rckpt' " +
+                             NOT_YET.format("rckpt.distributed.save")):
+        rckpt.distributed.save(local, "s3://ckpts/x.rckpt", {"m": {"w": torch.ones(2)}})
+    with pytest.raises(rckpt.InvalidArgumentError,
+                       match=r"rckpt.distributed.load: path 's3://ckpts/x.rckpt' " +
+                             NOT_YET.format("rckpt.distributed.load")):
+        rckpt.distributed.load(local, "s3://ckpts/x.rckpt", {"m.w": None})
+
+
+def test_dcp_writer_and_reader_refuse_s3_checkpoint_ids():
+    dcp = optional("rckpt.dcp")
+    for cls in (dcp.Writer, dcp.Reader):
+        who = f"rckpt.dcp.{cls.__name__}"
+        with pytest.raises(rckpt.InvalidArgumentError,
+                           match=f"{who}: path 's3://ckpts/step1.rckpt' " + NOT_YET.format(who)):
+            cls("s3://ckpts/step1.rckpt")
+        with pytest.raises(rckpt.InvalidArgumentError, match=f"{who}: path 's3://ckpts/step2"):
+            cls().reset("s3://ckpts/step2.rckpt")  # what dcp.save(checkpoint_id=...) calls
+
+
+def test_lightning_plugins_refuse_s3_paths():
+    lightning = optional("rckpt.lightning")
+    state = {"state_dict": {"w": torch.ones(2)}}
+    for io in (lightning.CheckpointIO(), lightning.AsyncCheckpointIO()):
+        with pytest.raises(rckpt.InvalidArgumentError,
+                           match="rckpt.lightning: path 's3://ckpts/epoch=0.ckpt' " +
+                                 NOT_YET.format("rckpt.lightning")):
+            io.save_checkpoint(state, "s3://ckpts/epoch=0.ckpt")
+        with pytest.raises(rckpt.InvalidArgumentError, match="path 's3://ckpts/last.ckpt'"):
+            io.load_checkpoint("s3://ckpts/last.ckpt")
+        with pytest.raises(rckpt.InvalidArgumentError, match="path 's3://ckpts/old.ckpt'"):
+            io.remove_checkpoint("s3://ckpts/old.ckpt")
+        if hasattr(io, "teardown"):
+            io.teardown()
