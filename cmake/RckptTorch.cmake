@@ -86,10 +86,14 @@ macro(rckpt_find_torch found_var rckpt_abi)
     if(_rckpt_skip_toolkit)
       # libtorch's config (Caffe2's public/cuda.cmake) sets the toolkit up
       # only when this target does not exist yet.
-      add_library(torch::cudart INTERFACE IMPORTED)
+      if(CMAKE_FIND_PACKAGE_TARGETS_GLOBAL)
+        add_library(torch::cudart INTERFACE IMPORTED GLOBAL)
+      else()
+        add_library(torch::cudart INTERFACE IMPORTED)
+      endif()
       if(NOT rckpt_FIND_QUIETLY)
-        message(STATUS "rckpt: libtorch's CUDA libraries are used as installed, without "
-                       "looking for a CUDA toolkit (RCKPT_TORCH_CUDA_TOOLKIT=${RCKPT_TORCH_CUDA_TOOLKIT})")
+        message(STATUS "rckpt: libtorch's CUDA libraries are used as installed, without looking "
+                       "for a CUDA toolkit (RCKPT_TORCH_CUDA_TOOLKIT=${RCKPT_TORCH_CUDA_TOOLKIT})")
       endif()
     endif()
     unset(_rckpt_skip_toolkit)

@@ -133,8 +133,8 @@ Status C10Allocator::Allocate(std::span<const Request> requests, std::vector<Ten
                           r.device.ToString(),
                       [&]() -> Status {
       RCKPT_ASSIGN_OR_RETURN(at::ScalarType type, ToScalarType(r.dtype, r.name));
-      at::Tensor t = at::empty(r.shape, at::TensorOptions().dtype(type).device(
-                                            at::kCUDA, static_cast<c10::DeviceIndex>(r.device.index)));
+      const auto index = static_cast<c10::DeviceIndex>(r.device.index);
+      at::Tensor t = at::empty(r.shape, at::TensorOptions().dtype(type).device(at::kCUDA, index));
       void* data = t.numel() == 0 ? nullptr : t.data_ptr();
       if (data != nullptr) {
         std::lock_guard<std::mutex> lock(mu_);

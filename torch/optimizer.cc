@@ -151,7 +151,8 @@ Result<at::Tensor> ParamStateTensor(const Loaded& ck, const OptimizerParamLayout
   const Value* v = entry.Find(field);
   const std::string where = entry.where + "['" + field + "']";
   if (v == nullptr || v->kind() != ValueKind::kTensorRef) {
-    return Status::InvalidArgument(where + " is " + (v == nullptr ? "missing" : v->DebugString(64)) +
+    return Status::InvalidArgument(where + " is " +
+                                   (v == nullptr ? "missing" : v->DebugString(64)) +
                                    ", expected a tensor");
   }
   auto it = ck.tensors.find(v->as_string());

@@ -72,7 +72,8 @@ Status CheckRestorable(const RngRecord& record, const at::Generator& generator) 
                                    device.str() + " generator; rckpt restores cpu and cuda "
                                    "generators");
   }
-  return ValidateRngState(record.kind, record.bytes).WithContext("RNG record '" + record.name + "'");
+  return ValidateRngState(record.kind, record.bytes)
+      .WithContext("RNG record '" + record.name + "'");
 }
 
 Status CaptureInto(Checkpoint* ck, const GeneratorMap& generators) {

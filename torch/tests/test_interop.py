@@ -72,7 +72,8 @@ def train(net, opt, step, until):
 
 def run(*args):
     result = subprocess.run([str(a) for a in args], capture_output=True, text=True)
-    assert result.returncode == 0, f"{args}: exit {result.returncode}\n{result.stdout}{result.stderr}"
+    assert result.returncode == 0, \
+        f"{args}: exit {result.returncode}\n{result.stdout}{result.stderr}"
     return result.stdout
 
 

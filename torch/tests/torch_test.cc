@@ -325,7 +325,8 @@ TEST(TensorDictTest, NestedDictsAreJoinedWithDots) {
   ASSERT_OK(rt::AddTensors(&ck, "model", tensors));
   // {"model": {"enc": {"w": ...}}}, as Python's save of nested dicts writes it.
   rckpt::Value& model = ck.Tree()["model"];
-  model = rckpt::Value::Map({{"enc", rckpt::Value::Map({{"w", rckpt::Value::TensorRef("model.enc.w")}})}});
+  model = rckpt::Value::Map(
+      {{"enc", rckpt::Value::Map({{"w", rckpt::Value::TensorRef("model.enc.w")}})}});
   ASSERT_OK(rt::Save(path, ck));
   rckpt::Result<rt::TensorDict> back = rt::LoadTensors(path);
   ASSERT_TRUE(back.ok()) << back.status().ToString();

@@ -8,9 +8,9 @@
 //
 //   // Checkpoint a training run, and resume it bit-identically.
 //   rckpt::Checkpoint ck;
-//   RCKPT_RETURN_IF_ERROR(rckpt::torch::AddModule(&ck, *net));                // "model"
-//   RCKPT_RETURN_IF_ERROR(rckpt::torch::AddOptimizer(&ck, optimizer));       // "optimizer"
-//   RCKPT_RETURN_IF_ERROR(rckpt::torch::CaptureRng(&ck));                    // torch.cpu, torch.cuda.<i>
+//   RCKPT_RETURN_IF_ERROR(rckpt::torch::AddModule(&ck, *net));           // "model"
+//   RCKPT_RETURN_IF_ERROR(rckpt::torch::AddOptimizer(&ck, optimizer));  // "optimizer"
+//   RCKPT_RETURN_IF_ERROR(rckpt::torch::CaptureRng(&ck));               // torch.cpu, torch.cuda.<i>
 //   ck.Tree()["controller"]["step"] = step;
 //   RCKPT_RETURN_IF_ERROR(rckpt::torch::Save("run/last.rckpt", ck));
 //   ...
@@ -213,10 +213,11 @@ Status AddOptimizer(Checkpoint* ck, const ::torch::optim::Optimizer& optimizer,
 // file, saved parameter i is the i-th parameter of the optimizer's groups in
 // order, and state tensors move to their parameter's device (and dtype, for
 // floating-point parameters); one already there is used as it is, shared
-// with `ck.tensors`, as Python's load_state_dict shares it. Everything is checked before the optimizer is
-// touched: InvalidArgument naming the entry when the groups or their sizes
-// differ, a state tensor's shape is not its parameter's, or the file asks for
-// what libtorch's optimizer does not do (maximize=True; Adam with
+// with `ck.tensors`, as Python's load_state_dict shares it. Everything is
+// checked before the optimizer is touched: InvalidArgument naming the entry
+// when the groups or their sizes differ, a state tensor's shape is not its
+// parameter's, a field is not the optimizer's, or the file asks for what
+// libtorch's optimizer does not do (maximize=True; Adam with
 // decoupled_weight_decay=True, which is AdamW); keys libtorch has no place
 // for (foreach, fused, capturable, differentiable, and initial_lr of
 // Python's LR schedulers) are not kept. NotFound without the section;
