@@ -58,55 +58,33 @@ endfunction()
 # RCKPT_TORCH_NOT_FOUND_MESSAGE (why not); REQUIRED makes a failure fatal.
 #
 # A CUDA build of libtorch (the Linux wheels on PyPI are) makes
-# find_package(Torch) look for the CUDA toolkit (nvcc) and fail without one,
-# although code that only calls libtorch, as rckpt::torch does, needs none:
-# libtorch's CUDA libraries come with it. RCKPT_TORCH_CUDA_TOOLKIT chooses:
-# AUTO (the default) lets find_package(Torch) look for the toolkit where nvcc
-# is found and tells it not to elsewhere; OFF never looks (fast, and for an
-# nvcc that does not match libtorch); ON always looks. A project that needs
-# the toolkit from torch's configuration (its own .cu files) calls
-# find_package(Torch) before find_package(rckpt).
+# find_package(Torch) set the CUDA toolkit up for its caller: it looks for
+# nvcc, fails without one, enables the CUDA language and checks nvcc against
+# the CMake it runs under (CMake 3.25 and nvcc 13 fail on C++20: "requires the
+# language dialect CUDA20"). Code that only calls libtorch, as rckpt::torch
+# does, needs none of it: libtorch's CUDA libraries come with it. So unless
+# RCKPT_TORCH_CUDA_TOOLKIT is ON, libtorch's configuration is told that the
+# toolkit is set up already (the target torch::cudart exists). A project that
+# compiles CUDA with libtorch's settings calls find_package(Torch) before
+# find_package(rckpt), or sets RCKPT_TORCH_CUDA_TOOLKIT=ON.
 macro(rckpt_find_torch found_var rckpt_abi)
   set(${found_var} FALSE)
   set(RCKPT_TORCH_NOT_FOUND_MESSAGE "")
-  if(NOT DEFINED RCKPT_TORCH_CUDA_TOOLKIT)
-    set(RCKPT_TORCH_CUDA_TOOLKIT AUTO)
-  endif()
-  if(NOT TARGET torch::cudart AND NOT RCKPT_TORCH_CUDA_TOOLKIT STREQUAL "ON")
-    set(_rckpt_skip_toolkit ON)
-    if(RCKPT_TORCH_CUDA_TOOLKIT STREQUAL "AUTO")
-      find_program(RCKPT_NVCC nvcc
-        HINTS "${CUDA_TOOLKIT_ROOT_DIR}/bin" ENV CUDA_PATH ENV CUDA_HOME ENV CUDA_BIN_PATH
-        PATH_SUFFIXES bin
-        PATHS /usr/local/cuda/bin)
-      if(RCKPT_NVCC)
-        set(_rckpt_skip_toolkit OFF)
-      endif()
+  if(NOT TARGET torch::cudart AND NOT RCKPT_TORCH_CUDA_TOOLKIT)
+    # libtorch's config (Caffe2's public/cuda.cmake) sets the toolkit up only
+    # when this target does not exist yet.
+    if(CMAKE_FIND_PACKAGE_TARGETS_GLOBAL)
+      add_library(torch::cudart INTERFACE IMPORTED GLOBAL)
+    else()
+      add_library(torch::cudart INTERFACE IMPORTED)
     endif()
-    if(_rckpt_skip_toolkit)
-      # libtorch's config (Caffe2's public/cuda.cmake) sets the toolkit up
-      # only when this target does not exist yet.
-      if(CMAKE_FIND_PACKAGE_TARGETS_GLOBAL)
-        add_library(torch::cudart INTERFACE IMPORTED GLOBAL)
-      else()
-        add_library(torch::cudart INTERFACE IMPORTED)
-      endif()
-      if(NOT rckpt_FIND_QUIETLY)
-        message(STATUS "rckpt: libtorch's CUDA libraries are used as installed, without looking "
-                       "for a CUDA toolkit (RCKPT_TORCH_CUDA_TOOLKIT=${RCKPT_TORCH_CUDA_TOOLKIT})")
-      endif()
-    endif()
-    unset(_rckpt_skip_toolkit)
   endif()
-  if(${ARGC} GREATER 2 AND "${ARGV2}" STREQUAL "REQUIRED")
-    find_package(Torch CONFIG REQUIRED)
-  else()
-    find_package(Torch CONFIG QUIET)
-  endif()
+  find_package(Torch CONFIG QUIET)
   if(NOT Torch_FOUND)
     string(CONCAT RCKPT_TORCH_NOT_FOUND_MESSAGE
-      "find_package(Torch) found no libtorch: set Torch_DIR to <site-packages>/torch/share/cmake/Torch "
-      "(python -c 'import torch; print(torch.utils.cmake_prefix_path)' prints its parent), docs/CPP.md")
+      "find_package(Torch) found no libtorch: add the directory that "
+      "python -c 'import torch; print(torch.utils.cmake_prefix_path)' prints to "
+      "CMAKE_PREFIX_PATH, or set Torch_DIR and Caffe2_DIR (docs/CPP.md)")
   elseif(Torch_VERSION VERSION_LESS 2.3)
     string(CONCAT RCKPT_TORCH_NOT_FOUND_MESSAGE
       "rckpt::torch needs libtorch 2.3 or newer; find_package(Torch) found ${Torch_VERSION} in "

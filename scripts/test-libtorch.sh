@@ -42,10 +42,9 @@ launcher=()
 if command -v ccache >/dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 fi
-# Everything here calls libtorch and nothing compiles CUDA: no CUDA toolkit is
-# looked for, whether or not the machine has one (cmake/RckptTorch.cmake).
-common=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRCKPT_WERROR=ON
-        -DRCKPT_TORCH_CUDA_TOOLKIT=OFF "${launcher[@]}")
+# No CUDA toolkit is looked for, whether or not the machine has one: nothing
+# here compiles CUDA (cmake/RckptTorch.cmake).
+common=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRCKPT_WERROR=ON "${launcher[@]}")
 
 prefix="$out/prefix"
 rm -rf "$prefix"

@@ -54,7 +54,7 @@ cmake --install "$rckpt_build" --prefix "$out/prefix" >/dev/null
 echo "libtorch gpu: rckpt installed ($(( $(date +%s) - t0 )) s)"
 
 cmake -S "$root/tests/gpu/libtorch" -B "$out/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_PREFIX_PATH="$prefix_path;$torch_cmake" -DRCKPT_TORCH_CUDA_TOOLKIT=OFF >/dev/null
+  -DCMAKE_PREFIX_PATH="$prefix_path;$torch_cmake" >/dev/null
 cmake --build "$out/build"
 echo "libtorch gpu: built ($(( $(date +%s) - t0 )) s)"
 
