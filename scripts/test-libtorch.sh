@@ -14,7 +14,8 @@
 #
 # PYTHON names the torch 2 interpreter (default: the cached venv of
 # python-env.sh --torch2); without one this prints SKIPPED and the reason,
-# and exits 0. The wheel's C++ ABI (torch._C._GLIBCXX_USE_CXX11_ABI) is
+# and exits 0. OTHER_PYTHON names a second one, with another torch (test.sh
+# gives Debian's torch 1.13), that resumes a C++ run and is resumed by C++. The wheel's C++ ABI (torch._C._GLIBCXX_USE_CXX11_ABI) is
 # checked against the installed library's; when they differ, rckpt's library
 # is built again with the wheel's ABI for the adapter.
 set -euo pipefail
@@ -82,5 +83,6 @@ echo "libtorch adapter: C++ tests ($(( $(date +%s) - t0 )) s)"
 "$out/tests/rckpt_torch_tests" --gtest_brief=1
 echo "libtorch adapter: Python against the examples ($(( $(date +%s) - t0 )) s)"
 PYTHONPATH="$build/python" RCKPT_CLI="$build/tools/rckpt" RCKPT_TORCH_EXAMPLES="$out/tests/examples" \
+  RCKPT_TORCH_OTHER_PYTHON="${OTHER_PYTHON:-}" \
   "$py" -m pytest -q -ra -p no:cacheprovider "$root/torch/tests/test_interop.py"
 echo "libtorch adapter: passed in $(( $(date +%s) - t0 )) s"

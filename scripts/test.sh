@@ -103,7 +103,7 @@ if [ "${RCKPT_SKIP_TORCH2:-0}" = 1 ]; then
   stage "libtorch adapter: skipped (RCKPT_SKIP_TORCH2=1)"
 else
   stage "libtorch adapter (rckpt::torch against the torch 2 wheel's libtorch)"
-  PYTHON="${py2:-}" bash scripts/test-libtorch.sh "$root/build"
+  PYTHON="${py2:-}" OTHER_PYTHON="$py" bash scripts/test-libtorch.sh "$root/build"
 fi
 
 # mypy ([tool.mypy] in pyproject.toml) over the package as the build laid it

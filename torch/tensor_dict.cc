@@ -1,6 +1,7 @@
 // Dicts of tensors, and whole checkpoints loaded and saved with torch's
 // devices.
 
+#include <set>
 #include <unordered_map>
 
 #include "bridge.h"

@@ -17,57 +17,18 @@ from pathlib import Path
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 import rckpt
+from interop_common import Net, make_optimizer, train
 
 EXAMPLES = Path(os.environ.get("RCKPT_TORCH_EXAMPLES", ""))
 CLI = os.environ.get("RCKPT_CLI", "rckpt")
+OTHER_PYTHON = os.environ.get("RCKPT_TORCH_OTHER_PYTHON", "")
+HERE = Path(__file__).resolve().parent
 
 pytestmark = pytest.mark.skipif(
     not (EXAMPLES / "train").exists(),
     reason="RCKPT_TORCH_EXAMPLES does not name the built examples (scripts/test-libtorch.sh)")
-
-
-class Net(torch.nn.Module):
-    """examples/libtorch/net.h, in Python: the same layers in the same order."""
-
-    def __init__(self):
-        super().__init__()
-        self.fc1 = torch.nn.Linear(8, 32, bias=False)
-        self.bn = torch.nn.BatchNorm1d(32)
-        self.fc2 = torch.nn.Linear(32, 4)
-
-    def forward(self, x):
-        x = torch.relu(self.bn(self.fc1(x)))
-        return self.fc2(F.dropout(x, 0.1, self.training))
-
-
-TEACHER = torch.arange(32, dtype=torch.float32).reshape(8, 4).sin()  # train.cc's Teacher()
-
-
-def make_optimizer(name, net):
-    """train.cc's MakeOptimizer, in Python."""
-    if name == "adam":
-        return torch.optim.Adam(net.parameters(), lr=1e-2)
-    if name == "adamw":
-        return torch.optim.AdamW(net.parameters(), lr=1e-2, weight_decay=1e-2)
-    return torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
-
-
-def train(net, opt, step, until):
-    """train.cc's loop, in Python: the same batches and dropout masks from torch's RNG."""
-    net.train()
-    loss = None
-    while step < until:
-        x = torch.randn(64, 8)
-        y = x @ TEACHER + 0.1 * torch.randn(64, 4)
-        opt.zero_grad()
-        loss = F.mse_loss(net(x), y)
-        loss.backward()
-        opt.step()
-        step += 1
-    return step, loss.item()
 
 
 def run(*args):
@@ -84,7 +45,8 @@ def assert_same_state(a, b, exact=True):
         if exact or not a[key].is_floating_point():
             assert torch.equal(a[key], b[key]), key
         else:
-            torch.testing.assert_close(a[key], b[key], rtol=1e-5, atol=1e-6, msg=key)
+            torch.testing.assert_close(a[key], b[key], rtol=1e-5, atol=1e-6,
+                                       msg=lambda m, key=key: f"{key}: {m}")
 
 
 def test_a_model_python_trained_is_served_from_cpp_and_comes_back_identical(tmp_path):
@@ -201,3 +163,22 @@ def test_a_run_moves_between_cpp_and_python_with_its_optimizer(tmp_path, name):
                 assert torch.equal(other, value), (index, field)
             else:
                 torch.testing.assert_close(other, value, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.skipif(not OTHER_PYTHON, reason="RCKPT_TORCH_OTHER_PYTHON names no second Python "
+                    "(scripts/test-libtorch.sh passes the one of Debian's torch 1.13)")
+def test_another_torch_resumes_a_cpp_run_and_cpp_resumes_it(tmp_path):
+    # AdamW: torch 1.13 writes its groups without decoupled_weight_decay. Its kernels are not
+    # the examples' libtorch's, so the runs agree within roundings.
+    run(EXAMPLES / "train", "--run", tmp_path / "cpp", "--steps", 6, "--every", 6,
+        "--optimizer", "adamw")
+    run(EXAMPLES / "train", "--run", tmp_path / "cpp3", "--steps", 6, "--stop-after", 3,
+        "--optimizer", "adamw")
+    out = run(OTHER_PYTHON, HERE / "resume_in_python.py", tmp_path / "cpp3" / "last.rckpt",
+              tmp_path / "other4.rckpt", "--optimizer", "adamw", "--until", 4)
+    assert "trained to step 4" in out
+    run(EXAMPLES / "train", "--run", tmp_path / "back", "--steps", 6, "--optimizer", "adamw",
+        "--resume", tmp_path / "other4.rckpt")
+    assert_same_state(rckpt.load(tmp_path / "back" / "last.rckpt")["model"],
+                      rckpt.load(tmp_path / "cpp" / "last.rckpt")["model"],
+                      exact=False)

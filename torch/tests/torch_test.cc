@@ -1,6 +1,6 @@
 // rckpt::torch on the CPU: modules, tensor dicts, optimizers and RNG states
 // in and out of checkpoints, and the errors of each. (The CUDA half is
-// tests/gpu/libtorch_gpu_test.cc; Python's side is test_interop.py.)
+// tests/gpu/libtorch/libtorch_gpu_test.cc; Python's side is test_interop.py.)
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
