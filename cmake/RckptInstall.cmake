@@ -21,6 +21,10 @@ if(TARGET rckpt_cli)
   install(TARGETS rckpt_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()
 install(EXPORT rckptTargets NAMESPACE rckpt:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/rckpt)
+# The C++ ABI the library is built with, which rckpt::torch checks libtorch's
+# against when it is built on its own against this installation (torch/).
+include(${PROJECT_SOURCE_DIR}/cmake/RckptTorch.cmake)
+rckpt_cxx11_abi(RCKPT_CXX11_ABI)
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/rckptConfig.cmake.in
   ${PROJECT_BINARY_DIR}/rckptConfig.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/rckpt)
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/rckptConfigVersion.cmake COMPATIBILITY SameMajorVersion)

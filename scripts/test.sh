@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds everything and runs the whole test suite.
 # Stages: default build + tests; the GPU proof's preparation and dry run; the
-# Python suites again on torch 2.x from
-# PyPI (skip with RCKPT_SKIP_TORCH2=1); the S3 suites against SeaweedFS on
-# loopback (skip with RCKPT_SKIP_S3=1); the plain `cmake -S . -B DIR` idiom (CMake's
-# default generator) configured and the library and
-# CLI built; pip's Release build with -Werror; a sanitizer build + tests (skip
+# Python suites again on torch 2.x from PyPI and rckpt::torch against its
+# libtorch (skip both with RCKPT_SKIP_TORCH2=1); the S3 suites against
+# SeaweedFS on loopback (skip with RCKPT_SKIP_S3=1); the plain `cmake -S . -B
+# DIR` idiom (CMake's default generator) configured and the library and CLI
+# built; pip's Release build with -Werror; a sanitizer build + tests (skip
 # with RCKPT_SKIP_SANITIZERS=1);
 # bounded fuzzer runs when clang's libFuzzer is available (skip with
 # RCKPT_SKIP_FUZZ=1).
@@ -96,6 +96,17 @@ numpy.__version__, 'lightning', lightning.__version__)"
       exit 1
     fi
   fi
+fi
+
+# rckpt::torch (torch/, docs/CPP.md) built and tested against the torch 2
+# wheel's libtorch, as a project of its own against the default build
+# installed into build/libtorch/prefix (the builds above never compile
+# libtorch); it says SKIPPED, with the reason, without the torch 2 venv.
+if [ "${RCKPT_SKIP_TORCH2:-0}" = 1 ]; then
+  stage "libtorch adapter: skipped (RCKPT_SKIP_TORCH2=1)"
+else
+  stage "libtorch adapter (rckpt::torch against the torch 2 wheel's libtorch)"
+  PYTHON="${py2:-}" OTHER_PYTHON="$py" bash scripts/test-libtorch.sh "$root/build"
 fi
 
 # The S3 suites against a real S3 server: SeaweedFS on loopback, started by

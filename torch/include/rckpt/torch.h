@@ -1,0 +1,261 @@
+// rckpt::torch: checkpoints of libtorch programs, in the layout the Python
+// package writes, so that a run moves between Python and C++ with its model,
+// its optimizer and its random-number generators.
+//
+//   // Serve a model Python trained: rckpt.save("model.rckpt", {"model": model.state_dict()})
+//   Net net;                                                   // the same architecture
+//   RCKPT_RETURN_IF_ERROR(rckpt::torch::LoadInto("model.rckpt", *net));
+//
+//   // Checkpoint a training run, and resume it bit-identically.
+//   rckpt::Checkpoint ck;
+//   RCKPT_RETURN_IF_ERROR(rckpt::torch::AddModule(&ck, *net));           // "model"
+//   RCKPT_RETURN_IF_ERROR(rckpt::torch::AddOptimizer(&ck, optimizer));  // "optimizer"
+//   RCKPT_RETURN_IF_ERROR(rckpt::torch::CaptureRng(&ck));               // torch.cpu, torch.cuda.<i>
+//   ck.Tree()["controller"]["step"] = step;
+//   RCKPT_RETURN_IF_ERROR(rckpt::torch::Save("run/last.rckpt", ck));
+//   ...
+//   RCKPT_ASSIGN_OR_RETURN(rckpt::torch::Loaded back, rckpt::torch::Load("run/last.rckpt"));
+//   RCKPT_RETURN_IF_ERROR(rckpt::torch::RestoreModule(back, *net));
+//   RCKPT_RETURN_IF_ERROR(rckpt::torch::RestoreOptimizer(back, optimizer));
+//   RCKPT_RETURN_IF_ERROR(rckpt::torch::RestoreRng(back.checkpoint));
+//
+// The layout is Python's: `rckpt.save(path, {"model": model.state_dict(),
+// "optimizer": opt.state_dict()}, rng=rckpt.capture_rng())` and the calls
+// above read and write the same sections, tensor names, tree and RNG
+// records (docs/CPP.md). Tensors are named by their key path, as Python names
+// them: "model.fc1.weight", "optimizer.state.0.exp_avg".
+//
+// Devices. CPU and CUDA tensors are saved from where they are and restored
+// as rckpt's placement rules say (docs/RELOCATION.md). On CUDA, torch's
+// device handling is used throughout, as the Python package uses it: the
+// CUDA tensors a load returns come from c10's caching allocator, every load
+// and save is ordered with c10's current stream of each device (no device is
+// synchronised), and model_device "auto" is c10's current device. rckpt's
+// own CUDA runtime does the copies, in the devices' primary contexts, which
+// torch uses too.
+//
+// Errors are rckpt::Status values naming the tensor, key or record, with the
+// codes of status.h; no exception escapes these functions (torch's own are
+// caught and returned as a Status: OutOfMemory for an allocation, DeviceError
+// for a CUDA failure, InvalidArgument otherwise).
+//
+// Thread-safety: as rckpt's loads and saves (io.h). A module or optimizer
+// must not be used by another thread while it is saved or restored.
+#ifndef RCKPT_TORCH_H_
+#define RCKPT_TORCH_H_
+
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+#include <torch/ordered_dict.h>
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rckpt/checkpoint.h"
+#include "rckpt/options.h"
+#include "rckpt/status.h"
+
+namespace torch {
+namespace nn {
+class Module;
+}  // namespace nn
+namespace optim {
+class Optimizer;
+}  // namespace optim
+}  // namespace torch
+
+namespace rckpt::torch {
+
+// Name -> tensor, in order: what Python's state_dict() is, and what
+// torch::nn::Module::named_parameters() returns.
+using TensorDict = ::torch::OrderedDict<std::string, at::Tensor>;
+
+// ---------------------------------------------------------------------------
+// Modules
+
+struct LoadIntoOptions {
+  // As load_state_dict(strict=True): every parameter and buffer of the module
+  // must have a tensor in the file and the section may hold nothing else.
+  // false loads what matches and reports the rest (IncompatibleKeys).
+  bool strict = true;
+  // The section holding the state_dict: "model" is what Python's
+  // rckpt.save(path, {"model": model.state_dict()}) and
+  // rckpt.save(path, model.state_dict()) both write.
+  std::string section = "model";
+  // Threads, checksums, the file system, progress (rckpt's LoadOptions; its
+  // placement options do not apply: each tensor goes to the device of its
+  // parameter or buffer).
+  LoadOptions load;
+};
+
+// What strict = false let through, as Python's load_state_dict returns it:
+// keys of the module with no tensor in the file, and keys of the file's
+// section that the module does not have.
+struct IncompatibleKeys {
+  std::vector<std::string> missing_keys;
+  std::vector<std::string> unexpected_keys;
+};
+
+// Restores every parameter and buffer of `module` (recursively, by its dotted
+// name, "encoder.0.weight") from the section "model" of the file at `path`:
+// a file Python saved with rckpt.save(path, {"model": model.state_dict()})
+// or rckpt.save(path, model.state_dict()), or SaveModule's. Each tensor is
+// read straight into the parameter's memory, on the device the parameter is
+// on (CPU or CUDA). Names, dtypes and shapes are all checked before the first
+// byte is written: InvalidArgument lists every missing key, unexpected key
+// and mismatch together, and the module is unchanged. (A read that fails part
+// way, on a damaged chunk, leaves the parameters read before it restored.)
+// Otherwise the errors of rckpt::LoadInto.
+Status LoadInto(const std::string& path, ::torch::nn::Module& module);
+// With options: strict = false loads the keys that match and, when `keys` is
+// not null, reports the others there (an error is still returned for a key
+// whose dtype or shape does not match). NotFound when the file has no such
+// section.
+Status LoadInto(const std::string& path, ::torch::nn::Module& module,
+                const LoadIntoOptions& options, IncompatibleKeys* keys = nullptr);
+
+// Writes the module's parameters and buffers in the layout of
+// rckpt.save(path, {"model": model.state_dict()}): `rckpt.load(path)["model"]`
+// in Python is the module's state_dict, keys in state_dict() order. A tensor
+// registered under two names (tied weights) is stored once, as Python does.
+// Atomic as rckpt::Save; ordered with c10's current stream on CUDA.
+Status SaveModule(const std::string& path, const ::torch::nn::Module& module,
+                  const SaveOptions& options = {});
+
+// Adds the module's state_dict to `ck` as section `section` (tensors shared,
+// not copied: keep the module unchanged until the checkpoint is saved).
+// InvalidArgument when `ck` already has tensors of that section.
+Status AddModule(Checkpoint* ck, const ::torch::nn::Module& module,
+                 std::string_view section = "model");
+
+// ---------------------------------------------------------------------------
+// Name -> tensor maps
+
+// Writes `tensors` as Python's rckpt.save(path, tensors) writes a dict of
+// tensors (section "model", each tensor "model.<key>"): rckpt.load(path) in
+// Python gives that dict back. Unsupported, naming the key, for a tensor
+// rckpt cannot store (sparse, quantized, on another device than cpu or cuda,
+// of a dtype it lacks).
+Status SaveTensors(const std::string& path, const TensorDict& tensors,
+                   const SaveOptions& options = {});
+
+// Reads the tensors of `section` (by default "model": a dict saved with
+// SaveTensors or rckpt.save(path, tensors), or the state_dict of
+// rckpt.save(path, {"model": model.state_dict()})), keyed as the section's
+// dict is ("fc1.weight"; nested dicts joined with "."), placed by `options`
+// as rckpt::Load places them (only that section is read). InvalidArgument
+// when the file has no such section (rckpt::Load's unknown section) or the
+// section holds something other than tensors (naming the key).
+Result<TensorDict> LoadTensors(const std::string& path, std::string_view section = "model",
+                               const LoadOptions& options = {});
+
+// Adds `tensors` to `ck` as section `section`, keyed as given (tensors
+// shared, not copied). The tree gets the section's dict, as Python's save
+// writes it.
+Status AddTensors(Checkpoint* ck, std::string_view section, const TensorDict& tensors);
+
+// ---------------------------------------------------------------------------
+// Loading and saving whole checkpoints with torch's devices
+
+// rckpt::Save with c10's current stream of each device as the caller's
+// stream (unless options.caller_stream is set).
+Status Save(const std::string& path, const Checkpoint& ck, SaveOptions options = {});
+
+// A checkpoint loaded with torch's devices: rckpt's Checkpoint (tree, RNG
+// records, metadata) and each of its tensors as an at::Tensor sharing the
+// loaded memory. CUDA tensors are the very tensors c10's caching allocator
+// gave the load; host tensors own the engine's buffer or point into the
+// private mapping of the file (LoadOptions::map_file), which they keep alive.
+struct Loaded {
+  Checkpoint checkpoint;
+  std::map<std::string, at::Tensor, std::less<>> tensors;  // by name in the file
+};
+
+// rckpt::Load with torch's devices: unless the options set them, CUDA tensors
+// are allocated by c10's caching allocator (device_allocator), the load is
+// ordered with c10's current stream (caller_stream) and model_device "auto"
+// is c10's current device (auto_device). DeviceUnavailable when rckpt and
+// torch disagree about the GPUs, naming both counts. Tensors placed on an
+// emulated device (LoadOptions::runtime from NewEmulatedRuntime) come back as
+// CPU tensors. Otherwise the errors of rckpt::Load.
+Result<Loaded> Load(const std::string& path, LoadOptions options = {});
+
+// The tensors of one section of a loaded checkpoint, keyed as in Python
+// (LoadTensors). NotFound when the checkpoint has no such section;
+// InvalidArgument, naming the keys, when it holds values that are not
+// tensors.
+Result<TensorDict> SectionTensors(const Loaded& ck, std::string_view section);
+
+// Copies the section's tensors into `module`'s parameters and buffers, with
+// LoadInto's checks and options (options.load is not used): the module is
+// unchanged when they fail. NotFound when the checkpoint has no such section.
+Status RestoreModule(const Loaded& ck, ::torch::nn::Module& module,
+                     const LoadIntoOptions& options = {}, IncompatibleKeys* keys = nullptr);
+
+// ---------------------------------------------------------------------------
+// Optimizers: torch::optim::Adam, AdamW and SGD
+
+// Adds the optimizer's state as section `section`, in the layout of Python's
+// optimizer.state_dict(): {"state": {index: {"step", "exp_avg", ...}},
+// "param_groups": [{"lr", "betas", ..., "params": [indices]}]}, parameters
+// numbered across the groups in order, "step" a 0-d float32 CPU tensor, the
+// keys Python's optimizer has and libtorch's does not at their defaults
+// ("maximize": False, "foreach": None, ...). Python's optimizer.load_state_dict
+// resumes from it. Unsupported for another optimizer class.
+Status AddOptimizer(Checkpoint* ck, const ::torch::optim::Optimizer& optimizer,
+                    std::string_view section = "optimizer");
+
+// Restores an optimizer's state from section `section` (Python's
+// optimizer.state_dict() or AddOptimizer's), as Python's load_state_dict
+// does: the state is replaced, the groups' hyper-parameters are set from the
+// file, saved parameter i is the i-th parameter of the optimizer's groups in
+// order, and state tensors move to their parameter's device (and dtype, for
+// floating-point parameters); one already there is used as it is, shared
+// with `ck.tensors`, as Python's load_state_dict shares it. Everything is
+// checked before the optimizer is touched: InvalidArgument naming the entry
+// when the groups or their sizes differ, a state tensor's shape is not its
+// parameter's, a field is not the optimizer's, or the file asks for what
+// libtorch's optimizer does not do (maximize=True; Adam with
+// decoupled_weight_decay=True, which is AdamW); keys libtorch has no place
+// for (foreach, fused, capturable, differentiable, and initial_lr of
+// Python's LR schedulers) are not kept. NotFound without the section;
+// Unsupported for another optimizer class.
+Status RestoreOptimizer(const Loaded& ck, ::torch::optim::Optimizer& optimizer,
+                        std::string_view section = "optimizer");
+
+// ---------------------------------------------------------------------------
+// Random-number generators
+
+// Generators named by the caller, beside the default ones.
+using GeneratorMap = std::map<std::string, at::Generator, std::less<>>;
+
+// Adds the state of torch's default CPU generator ("torch.cpu", kind
+// torch_cpu), of the default generator of every CUDA device torch sees
+// ("torch.cuda.<i>", kind torch_cuda, origin cuda:<i>) and of each generator
+// of `generators` ("torch.<name>") to `ck` as RNG records: the names, kinds
+// and bytes of Python's rckpt.capture_rng(). InvalidArgument when `ck`
+// already has a record of one of these names.
+Status CaptureRng(Checkpoint* ck, const GeneratorMap& generators = {});
+
+// What RestoreRng did: the records restored and the ones skipped.
+struct RngRestoreReport {
+  std::vector<std::string> restored;
+  std::vector<std::string> skipped;
+};
+
+// Restores what CaptureRng (or Python's capture_rng) saved, by Python's
+// rules: "torch.cpu" into the default CPU generator; "torch.cuda.<i>" (origin
+// cuda:<i>) into device i's default generator when torch sees device i,
+// skipped otherwise; "torch.<name>" into generators[name], skipped when not
+// given; Python's and NumPy's records are skipped (C++ has no such
+// generators). Every record is checked before the first generator is set:
+// Corruption for a malformed state, InvalidArgument for a state of another
+// kind or device than its generator's; nothing is restored on error.
+Status RestoreRng(const Checkpoint& ck, const GeneratorMap& generators = {},
+                  RngRestoreReport* report = nullptr);
+
+}  // namespace rckpt::torch
+
+#endif  // RCKPT_TORCH_H_
