@@ -24,6 +24,7 @@
 #include "rckpt/inspect.h"
 #include "rckpt/io.h"
 #include "rckpt/runtime.h"
+#include "rng_layout_binding.h"
 #include "to_checkpoint.h"
 #include "torch_api.h"
 #include "torch_device.h"
@@ -269,5 +270,6 @@ NB_MODULE(_core, m) {
   }, "kind"_a, "data"_a);
   RegisterAsync(m);
   RegisterDoctor(m);
+  RegisterRngLayouts(m);
   m.attr("version") = RCKPT_VERSION_STRING;
 }
