@@ -17,6 +17,7 @@
 #include "doctor_binding.h"
 #include "engine/placement.h"
 #include "errors.h"
+#include "folder_binding.h"
 #include "format/collective_layout.h"
 #include "from_checkpoint.h"
 #include "other_formats.h"
@@ -271,5 +272,6 @@ NB_MODULE(_core, m) {
   RegisterAsync(m);
   RegisterDoctor(m);
   RegisterRngLayouts(m);
+  RegisterFolder(m);
   m.attr("version") = RCKPT_VERSION_STRING;
 }
