@@ -94,7 +94,9 @@ def pack(folder: str | os.PathLike[str], path: str | os.PathLike[str], *, codec:
 
     ``codec``, ``level``, ``chunk_bytes`` and ``threads`` are rckpt.save's.
     The file is written atomically. NotFoundError when ``folder`` does not
-    exist; InvalidArgumentError when it is not a directory.
+    exist; InvalidArgumentError when it is not a directory or holds a
+    symbolic link to a directory. A symbolic link to a file is carried as the
+    file it points to.
     """
     who = "rckpt.hf.pack"
     src = path_arg(who, "folder", folder)
@@ -111,6 +113,11 @@ def pack(folder: str | os.PathLike[str], path: str | os.PathLike[str], *, codec:
     taken: set[str] = set()
     for root, dirs, names in os.walk(src):
         dirs.sort()
+        for name in dirs:
+            if os.path.islink(os.path.join(root, name)):
+                raise InvalidArgumentError(
+                    f"{who}: '{os.path.join(root, name)}' is a symbolic link to a directory, "
+                    f"which pack does not follow; copy what it points to into the folder")
         for name in sorted(names):
             full = os.path.join(root, name)
             rel = os.path.relpath(full, src).replace(os.sep, "/")

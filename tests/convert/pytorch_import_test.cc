@@ -476,11 +476,14 @@ namespace rckpt {
 namespace {
 
 TEST(PyTorchFuzzTest, MutatedArchivesNeverCrash) {
-  for (const char* f : {"pytorch/tied.pt", "pytorch/nested.pt", "pytorch/numpy_values_np2.pt"}) {
+  // The NumPy file's pickle is most of its 21 KB: fewer runs reach its decoding as often.
+  const std::pair<const char*, int> seeds[] = {
+      {"pytorch/tied.pt", 3000}, {"pytorch/nested.pt", 3000}, {"pytorch/numpy_values_np2.pt", 800}};
+  for (const auto& [f, runs] : seeds) {
     auto seed = ::rckpt::testing::ReadBytes(::rckpt::testing::Fixture(f));
     ASSERT_FALSE(seed.empty());
     std::mt19937 rng(7);
-    for (int i = 0; i < 3000; ++i) {
+    for (int i = 0; i < runs; ++i) {
       std::vector<std::byte> m = seed;
       for (int e = 0, n = 1 + rng() % 8; e < n; ++e) {
         m[rng() % m.size()] = static_cast<std::byte>(rng());

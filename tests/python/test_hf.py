@@ -179,6 +179,11 @@ def test_pack_names_a_folder_that_is_not_one(tmp):
     (tmp / "f").write_text("x")
     with pytest.raises(rckpt.InvalidArgumentError, match="is not a directory"):
         rckpt.hf.pack(tmp / "f", tmp / "x.rckpt")
+    (tmp / "d").mkdir()
+    os.symlink(tmp, tmp / "d" / "link")
+    with pytest.raises(rckpt.InvalidArgumentError, match="link' is a symbolic link to a "
+                                                         "directory"):
+        rckpt.hf.pack(tmp / "d", tmp / "x.rckpt")
     with pytest.raises(TypeError, match="chunk_bytes must be"):
         rckpt.hf.pack(tmp, tmp / "x.rckpt", chunk_bytes="big")  # type: ignore[arg-type]
     assert not (tmp / "x.rckpt").exists()
