@@ -574,7 +574,8 @@ uint32_t FieldBytes(NumpyFieldType t) {
 }  // namespace
 
 Result<std::optional<std::string>> ReadNumpyRng(const PyNode* n, const std::string& where,
-                                                std::vector<std::string>* warnings) {
+                                                std::vector<std::string>* warnings,
+                                                std::string* array_class) {
   const NumpyRngLayout* layout = nullptr;
   if (n->kind == PyKind::kTuple) {
     if (n->items.size() != 5 || !IsStr(n->items[0], "MT19937") ||
@@ -618,6 +619,7 @@ Result<std::optional<std::string>> ReadNumpyRng(const PyNode* n, const std::stri
                       std::to_string(f.count));
       }
       std::memcpy(rec.data() + f.offset, a->data.host_bytes().data(), size * f.count);
+      *array_class = v->s;
       continue;
     }
     if (f.type == NumpyFieldType::kF64) {

@@ -94,9 +94,12 @@ Result<std::optional<Value>> ReadNumpyScalar(const PyNode* node);
 // get_state() tuple or a bit generator's state dict. nullopt for anything
 // else; a value of that shape whose fields NumPy would not give (a position
 // past the key, a value wider than its field) adds a warning naming `where`
-// and is nullopt too, so that it stays data.
+// and is nullopt too, so that it stays data. `array_class` receives the
+// class path of an array the state holds (which says the NumPy module's
+// spelling), if any.
 Result<std::optional<std::string>> ReadNumpyRng(const PyNode* node, const std::string& where,
-                                                std::vector<std::string>* warnings);
+                                                std::vector<std::string>* warnings,
+                                                std::string* array_class);
 
 // Writers, the pickle NumPy writes with protocol 2; `module` is kNumpy1Module
 // or kNumpy2Module.

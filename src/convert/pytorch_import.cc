@@ -307,10 +307,11 @@ Result<Value> Importer::PythonRngState(const PyNode* n, const std::vector<std::s
 
 Result<Value> Importer::NumpyRngState(const PyNode* n, const std::vector<std::string>& path) {
   if (auto seen = tensors_seen_.find(n); seen != tensors_seen_.end()) return seen->second;
+  std::string array_class;
   RCKPT_ASSIGN_OR_RETURN(std::optional<std::string> bytes,
-                         ReadNumpyRng(n, JoinPath(path), &warnings_));
+                         ReadNumpyRng(n, JoinPath(path), &warnings_, &array_class));
   if (!bytes) return Value();
-  if (n->kind == PyKind::kTuple) NoteNumpy(n->items[1]->s);
+  NoteNumpy(array_class);
   return AddRngAt(n, path, RngKind::kNumpy, *bytes);
 }
 
