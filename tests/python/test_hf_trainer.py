@@ -23,6 +23,8 @@ import rckpt  # noqa: E402
 import rckpt.hf  # noqa: E402
 
 transformers.logging.set_verbosity_error()
+# One thread: the same reduction order in every run, whatever the machine's load.
+torch.set_num_threads(1)
 
 
 def collate(batch):
