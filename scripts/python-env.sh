@@ -10,8 +10,10 @@
 #       not built (the configure step says so).
 #
 #   python-env.sh --torch2 [VENV]  the newest torch 2.x PyPI serves, numpy 2,
-#       safetensors, pytest, lightning, tensorizer and hippynn 0.1.3 (the
-#       hippynn restart test), all from PyPI (no
+#       safetensors, pytest, lightning, tensorizer, hippynn 0.1.3 (the
+#       hippynn restart test), transformers 5.23 and accelerate 1.16 (the
+#       Trainer and accelerate resume tests; transformers 5.25 cannot build
+#       models offline), all from PyPI (no
 #       mpi4py: the mpirun runs are the Debian venv's; torch 2's are the
 #       torchrun ones), in a venv of
 #       /usr/bin/python3 (the interpreter the extension is built for) that
@@ -30,9 +32,12 @@ torch2_venv() {
   version="$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
   venv="${1:-${XDG_CACHE_HOME:-$HOME/.cache}/rckpt/venv-torch2-py$version}"
   local modules="torch numpy safetensors pytest lightning tensorizer hippynn"
-  local packages=("torch>=2" "numpy>=2" safetensors pytest lightning tensorizer "hippynn==0.1.3")
-  local check="import $(echo "$modules" | tr ' ' ','), sys
-sys.exit(int(torch.__version__.split('.')[0]) < 2 or int(numpy.__version__.split('.')[0]) < 2)"
+  local packages=("torch>=2" "numpy>=2" safetensors pytest lightning tensorizer "hippynn==0.1.3"
+                  "transformers==5.23.*" "accelerate==1.16.*")
+  # transformers and accelerate are looked up, not imported (seconds each).
+  local check="import $(echo "$modules" | tr ' ' ','), importlib.util, sys
+sys.exit(int(torch.__version__.split('.')[0]) < 2 or int(numpy.__version__.split('.')[0]) < 2
+         or not all(importlib.util.find_spec(m) for m in ('transformers', 'accelerate')))"
   if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "$check" 2>/dev/null; then
     echo "$venv/bin/python"
     return

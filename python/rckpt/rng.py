@@ -9,11 +9,14 @@ placement option (``Checkpoint.rng``); ``restore_rng()`` puts them back.
 Record names: ``python.random``, ``numpy.global`` (NumPy's legacy global
 RandomState), ``numpy.<name>`` and ``torch.<name>`` (generators the caller
 names), ``torch.cpu`` (torch's default CPU generator) and ``torch.cuda.<i>``
-(the default generator of CUDA device i).
+(the default generator of CUDA device i). Records imported from other files
+keep the key path they were read under (a Trainer ``rng_state.pth`` gives
+``python``, ``numpy`` and ``cpu``).
 """
 
 from __future__ import annotations
 
+import functools
 import random
 import struct
 from collections.abc import Mapping
@@ -58,83 +61,107 @@ def check_rng_record(who: str, arg: str, name: Any, record: Any) -> RngRecord:
     return RngRecord(*record)
 
 
-# numpy records: a u32 layout tag, then the bit generator's state, little-endian.
-_NP_LEGACY, _NP_MT19937, _NP_PCG64, _NP_PCG64DXSM, _NP_SFC64, _NP_PHILOX = 1, 2, 3, 4, 5, 6
+# numpy records: a u32 layout tag, then the generator's state, in the layouts
+# the library defines (core/rng_layout.h, schema/FORMAT.md section 7), which
+# the PyTorch importer and exporter use too. Each field names where NumPy's
+# API holds it: an index in get_state()'s tuple (the legacy layout) or a key
+# path in a bit generator's .state dict.
+_FIELD_FORMATS = {"u32": "I", "u64": "Q", "f64": "d"}
 _U128 = (1 << 128) - 1
 
 
-def _u128(x):
-    return (x & _U128).to_bytes(16, "little")
+@functools.lru_cache(maxsize=None)
+def _numpy_layouts():
+    """tag -> (bit_generator, legacy, size, fields) as the library defines them."""
+    return {tag: (name, legacy, size, fields)
+            for tag, name, legacy, size, fields in _core.numpy_rng_layouts()}
+
+
+def _field(state, path, legacy):
+    if legacy:
+        return state[int(path)]
+    for key in path.split("."):
+        state = state[key]
+    return state
+
+
+def _encode_numpy(state, legacy):
+    """A numpy record from get_state()'s tuple (``legacy``) or a .state dict."""
+    layouts = _numpy_layouts()
+    if legacy:
+        if state[0] != "MT19937":
+            raise TypeError(f"numpy's global RandomState uses {state[0]}, not MT19937")
+        tag = next(t for t, (_, is_legacy, _, _) in layouts.items() if is_legacy)
+    else:
+        name = state["bit_generator"]
+        tag = next((t for t, (n, is_legacy, _, _) in layouts.items()
+                    if n == name and not is_legacy), None)
+        if tag is None:
+            raise TypeError(f"cannot capture a numpy bit generator of class {name}")
+    _, _, size, fields = layouts[tag]
+    out = bytearray(size)
+    struct.pack_into("<I", out, 0, tag)
+    for path, kind, count, offset, _ in fields:
+        value = _field(state, path, legacy)
+        if kind == "u128":
+            out[offset:offset + 16] = (int(value) & _U128).to_bytes(16, "little")
+        elif count > 1:
+            struct.pack_into(f"<{count}{_FIELD_FORMATS[kind]}", out, offset,
+                             *[int(x) for x in value])
+        else:
+            struct.pack_into("<" + _FIELD_FORMATS[kind], out, offset,
+                             float(value) if kind == "f64" else int(value))
+    return bytes(out)
 
 
 def _encode_numpy_bitgen(state):
-    name = state["bit_generator"]
-    s = state["state"]
-    if name == "MT19937":
-        return struct.pack("<I624II", _NP_MT19937, *[int(k) for k in s["key"]], int(s["pos"]))
-    tail = struct.pack("<II", int(state.get("has_uint32", 0)), int(state.get("uinteger", 0)))
-    if name in ("PCG64", "PCG64DXSM"):
-        tag = _NP_PCG64 if name == "PCG64" else _NP_PCG64DXSM
-        return struct.pack("<I", tag) + _u128(int(s["state"])) + _u128(int(s["inc"])) + tail
-    if name == "SFC64":
-        return struct.pack("<I4Q", _NP_SFC64, *[int(x) for x in s["state"]]) + tail
-    if name == "Philox":
-        return (struct.pack("<I4Q2Q4QI", _NP_PHILOX, *[int(x) for x in s["counter"]],
-                            *[int(x) for x in s["key"]], *[int(x) for x in state["buffer"]],
-                            int(state["buffer_pos"])) + tail)
-    raise TypeError(f"cannot capture a numpy bit generator of class {name}")
-
-
-def _decode_numpy(data):
-    """The state a record holds: ('legacy', get_state tuple) or ('bitgen', state dict)."""
-    import numpy as np
-    if len(data) < 4:
-        raise _core_corruption(f"numpy RNG record of {len(data)} bytes has no layout tag")
-    tag = struct.unpack_from("<I", data)[0]
-    sizes = {_NP_LEGACY: 2516, _NP_MT19937: 2504, _NP_PCG64: 44, _NP_PCG64DXSM: 44,
-             _NP_SFC64: 44, _NP_PHILOX: 96}
-    if tag not in sizes or len(data) != sizes[tag]:
-        raise _core_corruption(f"numpy RNG record: layout tag {tag} with {len(data)} bytes "
-                               f"(expected one of {sizes})")
-    if tag == _NP_LEGACY:
-        *key, pos, has_gauss = struct.unpack_from("<624III", data, 4)
-        gauss = struct.unpack_from("<d", data, 2508)[0]
-        return "legacy", ("MT19937", np.array(key, dtype=np.uint32), pos, has_gauss, gauss)
-    if tag == _NP_MT19937:
-        *key, pos = struct.unpack_from("<624II", data, 4)
-        return "bitgen", {"bit_generator": "MT19937",
-                          "state": {"key": np.array(key, dtype=np.uint32), "pos": pos}}
-    has_uint32, uinteger = struct.unpack_from("<II", data, len(data) - 8)
-    if tag in (_NP_PCG64, _NP_PCG64DXSM):
-        st = int.from_bytes(data[4:20], "little")
-        inc = int.from_bytes(data[20:36], "little")
-        return "bitgen", {"bit_generator": "PCG64" if tag == _NP_PCG64 else "PCG64DXSM",
-                          "state": {"state": st, "inc": inc},
-                          "has_uint32": has_uint32, "uinteger": uinteger}
-    if tag == _NP_SFC64:
-        s = struct.unpack_from("<4Q", data, 4)
-        return "bitgen", {"bit_generator": "SFC64",
-                          "state": {"state": np.array(s, dtype=np.uint64)},
-                          "has_uint32": has_uint32, "uinteger": uinteger}
-    v = struct.unpack_from("<4Q2Q4QI", data, 4)
-    return "bitgen", {"bit_generator": "Philox",
-                      "state": {"counter": np.array(v[0:4], dtype=np.uint64),
-                                "key": np.array(v[4:6], dtype=np.uint64)},
-                      "buffer": np.array(v[6:10], dtype=np.uint64), "buffer_pos": v[10],
-                      "has_uint32": has_uint32, "uinteger": uinteger}
-
-
-def _core_corruption(message):
-    from .errors import CorruptionError
-    return CorruptionError(message)
+    return _encode_numpy(state, legacy=False)
 
 
 def _encode_numpy_legacy(state):
-    name, key, pos, has_gauss, gauss = state
-    if name != "MT19937":
-        raise TypeError(f"numpy's global RandomState uses {name}, not MT19937")
-    return struct.pack("<I624IIId", _NP_LEGACY, *[int(k) for k in key], int(pos),
-                       int(has_gauss), float(gauss))
+    return _encode_numpy(state, legacy=True)
+
+
+def _decode_numpy(data):
+    """The state a record holds: ('legacy', get_state() tuple) or ('bitgen', .state dict).
+
+    CorruptionError, naming the field, for bytes of no layout."""
+    import numpy as np
+    _core.validate_numpy_rng(bytes(data))
+    name, legacy, _, fields = _numpy_layouts()[struct.unpack_from("<I", data)[0]]
+    values = {}
+    for path, kind, count, offset, _ in fields:
+        if kind == "u128":
+            value = int.from_bytes(data[offset:offset + 16], "little")
+        elif count > 1:
+            value = np.frombuffer(data, dtype="<u4" if kind == "u32" else "<u8", count=count,
+                                  offset=offset).astype(np.uint32 if kind == "u32" else np.uint64)
+        else:
+            value = struct.unpack_from("<" + _FIELD_FORMATS[kind], data, offset)[0]
+        values[path] = value
+    if legacy:
+        return "legacy", (name, *values.values())
+    state = {"bit_generator": name}
+    for path, value in values.items():
+        *parents, key = path.split(".")
+        node = state
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[key] = value
+    return "bitgen", state
+
+
+def _numpy_value(data):
+    """A numpy record as NumPy's API gives it (get_state()'s tuple, a .state dict), or its
+    bytes where NumPy is missing or they are no layout (what a load's tree shows)."""
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        return bytes(data)
+    try:
+        return _decode_numpy(data)[1]
+    except Exception:  # noqa: BLE001  (a damaged record stays bytes; restore_rng says why)
+        return bytes(data)
 
 
 class RngState(dict[str, RngRecord]):
@@ -197,7 +224,8 @@ def _capture_named(name, g):
             dev = "cuda:0"
         return {f"torch.{name}": _torch_record(g.get_state(), dev)}
     if hasattr(g, "bit_generator"):  # numpy.random.Generator
-        return {f"numpy.{name}": RngRecord("numpy", "cpu", _encode_numpy_bitgen(g.bit_generator.state))}
+        return {f"numpy.{name}": RngRecord("numpy", "cpu",
+                                           _encode_numpy_bitgen(g.bit_generator.state))}
     if hasattr(g, "get_state") and hasattr(g, "set_state"):  # numpy.random.RandomState
         return {f"numpy.{name}": RngRecord("numpy", "cpu", _encode_numpy_legacy(g.get_state()))}
     raise TypeError(f"capture_rng: generator '{name}' is a {kind}, not a numpy or torch generator")
@@ -232,7 +260,9 @@ def restore_rng(state: Mapping[str, RngRecord], generators: Optional[Mapping[str
 
     ``generators`` names the generators to restore ``numpy.<name>`` and
     ``torch.<name>`` records into (as given to capture_rng); a named record
-    without a generator is skipped.
+    without a generator is skipped. NumPy's global RandomState takes the
+    legacy record ``numpy.global`` (capture_rng's) or ``numpy`` (the name a
+    Trainer ``rng_state.pth``'s NumPy state is imported under).
 
     CUDA generators (rule for fewer devices): the record of cuda:i restores
     the generator of device i when i < ``device_count`` (default: the devices
@@ -275,10 +305,15 @@ def restore_rng(state: Mapping[str, RngRecord], generators: Optional[Mapping[str
         if name == "python.random":
             st = _core.python_rng_tuple(data)
             actions.append((name, lambda st=st: random.setstate(st)))
-        elif name == "numpy.global":
+        elif kind == "numpy" and name in ("numpy.global", "numpy"):
+            # capture_rng's record, or the one a Trainer rng_state.pth or a
+            # state dict's "numpy" entry was imported as.
             import numpy as np
             how, st = _decode_numpy(data)
-            actions.append((name, lambda st=st: np.random.set_state(st)))
+            if how == "legacy":
+                actions.append((name, lambda st=st: np.random.set_state(st)))
+            else:
+                skipped.append(name)
         elif name.startswith("numpy."):
             how, st = _decode_numpy(data)
             g = generators.get(name[len("numpy."):])

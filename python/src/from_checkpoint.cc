@@ -84,7 +84,13 @@ class PyBuilder {
           DType::kU8, {static_cast<int64_t>(r->bytes.size())}, r->bytes));
       return TensorToTorch(std::move(t), nullptr, true);
     }
-    return nb::bytes(r->bytes.data(), r->bytes.size());
+    nb::bytes bytes(r->bytes.data(), r->bytes.size());
+    if (r->kind == RngKind::kNumpy) {
+      // np.random.set_state() takes get_state()'s tuple, a bit generator a
+      // .state dict: rckpt.rng makes them (bytes where NumPy is missing).
+      return nb::module_::import_("rckpt.rng").attr("_numpy_value")(bytes);
+    }
+    return bytes;
   }
 
   // Known classes become the Python objects they were; any other class

@@ -32,7 +32,8 @@ TorchTensors TensorsToTorch(const std::vector<TensorEntry>& entries, std::shared
 // The state tree as Python objects; tensor references resolve through
 // `tensors` (None for a tensor that was not loaded), RNG references to the
 // form their generator's API takes (torch states as uint8 tensors, Python's
-// random as random.getstate()'s tuple, others as bytes).
+// random as random.getstate()'s tuple, NumPy's as get_state()'s tuple or a
+// bit generator's .state dict, others as bytes).
 nb::object TreeToPython(const Checkpoint& ck, nb::dict tensors);
 
 // Any tree (a distributed load's common or rank trees) as TreeToPython

@@ -17,6 +17,7 @@
 #include "doctor_binding.h"
 #include "engine/placement.h"
 #include "errors.h"
+#include "folder_binding.h"
 #include "format/collective_layout.h"
 #include "from_checkpoint.h"
 #include "other_formats.h"
@@ -24,6 +25,7 @@
 #include "rckpt/inspect.h"
 #include "rckpt/io.h"
 #include "rckpt/runtime.h"
+#include "rng_layout_binding.h"
 #include "to_checkpoint.h"
 #include "torch_api.h"
 #include "torch_device.h"
@@ -269,5 +271,7 @@ NB_MODULE(_core, m) {
   }, "kind"_a, "data"_a);
   RegisterAsync(m);
   RegisterDoctor(m);
+  RegisterRngLayouts(m);
+  RegisterFolder(m);
   m.attr("version") = RCKPT_VERSION_STRING;
 }

@@ -39,11 +39,14 @@ const std::map<std::string, std::string, std::less<>>& SectionTable() {
 
 // Keys whose uint8 1-D tensors hold torch generator states (the last key of
 // the path, list indices skipped). Sources: HF Trainer ("cpu", "cuda"),
-// Lightning ("torch", "torch.cuda"), Megatron and hand-written loops.
+// Lightning ("torch", "torch.cuda"), accelerate's random_states_<i>.pkl
+// ("torch_manual_seed", "torch_cuda_manual_seed"), Megatron and hand-written
+// loops.
 const std::set<std::string, std::less<>> kRngKeys = {
     "torch_rng_state", "rng_state",  "rng_states",     "cpu_rng_state", "cuda_rng_state",
     "cuda_rng_states", "torch_cuda_rng_state", "torch_cuda", "cpu", "cuda", "torch",
-    "torch.cuda", "rng", "cuda_rng", "cpu_rng"};
+    "torch.cuda", "rng", "cuda_rng", "cpu_rng", "torch_manual_seed",
+    "torch_cuda_manual_seed"};
 // Parents that make any child key an RNG candidate ({"rng_state": {"cpu": t}}).
 const std::set<std::string, std::less<>> kRngParents = {"rng_state", "rng_states", "rng",
                                                         "rng_states_all"};

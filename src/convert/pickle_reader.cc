@@ -120,6 +120,7 @@ const PartialModule kPartialModules[] = {
 constexpr const char* kInertCallables[] = {
     "numpy.core.multiarray._reconstruct", "numpy._core.multiarray._reconstruct",
     "numpy.core.multiarray.scalar", "numpy._core.multiarray.scalar", "numpy.dtype",
+    "numpy.core.numeric._frombuffer", "numpy._core.numeric._frombuffer",
     "numpy.ndarray", "collections.defaultdict", "collections.deque", "datetime.datetime",
     "datetime.date", "datetime.time", "datetime.timedelta", "datetime.timezone",
     "copyreg._reconstructor", "builtins.slice", "builtins.range", "builtins.object",
@@ -187,6 +188,7 @@ std::string NormaliseModule(string_view module) {
   if (module == "copy_reg") return "copyreg";
   if (module == "torch.tensor") return "torch._tensor";
   if (module == "numpy.core._multiarray_umath") return "numpy.core.multiarray";
+  if (module == "numpy._core._multiarray_umath") return "numpy._core.multiarray";
   return std::string(module);
 }
 

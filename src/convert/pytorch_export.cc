@@ -1,4 +1,5 @@
 // PyTorch export: Checkpoint -> torch.save-compatible zip archive.
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -6,6 +7,7 @@
 #include "core/rng_layout.h"
 #include "convert/bytes.h"
 #include "convert/import_common.h"
+#include "convert/numpy_pickle.h"
 #include "convert/pickle_reader.h"
 #include "convert/pickle_writer.h"
 #include "convert/pytorch_layout.h"
@@ -19,7 +21,14 @@ namespace {
 
 class Exporter {
  public:
-  Exporter(const Checkpoint& ck, const ExportOptions& options) : ck_(ck), options_(options) {}
+  Exporter(const Checkpoint& ck, const ExportOptions& options) : ck_(ck), options_(options) {
+    // NumPy's globals as the file this checkpoint came from spelled them
+    // (its reader allows them under those names), else NumPy 1's, which
+    // both NumPy majors unpickle.
+    auto it = ck.Metadata().find(std::string(kNumpyModuleKey));
+    numpy_module_ = it != ck.Metadata().end() && it->second == kNumpy2Module ? kNumpy2Module
+                                                                             : kNumpy1Module;
+  }
 
   Status Build();
   // The pickle and the layout record; then WriteZip writes the archive.
@@ -36,6 +45,10 @@ class Exporter {
   void WriteTuple(const std::vector<Value>& items, int depth, Status* st);
   // Write(v) with `component` appended to the key path.
   Status WriteAt(const Value& v, std::string component, int depth);
+  // NumPy values: numpy.ndarray and numpy.scalar objects that are as
+  // rckpt.save and the importer make them (else they are inert objects).
+  bool IsNumpyValue(const Value& v) const;
+  Status WriteNumpyValue(const Value& v);
 
   const Checkpoint& ck_;
   const ExportOptions& options_;
@@ -51,6 +64,9 @@ class Exporter {
   std::map<std::string, std::string> tensor_key_;
   std::map<std::string, std::pair<bool, std::string>> rng_where_;  // name -> (storage?, key/path)
   std::vector<std::string> added_keys_;
+  std::vector<PyTorchLayout::ArrayMeta> arrays_;
+  std::map<std::string, uint32_t> numpy_memo_;  // tensor name -> memo index of its array
+  std::string_view numpy_module_;
   std::vector<std::string> not_kept_;
   std::string layout_json_;
 };
@@ -73,6 +89,10 @@ Status Exporter::Collect(const Value& v, int depth) {
       referenced_.insert(v.as_string());
       return Status::Ok();
     case ValueKind::kObject:
+      if (IsNumpyValue(v)) {
+        if (auto name = NumpyArrayTensorName(v.fields())) referenced_.insert(*name);
+        return Status::Ok();
+      }
       if (!IsKnownObjectClass(v.as_string())) {
         if (options_.drop_objects) return Status::Ok();
         return Status::Unsupported("export: the tree holds an inert object of class '" +
@@ -152,6 +172,16 @@ Status Exporter::WriteRef(const std::string& name, bool rng) {
   std::span<const std::byte> bytes;
   if (rng) {
     const RngRecord* r = ck_.FindRng(name);
+    if (r->kind == RngKind::kNumpy && referenced_.count(name) &&
+        WriteNumpyRng(p_, numpy_module_, r->bytes).ok()) {
+      // NumPy's own get_state() tuple or .state dict, where the tree held
+      // one (an imported file's): np.random.set_state() takes it back.
+      // Records only rckpt.save holds stay uint8 tensors, which
+      // torch.load(weights_only=True) reads without allowing NumPy's globals.
+      memo_of_[name] = p_.Put();
+      rng_where_[name] = {false, JoinPath(path_)};
+      return Status::Ok();
+    }
     std::vector<uint32_t> words;
     bool has_gauss;
     double gauss;
@@ -305,6 +335,7 @@ Status Exporter::Write(const Value& v, int depth) {
   }
   const std::string& cls = v.as_string();
   const Value& f = v.fields();
+  if (IsNumpyValue(v)) return WriteNumpyValue(v);
   if (!IsKnownObjectClass(cls)) {  // Collect refused these unless dropping
     not_kept_.push_back("inert object of class '" + cls + "' at '" +
                         (path_.empty() ? std::string("(root)") : JoinPath(path_)) +
@@ -364,6 +395,37 @@ Status Exporter::Write(const Value& v, int depth) {
   return Status::Ok();
 }
 
+bool Exporter::IsNumpyValue(const Value& v) const {
+  if (v.as_string() == kNumpyScalarClass) return IsNumpyScalarValue(v.fields());
+  if (v.as_string() != kNdarrayClass) return false;
+  auto name = NumpyArrayTensorName(v.fields());
+  const TensorEntry* t = name ? ck_.FindTensor(*name) : nullptr;
+  return t != nullptr && CheckNumpyArrayValue(v.fields(), t->tensor).ok();
+}
+
+Status Exporter::WriteNumpyValue(const Value& v) {
+  if (v.as_string() == kNumpyScalarClass) {
+    WriteNumpyScalarValue(p_, numpy_module_, v.fields());
+    return Status::Ok();
+  }
+  const std::string name = *NumpyArrayTensorName(v.fields());
+  if (auto it = numpy_memo_.find(name); it != numpy_memo_.end()) {
+    p_.Get(it->second);  // one array under several keys, as NumPy's pickle has it
+    return Status::Ok();
+  }
+  const TensorEntry* t = ck_.FindTensor(name);
+  if (!t->tensor.device().is_cpu()) {
+    return Status::InvalidArgument("export: tensor '" + name + "' lives on " +
+                                   t->tensor.device().ToString() +
+                                   "; load the checkpoint to host memory first");
+  }
+  WriteNumpyArrayValue(p_, numpy_module_, v.fields(), t->tensor);
+  numpy_memo_[name] = p_.Put();
+  arrays_.push_back({JoinPath(path_), name, t->section, t->role,
+                     static_cast<uint64_t>(t - ck_.tensors().data())});
+  return Status::Ok();
+}
+
 Status Exporter::Pickle() {
   RCKPT_RETURN_IF_ERROR(Write(root_, 0));
   p_.Stop();
@@ -389,6 +451,9 @@ Status Exporter::Pickle() {
     }
     layout.rng.push_back(std::move(m));
   }
+  layout.arrays = arrays_;
+  std::sort(layout.arrays.begin(), layout.arrays.end(),
+            [](const auto& a, const auto& b) { return a.index < b.index; });
   layout.added_keys = added_keys_;
   layout.tree_was_null = ck_.Tree().is_null();
   layout.metadata = ck_.Metadata();
@@ -413,9 +478,13 @@ void Exporter::Report(ExportReport* report) const {
     parts = "the kinds and origin devices of RNG records " + list +
             " (torch.load sees uint8 tensors)";
   }
-  if (!ck_.Metadata().empty()) {
+  // "rckpt." keys say how a file was written (kNumpyModuleKey): not the user's.
+  const auto user_keys =
+      std::count_if(ck_.Metadata().begin(), ck_.Metadata().end(),
+                    [](const auto& kv) { return kv.first.rfind("rckpt.", 0) != 0; });
+  if (user_keys > 0) {
     parts += std::string(parts.empty() ? "" : "; ") + "user metadata (" +
-             std::to_string(ck_.Metadata().size()) + " keys)";
+             std::to_string(user_keys) + " keys)";
   }
   if (!parts.empty()) {
     report->notes.push_back("kept in the record archive/" + std::string(kPyTorchLayoutRecord) +

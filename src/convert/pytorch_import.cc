@@ -10,6 +10,7 @@
 #include "core/rng_layout.h"
 #include "convert/bytes.h"
 #include "convert/import_common.h"
+#include "convert/numpy_pickle.h"
 #include "convert/pickle_reader.h"
 #include "convert/pytorch_import.h"
 #include "convert/pytorch_layout.h"
@@ -101,6 +102,18 @@ class Importer {
   Status CheckName(const std::string& name) const;
   // An RngRef when `n` is random.getstate()'s tuple, else null.
   Result<Value> PythonRngState(const PyNode* n, const std::vector<std::string>& path);
+  // An RngRef when `n` is NumPy's get_state() tuple or a bit generator's
+  // state dict, else null.
+  Result<Value> NumpyRngState(const PyNode* n, const std::vector<std::string>& path);
+  // The RNG record of `kind` at `path` (named as the layout record says, or
+  // by the path), met for the first time as `n`.
+  Result<Value> AddRngAt(const PyNode* n, const std::vector<std::string>& path, RngKind kind,
+                         std::string_view bytes);
+  // A numpy.ndarray (its tensor named by `path`) or numpy.scalar value for
+  // NumPy's array and scalar nodes; nullopt for those kept inert.
+  Result<std::optional<Value>> NumpyValue(const PyNode* n, const std::vector<std::string>& path);
+  // Remembers which module NumPy's globals came from (kNumpyModuleKey).
+  void NoteNumpy(const std::string& class_path);
 
   const RandomAccessFile& file_;
   const ImportOptions& options_;
@@ -116,6 +129,7 @@ class Importer {
   std::unordered_set<const PyNode*> in_progress_;
   std::unordered_map<const PyNode*, std::string> first_path_;
   std::set<std::string> inert_;
+  std::string numpy_module_;
   std::vector<std::string> warnings_;
   std::shared_ptr<std::byte> map_;  // the whole file, when mapped
   // The layout record, when present and describing this pickle; the
@@ -124,6 +138,7 @@ class Importer {
   std::map<std::string, const PyTorchLayout::TensorMeta*> layout_tensors_;
   std::map<std::string, const PyTorchLayout::RngMeta*> layout_rng_storage_;
   std::map<std::string, const PyTorchLayout::RngMeta*> layout_rng_path_;
+  std::map<std::string, const PyTorchLayout::ArrayMeta*> layout_arrays_;
 };
 
 // What the checkpoint refuses of the layout record (a duplicate name, a
@@ -287,21 +302,84 @@ Result<Value> Importer::PythonRngState(const PyNode* n, const std::vector<std::s
   if (auto seen = tensors_seen_.find(n); seen != tensors_seen_.end()) return seen->second;
   bool has_gauss = it[2]->kind == PyKind::kFloat;
   std::string bytes = EncodePythonRng(words, has_gauss, has_gauss ? it[2]->f : 0.0);
+  return AddRngAt(n, path, RngKind::kPython, bytes);
+}
+
+Result<Value> Importer::NumpyRngState(const PyNode* n, const std::vector<std::string>& path) {
+  if (auto seen = tensors_seen_.find(n); seen != tensors_seen_.end()) return seen->second;
+  std::string array_class;
+  RCKPT_ASSIGN_OR_RETURN(std::optional<std::string> bytes,
+                         ReadNumpyRng(n, JoinPath(path), &warnings_, &array_class));
+  if (!bytes) return Value();
+  NoteNumpy(array_class);
+  return AddRngAt(n, path, RngKind::kNumpy, *bytes);
+}
+
+Result<Value> Importer::AddRngAt(const PyNode* n, const std::vector<std::string>& path,
+                                 RngKind kind, std::string_view bytes) {
   std::string name;
-  Device origin = Device::Cpu();
   if (auto meta = layout_rng_path_.find(JoinPath(path)); meta != layout_rng_path_.end()) {
     name = meta->second->name;
-    origin = meta->second->origin;
+    const Device origin = meta->second->origin;
     layout_rng_path_.erase(meta);
-    RCKPT_RETURN_IF_ERROR(LayoutError(ck_.AddRng(name, RngKind::kPython, AsBytes(bytes), origin)));
+    RCKPT_RETURN_IF_ERROR(LayoutError(ck_.AddRng(name, kind, AsBytes(bytes), origin)));
   } else {
     name = UniqueName(ck_, JoinPath(path), &warnings_);
     RCKPT_RETURN_IF_ERROR(CheckName(name));
-    RCKPT_RETURN_IF_ERROR(ck_.AddRng(name, RngKind::kPython, AsBytes(bytes)));
+    RCKPT_RETURN_IF_ERROR(ck_.AddRng(name, kind, AsBytes(bytes)));
   }
   Value ref = Value::RngRef(name);
   tensors_seen_.emplace(n, ref);
   return ref;
+}
+
+void Importer::NoteNumpy(const std::string& class_path) {
+  if (!numpy_module_.empty()) return;
+  for (std::string_view m : {kNumpy2Module, kNumpy1Module}) {
+    if (class_path.rfind(std::string(m) + ".", 0) == 0) numpy_module_ = std::string(m);
+  }
+}
+
+Result<std::optional<Value>> Importer::NumpyValue(const PyNode* n,
+                                                  const std::vector<std::string>& path) {
+  if (auto seen = tensors_seen_.find(n); seen != tensors_seen_.end()) {
+    return std::optional<Value>(seen->second);
+  }
+  auto where = [&](const Status& s) {
+    return s.WithContext("pytorch: at '" + Printable(JoinPath(path)) + "'");
+  };
+  if (IsNumpyScalarNode(n)) {
+    auto scalar = ReadNumpyScalar(n);
+    if (!scalar.ok()) return where(scalar.status());
+    if (*scalar) NoteNumpy(n->s);
+    return scalar;
+  }
+  auto array = ReadNumpyArray(n);
+  if (!array.ok()) return where(array.status());
+  if (!*array) return std::optional<Value>();
+  NoteNumpy(n->s);
+  std::string name;
+  std::string section;
+  std::optional<Role> role;
+  if (auto meta = layout_arrays_.find(JoinPath(path)); meta != layout_arrays_.end()) {
+    name = meta->second->name;
+    section = meta->second->section;
+    role = meta->second->role;
+    layout_arrays_.erase(meta);
+  } else {
+    name = UniqueName(ck_, JoinPath(path), &warnings_);
+    RCKPT_RETURN_IF_ERROR(CheckName(name));
+    section = SectionForPath(path, root_is_map_, plain_state_dict_, options_);
+  }
+  const std::string dtype = (*array)->dtype.Name();
+  Status added = role ? LayoutError(ck_.AddTensor(section, name, std::move((*array)->data), *role))
+                      : ck_.AddTensor(section, name, std::move((*array)->data));
+  RCKPT_RETURN_IF_ERROR(added);
+  Value v = Value::Object(std::string(kNdarrayClass),
+                          Value::Map({{Value("dtype"), Value(dtype)},
+                                      {Value("data"), Value::TensorRef(name)}}));
+  tensors_seen_.emplace(n, v);
+  return std::optional<Value>(std::move(v));
 }
 
 // rckpt names are UTF-8 (schema/FORMAT.md). A pickled key can hold what
@@ -423,6 +501,10 @@ Result<Value> Importer::Convert(PyNode* n, std::vector<std::string>& path, int d
     }
     default: break;
   }
+  if (n->kind == PyKind::kObject && !in_key && (IsNumpyArrayNode(n) || IsNumpyScalarNode(n))) {
+    RCKPT_ASSIGN_OR_RETURN(std::optional<Value> v, NumpyValue(n, path));
+    if (v) return std::move(*v);
+  }
   // Containers and objects met again while still being converted (a cycle,
   // e.g. graph nodes pointing at their parents), and objects met again at all
   // (shared module graphs), become a reference to where they first appeared.
@@ -473,6 +555,10 @@ Result<Value> Importer::Convert(PyNode* n, std::vector<std::string>& path, int d
 
   if (n->kind == PyKind::kTuple && !in_key) {
     auto rng = PythonRngState(n, path);
+    if (!rng.ok() || !rng->is_null()) return rng;
+  }
+  if ((n->kind == PyKind::kTuple || n->kind == PyKind::kDict) && !in_key) {
+    auto rng = NumpyRngState(n, path);
     if (!rng.ok() || !rng->is_null()) return rng;
   }
   switch (n->kind) {
@@ -637,6 +723,7 @@ Result<Checkpoint> Importer::Run(ImportReport* report) {
   if (layout_) {
     RCKPT_ASSIGN_OR_RETURN(out, ApplyLayout());
   } else {
+    if (!numpy_module_.empty()) ck_.Metadata()[std::string(kNumpyModuleKey)] = numpy_module_;
     out = std::move(ck_);
   }
   if (report != nullptr) {
@@ -696,6 +783,11 @@ Status Importer::ReadLayout(std::span<const std::byte> pickle) {
       return twice("storage " + t.storage_key, t.name);
     }
   }
+  for (const auto& a : layout_->arrays) {
+    if (!layout_arrays_.emplace(a.path, &a).second) {
+      return twice("the path '" + a.path + "'", a.name);
+    }
+  }
   for (const auto& r : layout_->rng) {
     const bool fresh = r.storage_key ? layout_rng_storage_.emplace(*r.storage_key, &r).second
                                      : layout_rng_path_.emplace(r.path, &r).second;
@@ -709,8 +801,10 @@ Status Importer::ReadLayout(std::span<const std::byte> pickle) {
 
 Result<Checkpoint> Importer::ApplyLayout() {
   const std::string where = "pytorch: record " + std::string(kPyTorchLayoutRecord);
-  if (!layout_tensors_.empty() || !layout_rng_storage_.empty() || !layout_rng_path_.empty()) {
+  if (!layout_tensors_.empty() || !layout_rng_storage_.empty() || !layout_rng_path_.empty() ||
+      !layout_arrays_.empty()) {
     std::string missing = !layout_tensors_.empty() ? layout_tensors_.begin()->second->name
+                          : !layout_arrays_.empty() ? layout_arrays_.begin()->second->name
                           : !layout_rng_storage_.empty()
                               ? layout_rng_storage_.begin()->second->name
                               : layout_rng_path_.begin()->second->name;
@@ -751,9 +845,26 @@ Result<Checkpoint> Importer::ApplyLayout() {
   for (const SectionInfo& sec : ck_.sections()) {
     RCKPT_RETURN_IF_ERROR(out.AddSection(sec.name, sec.role));
   }
+  // The record's tensors in checkpoint order: NumPy arrays at their places,
+  // the others in the order listed.
+  std::vector<std::string> listed(layout_->tensors.size() + layout_->arrays.size());
+  for (const auto& a : layout_->arrays) {
+    if (a.index >= listed.size() || !listed[a.index].empty()) {
+      return Status::Corruption(where + " places the array '" + a.name + "' at " +
+                                std::to_string(a.index) + ", outside 0.." +
+                                std::to_string(listed.size() - 1) + " or taken twice");
+    }
+    listed[a.index] = a.name;
+  }
+  size_t next = 0;
   for (const auto& t : layout_->tensors) {
-    const TensorEntry* e = ck_.FindTensor(t.name);
-    if (e == nullptr) return Status::Corruption(where + " names '" + t.name + "' twice");
+    while (!listed[next].empty()) ++next;
+    listed[next] = t.name;
+  }
+  for (const std::string& name : listed) {
+    const TensorEntry* e = ck_.FindTensor(name);
+    if (e == nullptr) return Status::Corruption(where + " names '" + name + "' twice");
+    if (out.FindTensor(name)) continue;
     RCKPT_RETURN_IF_ERROR(out.AddTensor(e->section, e->name, e->tensor, e->role));
     out.mutable_tensors().back().origin = e->origin;
   }

@@ -42,6 +42,14 @@ std::string EncodePyTorchLayout(const PyTorchLayout& l) {
     w.EndArray();
   }
   w.EndArray();
+  if (!l.arrays.empty()) {  // only then: readers before NumPy arrays ignore the key
+    w.Key("arrays").BeginArray();
+    for (const auto& a : l.arrays) {
+      w.BeginArray().String(a.path).String(a.name).String(a.section).String(RoleName(a.role));
+      w.Uint(a.index).EndArray();
+    }
+    w.EndArray();
+  }
   w.Key("rng").BeginArray();
   for (const auto& r : l.rng) {
     w.BeginArray().String(r.name).String(RngKindName(r.kind)).String(r.origin.ToString());
@@ -105,6 +113,26 @@ Result<PyTorchLayout> DecodePyTorchLayout(std::string_view text) {
     t.name = (*s)[1];
     t.section = (*s)[2];
     l.tensors.push_back(std::move(t));
+  }
+  if (j.Find("arrays") != nullptr) {
+    RCKPT_ASSIGN_OR_RETURN(const Json* arrays, array("arrays"));
+    for (const Json& e : arrays->items) {
+      std::optional<std::vector<std::string>> s;
+      std::optional<uint64_t> index;
+      if (e.is_array() && e.items.size() == 5) {
+        index = e.items[4].AsUint();
+        Json first = e;
+        first.items.pop_back();
+        s = Strings(first, 4);
+      }
+      PyTorchLayout::ArrayMeta a;
+      if (!s || !index || !ParseRole((*s)[3], &a.role)) return Bad("malformed arrays entry");
+      a.index = *index;
+      a.path = (*s)[0];
+      a.name = (*s)[1];
+      a.section = (*s)[2];
+      l.arrays.push_back(std::move(a));
+    }
   }
   RCKPT_ASSIGN_OR_RETURN(const Json* rng, array("rng"));
   for (const Json& e : rng->items) {

@@ -34,13 +34,23 @@ struct PyTorchLayout {
     std::string section;
     Role role = Role::kData;
   };
+  // A tensor the pickle holds as a NumPy array (numpy.ndarray in the tree),
+  // by the key path of the array, as the importer names paths (JoinPath).
+  struct ArrayMeta {
+    std::string path;
+    std::string name;
+    std::string section;
+    Role role = Role::kData;
+    uint64_t index = 0;  // its place among all tensors, in checkpoint order
+  };
   struct RngMeta {
     std::string name;
     RngKind kind = RngKind::kOpaque;
     Device origin;
     // Where the pickle holds it: a uint8 tensor over storage `storage_key`,
-    // or (python records, written as random.getstate()'s tuple) the key path
-    // of its first occurrence, as the importer names paths (JoinPath).
+    // or (python records, written as random.getstate()'s tuple, and numpy
+    // records written as NumPy's own state) the key path of its first
+    // occurrence, as the importer names paths (JoinPath).
     std::optional<std::string> storage_key;
     std::string path;
   };
@@ -48,6 +58,7 @@ struct PyTorchLayout {
   uint32_t pickle_crc32 = 0;
   std::vector<SectionInfo> sections;      // the checkpoint's, in order
   std::vector<TensorMeta> tensors;        // in checkpoint order
+  std::vector<ArrayMeta> arrays;          // in checkpoint order, placed by index
   std::vector<RngMeta> rng;               // in checkpoint order
   std::vector<std::string> added_keys;    // top-level keys the export added
   bool tree_was_null = false;

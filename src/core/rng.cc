@@ -129,4 +129,76 @@ bool DecodePythonRng(std::span<const std::byte> b, std::vector<uint32_t>* words,
   return true;
 }
 
+namespace {
+
+using F = NumpyFieldType;
+
+// Offsets follow from the order and sizes; NumpyRngLayouts() is checked
+// against them in rng_test.
+constexpr NumpyRngField kNumpyLegacy[] = {
+    {"1", F::kU32, 624, 4, 0},     {"2", F::kU32, 1, 2500, 624},
+    {"3", F::kU32, 1, 2504, 1},    {"4", F::kF64, 1, 2508, 0}};
+constexpr NumpyRngField kNumpyMt19937[] = {
+    {"state.key", F::kU32, 624, 4, 0}, {"state.pos", F::kU32, 1, 2500, 624}};
+constexpr NumpyRngField kNumpyPcg64[] = {
+    {"state.state", F::kU128, 1, 4, 0}, {"state.inc", F::kU128, 1, 20, 0},
+    {"has_uint32", F::kU32, 1, 36, 1},  {"uinteger", F::kU32, 1, 40, 0}};
+constexpr NumpyRngField kNumpySfc64[] = {
+    {"state.state", F::kU64, 4, 4, 0}, {"has_uint32", F::kU32, 1, 36, 1},
+    {"uinteger", F::kU32, 1, 40, 0}};
+constexpr NumpyRngField kNumpyPhilox[] = {
+    {"state.counter", F::kU64, 4, 4, 0}, {"state.key", F::kU64, 2, 36, 0},
+    {"buffer", F::kU64, 4, 52, 0},       {"buffer_pos", F::kU32, 1, 84, 4},
+    {"has_uint32", F::kU32, 1, 88, 1},   {"uinteger", F::kU32, 1, 92, 0}};
+
+constexpr NumpyRngLayout kNumpyLayouts[] = {
+    {1, "MT19937", true, 2516, kNumpyLegacy},
+    {2, "MT19937", false, 2504, kNumpyMt19937},
+    {3, "PCG64", false, 44, kNumpyPcg64},
+    {4, "PCG64DXSM", false, 44, kNumpyPcg64},
+    {5, "SFC64", false, 44, kNumpySfc64},
+    {6, "Philox", false, 96, kNumpyPhilox},
+};
+
+}  // namespace
+
+std::span<const NumpyRngLayout> NumpyRngLayouts() { return kNumpyLayouts; }
+
+const NumpyRngLayout* FindNumpyRngLayout(std::span<const std::byte> bytes) {
+  if (bytes.size() < 4) return nullptr;
+  const uint64_t tag = LoadLe(bytes, 0, 4);
+  for (const NumpyRngLayout& l : kNumpyLayouts) {
+    if (l.tag == tag) return &l;
+  }
+  return nullptr;
+}
+
+Status ValidateNumpyRng(std::span<const std::byte> bytes) {
+  const NumpyRngLayout* layout = FindNumpyRngLayout(bytes);
+  if (layout == nullptr) {
+    return Status::Corruption(
+        "numpy RNG state: layout tag (u32 at offset 0): expected 1.." +
+        std::to_string(std::size(kNumpyLayouts)) + ", got " +
+        (bytes.size() < 4 ? "a record of " + std::to_string(bytes.size()) + " bytes"
+                          : std::to_string(LoadLe(bytes, 0, 4))));
+  }
+  const std::string what = "numpy RNG state (layout " + std::to_string(layout->tag) + ", " +
+                           std::string(layout->bit_generator) +
+                           (layout->legacy ? " get_state()" : "") + ")";
+  if (bytes.size() != layout->bytes) {
+    return Status::Corruption(what + ": size: expected " + std::to_string(layout->bytes) +
+                              " bytes, got " + std::to_string(bytes.size()));
+  }
+  for (const NumpyRngField& f : layout->fields) {
+    if (f.max == 0) continue;
+    const uint64_t v = LoadLe(bytes, f.offset, 4);
+    if (v > f.max) {
+      return Status::Corruption(what + ": field '" + std::string(f.path) + "' (u32 at offset " +
+                                std::to_string(f.offset) + "): expected 0.." +
+                                std::to_string(f.max) + ", got " + std::to_string(v));
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace rckpt

@@ -9,7 +9,10 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "rckpt/status.h"
 
 namespace rckpt {
 
@@ -40,6 +43,47 @@ std::string EncodePythonRng(const std::vector<uint32_t>& words625, bool has_gaus
 // False unless `bytes` is that layout (size, version 3, has_gauss 0 or 1).
 bool DecodePythonRng(std::span<const std::byte> bytes, std::vector<uint32_t>* words625,
                      bool* has_gauss, double* gauss);
+
+// numpy: a u32 layout tag, then the state of one NumPy generator, every
+// field little-endian (schema/FORMAT.md section 7, "Layouts of the python and
+// numpy kinds"). Each layout lists its fields in byte order together with
+// where NumPy's API holds them, so that the PyTorch importer (which reads
+// them out of a pickle), the exporter (which writes that pickle back) and
+// the Python package (capture_rng, restore_rng) share one definition:
+//   legacy: RandomState.get_state()'s tuple ('MT19937', key, pos, has_gauss,
+//           cached_gaussian); a field's path is its index in the tuple;
+//   others: a bit generator's .state dict {'bit_generator': name, ...}; a
+//           path is the dotted key path below the dict ("state.key").
+enum class NumpyFieldType : uint8_t { kU32, kU64, kU128, kF64 };
+
+struct NumpyRngField {
+  std::string_view path;
+  NumpyFieldType type;
+  // 1: a Python int (float for kF64); more: an ndarray of that many
+  // elements of dtype uint32 (kU32) or uint64 (kU64).
+  uint32_t count;
+  uint32_t offset;  // in the record (the tag is at 0)
+  // The largest value NumPy gives the field (0: any the type holds): a
+  // position in the 624-word key, a flag, a position in Philox's buffer.
+  uint32_t max;
+};
+
+struct NumpyRngLayout {
+  uint32_t tag;
+  std::string_view bit_generator;  // "MT19937" for the legacy layout too
+  bool legacy;                     // get_state()'s tuple, not a .state dict
+  uint32_t bytes;                  // the whole record, tag included
+  std::span<const NumpyRngField> fields;
+};
+
+// The layouts of tags 1 (legacy RandomState) to 6, in tag order.
+std::span<const NumpyRngLayout> NumpyRngLayouts();
+// The layout a record's tag names; nullptr for an unknown tag or fewer than
+// 4 bytes.
+const NumpyRngLayout* FindNumpyRngLayout(std::span<const std::byte> bytes);
+// Checks a numpy record: a known tag, that layout's size, every field in
+// its range. Corruption naming the field, the expected and the actual value.
+Status ValidateNumpyRng(std::span<const std::byte> bytes);
 
 }  // namespace rckpt
 

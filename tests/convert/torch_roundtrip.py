@@ -4,12 +4,14 @@
 usage: torch_roundtrip.py CONVERT_TOOL TESTS_DATA_DIR WORK_DIR
 For every fixture in tests/data/pytorch: .pt -> .pt, .pt -> .rckpt -> .pt and
 .pt -> .safetensors -> .pt through rckpt, then torch.load(weights_only=True)
-of the result must equal torch.load of the original: same keys in the same
+of the result (NumPy's globals allowed, as Trainer allows them) must equal
+torch.load of the original: same keys in the same
 order, dtypes, shapes, values bit for bit, scalars, containers, storage
 location tags, tied tensors still one object. Exits 77 (ctest: skipped) when
 torch is not importable. Needs: pip install torch numpy
 """
 import collections
+import contextlib
 import math
 import inspect
 import os
@@ -123,12 +125,36 @@ def same(a, b, where, ta, tb, dropped):
         if a != b or math.copysign(1, a) != math.copysign(1, b):
             return f"{where}: {a!r} != {b!r}"
         return None
+    if type(a).__module__ == "numpy" and hasattr(a, "dtype"):
+        # NumPy arrays and scalars come back with their dtype in the host's
+        # byte order, and the same elements.
+        import numpy as np
+        if type(a) is not type(b) or a.dtype.newbyteorder("=") != b.dtype or \
+                np.shape(a) != np.shape(b) or \
+                np.ascontiguousarray(a).astype(b.dtype).tobytes() != \
+                np.ascontiguousarray(b).tobytes():
+            return f"{where}: {a!r} ({type(a).__name__}) != {b!r} ({type(b).__name__})"
+        return None
     if isinstance(a, (set, frozenset)):
         return None if isinstance(b, (set, frozenset)) and set(a) == set(b) else \
             f"{where}: {a!r} != {b!r}"
     if type(a) is not type(b) or a != b:
         return f"{where}: {a!r} ({type(a).__name__}) != {b!r} ({type(b).__name__})"
     return None
+
+
+def allowing_numpy():
+    """NumPy's globals allowed to torch.load(weights_only=True) under both NumPy majors'
+    names, as transformers' Trainer allows them: an export writes the NumPy values and
+    generator states a file held as NumPy pickles them."""
+    if not hasattr(torch.serialization, "safe_globals"):
+        return contextlib.nullcontext()
+    import numpy as np
+    core = getattr(np, "_core", None) or np.core
+    allowed = [np.ndarray, np.dtype, type(np.dtype(np.uint32))]
+    for fn in (core.multiarray._reconstruct, core.multiarray.scalar):
+        allowed += [(fn, f"{m}.multiarray.{fn.__name__}") for m in ("numpy.core", "numpy._core")]
+    return torch.serialization.safe_globals(allowed)
 
 
 def convert(src, dst, drop):
@@ -169,9 +195,10 @@ def check(name, drop):
                 prev = step
             # torch < 2.0's weights-only unpickler lacks BINFLOAT (its own
             # optimizer files fail it too): read those back fully there.
-            back, tb = load_with_tags(prev, weights_only=WEIGHTS_ONLY_OK)
-            if HAS_MMAP:
-                torch.load(prev, weights_only=True, mmap=True, map_location="cpu")
+            with allowing_numpy():
+                back, tb = load_with_tags(prev, weights_only=WEIGHTS_ONLY_OK)
+                if HAS_MMAP:
+                    torch.load(prev, weights_only=True, mmap=True, map_location="cpu")
         except Exception as e:  # noqa: BLE001
             failures.append(f"{name} via {route}: {e}")
             continue

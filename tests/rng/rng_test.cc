@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/rng_layout.h"
 #include "rng/engine_states.h"
 #include "test_util.h"
 
@@ -132,6 +133,77 @@ TEST(OpaqueStatesTest, AcceptAnyBytes) {
     EXPECT_OK(ValidateRngState(kind, junk));
     EXPECT_OK(ValidateRngState(kind, {}));
   }
+}
+
+// --- numpy records (core/rng_layout.h) ---------------------------------------
+
+TEST(NumpyLayoutTest, FieldsTileEachRecordAfterItsTag) {
+  const size_t sizes[] = {4, 8, 16, 8};  // u32 u64 u128 f64
+  ASSERT_EQ(NumpyRngLayouts().size(), 6u);
+  for (const NumpyRngLayout& l : NumpyRngLayouts()) {
+    EXPECT_EQ(l.tag, static_cast<uint32_t>(&l - NumpyRngLayouts().data()) + 1);
+    size_t at = 4;
+    for (const NumpyRngField& f : l.fields) {
+      EXPECT_EQ(f.offset, at) << l.bit_generator << " " << f.path;
+      at += sizes[static_cast<int>(f.type)] * f.count;
+    }
+    EXPECT_EQ(at, l.bytes) << l.bit_generator;
+  }
+  // FORMAT.md section 7's sizes.
+  const uint32_t expected[] = {2516, 2504, 44, 44, 44, 96};
+  for (size_t i = 0; i < 6; ++i) EXPECT_EQ(NumpyRngLayouts()[i].bytes, expected[i]);
+  EXPECT_TRUE(NumpyRngLayouts()[0].legacy);
+}
+
+std::vector<std::byte> NumpyRecord(uint32_t tag) {
+  const NumpyRngLayout& l = NumpyRngLayouts()[tag - 1];
+  std::vector<std::byte> r(l.bytes);
+  Put<uint32_t>(r, 0, tag);
+  return r;
+}
+
+TEST(NumpyLayoutTest, AcceptsEveryLayoutInRange) {
+  for (uint32_t tag = 1; tag <= 6; ++tag) {
+    auto r = NumpyRecord(tag);
+    for (const NumpyRngField& f : NumpyRngLayouts()[tag - 1].fields) {
+      if (f.max != 0) Put<uint32_t>(r, f.offset, f.max);
+    }
+    SCOPED_TRACE(tag);
+    EXPECT_OK(ValidateNumpyRng(r));
+    EXPECT_EQ(FindNumpyRngLayout(r), &NumpyRngLayouts()[tag - 1]);
+  }
+}
+
+TEST(NumpyLayoutTest, RejectsEachDamagedField) {
+  EXPECT_THAT(ValidateNumpyRng(Bytes("\x01")),
+              StatusIs(StatusCode::kCorruption, "expected 1..6, got a record of 1 bytes"));
+  auto r = NumpyRecord(1);
+  Put<uint32_t>(r, 0, 7);
+  EXPECT_THAT(ValidateNumpyRng(r), StatusIs(StatusCode::kCorruption, "expected 1..6, got 7"));
+  r = NumpyRecord(3);
+  r.push_back(std::byte{0});
+  EXPECT_THAT(ValidateNumpyRng(r),
+              StatusIs(StatusCode::kCorruption, "PCG64): size: expected 44 bytes, got 45"));
+  r = NumpyRecord(1);
+  Put<uint32_t>(r, 2500, 625);
+  EXPECT_THAT(ValidateNumpyRng(r),
+              StatusIs(StatusCode::kCorruption,
+                       "MT19937 get_state()): field '2' (u32 at offset 2500): expected 0..624, "
+                       "got 625"));
+  r = NumpyRecord(1);
+  Put<uint32_t>(r, 2504, 2);
+  EXPECT_THAT(ValidateNumpyRng(r), StatusIs(StatusCode::kCorruption, "field '3'"));
+  r = NumpyRecord(2);
+  Put<uint32_t>(r, 2500, 1000);
+  EXPECT_THAT(ValidateNumpyRng(r), StatusIs(StatusCode::kCorruption, "field 'state.pos'"));
+  r = NumpyRecord(6);
+  Put<uint32_t>(r, 84, 5);
+  EXPECT_THAT(ValidateNumpyRng(r), StatusIs(StatusCode::kCorruption, "field 'buffer_pos'"));
+  r = NumpyRecord(5);
+  Put<uint32_t>(r, 36, 2);
+  EXPECT_THAT(ValidateNumpyRng(r), StatusIs(StatusCode::kCorruption, "field 'has_uint32'"));
+  // A load takes any bytes under the numpy kind (FORMAT.md section 7).
+  EXPECT_OK(ValidateRngState(RngKind::kNumpy, r));
 }
 
 TEST(EngineStateTest, Mt19937_64RestoredMidStreamContinuesSequence) {
