@@ -229,7 +229,11 @@ class CheckpointManager:
     def _open_prefix(self):
         """Aborts the incomplete uploads of the manager's names (saves that never completed)
         and removes step objects newer than the pointer (completed, never committed)."""
-        storage.abort_stale(self._prefix(), self._own_name)
+        try:
+            storage.abort_stale(self._prefix(), self._own_name)
+        except Error as e:  # a store without ListMultipartUploads: saves work all the same
+            warnings.warn(f"rckpt.CheckpointManager: the incomplete uploads under "
+                          f"{self._prefix()} were not aborted: {e}", stacklevel=4)
         pointer = self._read_pointer()
         if pointer is None:
             return
