@@ -155,6 +155,11 @@ def test_load_falls_back_past_damaged_and_missing_steps(s3_prefix):
         assert mgr.load().step == 1
     assert re.search(r"skipping step 4, which .*latest names: its object .*step-000004.rckpt "
                      r"is missing", str(caught[0].message)), [str(w.message) for w in caught]
+    # A pointer that holds no step number: the listed steps stand in for it, with a warning.
+    with ENV.client() as s3:
+        s3.put_object(ENV.bucket, s3_prefix + "run/latest", b"\x00garbage")
+    with pytest.warns(UserWarning, match=r"latest does not hold a step number"):
+        assert mgr.steps() == [1, 2, 3]
 
 
 def test_opening_aborts_its_own_stale_uploads_and_uncommitted_steps(s3_prefix):
