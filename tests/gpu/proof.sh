@@ -116,6 +116,15 @@ say "out: $out (results.md, proof.log and the measurements' JSON only)"
 } > "$scratch/head.md"
 : > "$scratch/steps.md"
 
+# What DIR holds, against what comes back from the device machine (the
+# scratch folder still exists: it goes at exit), said in the log and the
+# terminal; a broken rule fails the proof.
+check_out() {
+  if ! bash "$root/tests/gpu/check-out.sh" "$out" --scratch-may-stay 2>&1 | tee -a "$log"; then
+    failed=1
+  fi
+}
+
 # results.md, rebuilt after every row: the steps' table, then the
 # measurements' tables in the order their steps ran.
 publish() {
@@ -313,6 +322,7 @@ if [ "$no_gpu" = 1 ]; then
   step "device path checks" 30 0 "$py" "$root/tests/gpu/proof_checks.py" --dry-run \
     --table "$scratch/sections/06-checks.md" --json "$out/checks.json" --dir "$scratch/files"
   row "device steps" "not run" 0 "no GPU here: the proof stops before the steps that need one"
+  check_out
   say "proof: dry run $( [ "$failed" = 0 ] && echo complete || echo FAILED ), no GPU here ($(( $(date +%s) - start )) s); the table is $results"
   [ "$failed" = 0 ] || exit 1
   exit 0
@@ -360,6 +370,7 @@ else
   row "libtorch GPU half" "not run" 0 "opt-in (--libtorch): its build against libtorch's headers does not fit the ${budget} s budget"
 fi
 
+check_out
 say "proof: $( [ "$failed" = 0 ] && echo passed || echo FAILED ) in $(( $(date +%s) - start )) s;" \
     "the table is $results"
 exit "$failed"
