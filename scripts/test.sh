@@ -39,7 +39,7 @@ ctest --test-dir "$root/build" -j"$(nproc)" --output-on-failure --timeout 600 -L
 # GPU is lent nothing is found missing. tests/gpu/check-out.sh then holds what
 # the dry run left in its output folder to the device machine's rules (what
 # comes back from it: 8 plain-named files at most, 16 MiB each, two folders
-# deep; results.md and one log; no checkpoint or build left in /tmp), after
+# deep; results.md and one log; no checkpoint or build left behind), after
 # its self-test. Skipped, with the reason, when PyPI cannot be reached for
 # hippynn's wheel.
 stage "gpu proof (dry run: preparation, then tests/gpu/proof.sh up to 'no GPU here', its output checked)"
