@@ -1,0 +1,121 @@
+"""Two ranks of Lightning DDP fits on the CPU (gloo), for test_data_lightning.py:
+
+    python lightning_ddp_driver.py DIR
+
+The process imports torch and Lightning once and forks the two ranks (importing them is
+most of the work on a loaded machine); each joins the process group through the file
+DIR/rendezvous before Lightning starts, and Lightning, told by LOCAL_RANK that the processes
+were launched for it, takes that group as it is. Every fit uses Lightning's default flags
+(use_distributed_sampler=True), so that Lightning injects its DistributedSampler into the
+training loader, except "uninjected":
+
+- "reference": the run that never stopped, its ResumableDataLoader handed to fit();
+- "uninjected": the same with Trainer(use_distributed_sampler=False) and the loader made in
+  train_dataloader(), where it takes torch.distributed's world itself;
+- "<how>.stopped" and "<how>.resumed", for the loader handed to fit() (how = "passed") and
+  made in train_dataloader() (how = "hooked"): a run stopped in the middle of an epoch, and
+  that run resumed from its checkpoint with fresh objects, its generators seeded otherwise.
+
+Each run's global step, losses, weights and training sampler go to DIR/<run>.<rank>.pt. A rank
+destroys the group at its end (launch.end_gloo_job); when one fails, the other is ended and
+the exit status is 1.
+"""
+
+import datetime
+import os
+import signal
+import sys
+import traceback
+import warnings
+
+import torch
+import torch.distributed as dist
+
+import lightning as L
+import rckpt.lightning
+from launch import end_gloo_job
+from lightning.pytorch.callbacks import ModelCheckpoint
+from test_data_lightning import Net, loader
+
+# 32 samples, 2 ranks, 4 a batch: 4 batches an epoch on each rank.
+EPOCHS, EVERY, STOP = 3, 3, 6  # 12 steps; a checkpoint every 3; the stop in epoch 1's middle
+RANKS = 2
+
+
+class Hooked(Net):
+    """Makes its loader in train_dataloader(), where Lightning records how it was made."""
+
+    def train_dataloader(self):
+        return loader(0)
+
+
+def trainer(directory, **flags):
+    every = ModelCheckpoint(dirpath=directory, every_n_train_steps=EVERY, save_top_k=-1)
+    return L.Trainer(accelerator="cpu", devices=RANKS, strategy="ddp",
+                     plugins=[rckpt.lightning.CheckpointIO()], callbacks=[every], logger=False,
+                     enable_progress_bar=False, enable_model_summary=False,
+                     default_root_dir=directory, deterministic=True, **flags)
+
+
+def fit(out, run, t, model, *data, **kwargs):
+    t.fit(model, *data, **kwargs)
+    sampler = t.train_dataloader.sampler
+    torch.save({"global_step": t.global_step, "losses": model.losses,
+                "weights": model.state_dict(),
+                "sampler": (type(sampler).__name__, getattr(sampler, "num_replicas", None),
+                            getattr(sampler, "rank", None), getattr(sampler, "seed", None))},
+               os.path.join(out, f"{run}.{dist.get_rank()}.pt"))
+
+
+def rank_main(rank, out):
+    os.environ.update(LOCAL_RANK=str(rank), NODE_RANK="0")
+    warnings.simplefilter("ignore")
+    dist.init_process_group("gloo", init_method="file://" + os.path.join(out, "rendezvous"),
+                            rank=rank, world_size=RANKS, timeout=datetime.timedelta(minutes=5))
+    L.seed_everything(0)
+    fit(out, "reference", trainer(os.path.join(out, "reference"), max_epochs=EPOCHS), Net(),
+        loader(0))
+    L.seed_everything(0)
+    fit(out, "uninjected", trainer(os.path.join(out, "uninjected"), max_epochs=EPOCHS,
+                                   use_distributed_sampler=False), Hooked())
+    for how in ("passed", "hooked"):
+        def model_and_data():
+            return (Net(), loader(0)) if how == "passed" else (Hooked(),)
+        directory = os.path.join(out, how)
+        L.seed_everything(0)
+        fit(out, f"{how}.stopped", trainer(directory, max_steps=STOP), *model_and_data())
+        L.seed_everything(1234)  # a resumed process starts from other generator states
+        fit(out, f"{how}.resumed", trainer(directory + ".resumed", max_epochs=EPOCHS),
+            *model_and_data(), ckpt_path=os.path.join(directory, f"epoch=1-step={STOP}.ckpt"))
+    end_gloo_job()
+
+
+def main(out):
+    ranks = {}
+    for rank in range(RANKS):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                rank_main(rank, out)
+            except BaseException:  # noqa: BLE001  (the rank's failure, reported by its status)
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(1)  # end_gloo_job exits with 0 before this
+        ranks[pid] = rank
+    status = 0
+    while ranks:
+        pid, wait_status = os.waitpid(-1, 0)
+        rank = ranks.pop(pid)
+        code = os.waitstatus_to_exitcode(wait_status)
+        if code != 0 and status == 0:
+            print(f"rank {rank} ended with status {code}", file=sys.stderr, flush=True)
+            status = 1
+            for other in ranks:
+                os.kill(other, signal.SIGTERM)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
