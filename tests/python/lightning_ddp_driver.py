@@ -1,13 +1,12 @@
 """Two ranks of Lightning DDP fits on the CPU (gloo), for test_data_lightning.py:
+run_ranks(DIR), or from a shell ``python lightning_ddp_driver.py DIR``.
 
-    python lightning_ddp_driver.py DIR
-
-The process imports torch and Lightning once and forks the two ranks (importing them is
-most of the work on a loaded machine); each joins the process group through the file
-DIR/rendezvous before Lightning starts, and Lightning, told by LOCAL_RANK that the processes
-were launched for it, takes that group as it is. Every fit uses Lightning's default flags
-(use_distributed_sampler=True), so that Lightning injects its DistributedSampler into the
-training loader, except "uninjected":
+The ranks are forked from the calling process, which has imported torch and Lightning
+already (importing them is most of the work on a loaded machine); each joins the process
+group through the file DIR/rendezvous before Lightning starts, and Lightning, told by
+LOCAL_RANK that the processes were launched for it, takes that group as it is. Every fit uses
+Lightning's default flags (use_distributed_sampler=True), so that Lightning injects its
+DistributedSampler into the training loader, except "uninjected":
 
 - "reference": the run that never stopped, its ResumableDataLoader handed to fit();
 - "uninjected": the same with Trainer(use_distributed_sampler=False) and the loader made in
@@ -16,15 +15,16 @@ training loader, except "uninjected":
   made in train_dataloader() (how = "hooked"): a run stopped in the middle of an epoch, and
   that run resumed from its checkpoint with fresh objects, its generators seeded otherwise.
 
-Each run's global step, losses, weights and training sampler go to DIR/<run>.<rank>.pt. A rank
-destroys the group at its end (launch.end_gloo_job); when one fails, the other is ended and
-the exit status is 1.
+Each run's global step, losses, weights and training sampler go to DIR/<run>.<rank>.pt, each
+rank's output to DIR/rank<rank>.log. A rank destroys the group at its end
+(launch.end_gloo_job); when one fails, the other is ended.
 """
 
 import datetime
 import os
 import signal
 import sys
+import time
 import traceback
 import warnings
 
@@ -90,32 +90,57 @@ def rank_main(rank, out):
     end_gloo_job()
 
 
-def main(out):
+def run_ranks(out, timeout_s=600.0):
+    """Forks the ranks and waits for them: "" when both ended well, else what went wrong,
+    with the end of each rank's log. A rank still running after ``timeout_s`` is killed."""
     ranks = {}
     for rank in range(RANKS):
         pid = os.fork()
         if pid == 0:
             try:
-                rank_main(rank, out)
-            except BaseException:  # noqa: BLE001  (the rank's failure, reported by its status)
+                log = os.open(os.path.join(out, f"rank{rank}.log"),
+                              os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                os.dup2(log, 1)
+                os.dup2(log, 2)
+                sys.stdout = sys.stderr = open(log, "w", buffering=1)
+                # As torch's DataLoader workers do: a forked process keeps off the OpenMP
+                # threads of the process it came from.
+                torch.set_num_threads(1)
+                rank_main(rank, out)  # ends the process with status 0
+            except BaseException:  # noqa: BLE001  (the rank's failure, in its log)
                 traceback.print_exc()
             finally:
                 sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(1)  # end_gloo_job exits with 0 before this
+                os._exit(1)
         ranks[pid] = rank
-    status = 0
+    deadline = time.monotonic() + timeout_s
+    problems = []
     while ranks:
-        pid, wait_status = os.waitpid(-1, 0)
-        rank = ranks.pop(pid)
-        code = os.waitstatus_to_exitcode(wait_status)
-        if code != 0 and status == 0:
-            print(f"rank {rank} ended with status {code}", file=sys.stderr, flush=True)
-            status = 1
-            for other in ranks:
-                os.kill(other, signal.SIGTERM)
-    return status
+        for pid in list(ranks):
+            done, wait_status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                code = os.waitstatus_to_exitcode(wait_status)
+                if code != 0:
+                    problems.append(f"rank {ranks[pid]} ended with status {code}")
+                del ranks[pid]
+        if ranks and (problems or time.monotonic() > deadline):
+            if not problems:
+                problems.append(f"the ranks ran past {timeout_s:.0f} s")
+            for pid in ranks:
+                os.kill(pid, signal.SIGKILL)
+            for pid in ranks:
+                os.waitpid(pid, 0)
+            ranks.clear()
+        time.sleep(0.05)
+    if not problems:
+        return ""
+    for rank in range(RANKS):
+        with open(os.path.join(out, f"rank{rank}.log"), errors="replace") as f:
+            problems.append(f"--- rank {rank}'s log, its end:\n" + f.read()[-3000:])
+    return "\n".join(problems)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    problem = run_ranks(sys.argv[1])
+    print(problem or "both ranks ended well", file=sys.stderr)
+    sys.exit(1 if problem else 0)

@@ -5,10 +5,6 @@ the weights of the run that never stopped, with 0 and 2 workers; and so does a 2
 on the CPU with Lightning's default flags, where Lightning injects its DistributedSampler and
 the loader takes a ResumableSampler of the rank in its place (lightning_ddp_driver.py)."""
 
-import os
-import signal
-import subprocess
-import sys
 import warnings
 
 import pytest
@@ -123,24 +119,17 @@ def test_resumed_fit_trains_the_full_length_bit_for_bit(tmp_path, reference, sto
     assert_same(resumed.state_dict(), weights, "weights")
 
 
-DDP_DRIVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lightning_ddp_driver.py")
-DDP_STOP = 6  # the driver's: 4 batches an epoch on each of 2 ranks, 3 epochs
+DDP_STOP = 6  # lightning_ddp_driver.py's: 4 batches an epoch on each of 2 ranks, 3 epochs
 
 
 @pytest.fixture(scope="module")
 def ddp(tmp_path_factory):
     """What the two ranks of the driver's fits saw: (run, rank) -> global step, losses,
     weights, training sampler; and the directory."""
+    from lightning_ddp_driver import run_ranks  # it imports this module
     out = tmp_path_factory.mktemp("ddp")
-    p = subprocess.Popen([sys.executable, DDP_DRIVER, str(out)], stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
-        log, _ = p.communicate(timeout=600)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)  # the ranks too
-        p.communicate()
-        raise
-    assert p.returncode == 0, log[-6000:]
+    problem = run_ranks(str(out))
+    assert not problem, problem
     runs = {}
     for name in ("reference", "uninjected", "passed.stopped", "passed.resumed",
                  "hooked.stopped", "hooked.resumed"):
