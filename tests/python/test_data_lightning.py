@@ -5,6 +5,8 @@ the weights of the run that never stopped, with 0 and 2 workers; and so does a 2
 on the CPU with Lightning's default flags, where Lightning injects its DistributedSampler and
 the loader takes a ResumableSampler of the rank in its place (lightning_ddp_driver.py)."""
 
+import importlib
+import importlib.util
 import warnings
 
 import pytest
@@ -193,6 +195,12 @@ def test_lightnings_sampler_over_the_loaders_becomes_a_resumable_one_of_its_rank
     assert (s.seed, s.shuffle, s.num_replicas, s.rank, s.epoch, s.position) == \
         (5, True, 2, 1, 2, 0)
     assert len(rebuilt) == SAMPLES // 2 // BATCH
+    # pytorch_lightning's Trainer puts lightning_fabric's wrapper in (where it is installed).
+    if importlib.util.find_spec("lightning_fabric") is not None:
+        fabric = importlib.import_module("lightning_fabric.utilities.distributed")
+        other = _update_dataloader(original, fabric.DistributedSamplerWrapper(
+            original.sampler, num_replicas=2, rank=0))
+        assert (type(other.sampler), other.sampler.rank) == (ResumableSampler, 0)
     # A rank's share cannot come out of an unsharded position in the middle of an epoch.
     original.load_state_dict(dict(original.state_dict(), position=8))
     with pytest.raises(ValueError, match="num_replicas: saved 1 in the middle of epoch 2"):
