@@ -287,7 +287,8 @@ def test_loader_refuses_what_it_cannot_resume():
     data = Augmented()
     with pytest.raises(TypeError, match="RandomSampler draws its seed from the global RNG"):
         ResumableDataLoader(data, sampler=torch.utils.data.RandomSampler(data))
-    # What Lightning's distributed sampler injection would make (the loader's seed kept).
+    # A torch DistributedSampler of the user's (Lightning's over the loader's own sampler is
+    # replaced: test_data_lightning.py).
     with pytest.raises(TypeError, match=r"got DistributedSampler .*use_distributed_sampler=False"):
         ResumableDataLoader(data, sampler=torch.utils.data.DistributedSampler(
             data, num_replicas=2, rank=0), seed=3)
