@@ -348,7 +348,12 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as tmp:
         if args.dir is None:
             args.dir = tmp
-        (load_cases if args.what == "load" else stall_cases)(args)
+        try:
+            (load_cases if args.what == "load" else stall_cases)(args)
+        finally:
+            import torch.distributed as dist  # stall_cases' group for DCP, if it made one
+            if dist.is_available() and dist.is_initialized():
+                dist.destroy_process_group()
     return 0
 
 

@@ -19,6 +19,7 @@ with ``torchrun``; NCCL or gloo) or an mpi4py communicator (``mpirun``)::
     back = rd.load(None, "run/last.rckpt",
                    {"model.fc1.weight": rd.part((4096, 1024), rank, world),
                     "model.embed.weight": None})               # None: the whole tensor
+    dist.destroy_process_group()               # before exiting: docs/DISTRIBUTED.md
 
 The calls are collective: every rank calls them, with the same path, and
 every rank raises the same exception when any rank fails; a rank that never
@@ -34,7 +35,9 @@ import importlib
 import json
 import os
 import re
+import threading
 import time
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union
 
@@ -67,6 +70,11 @@ def _seconds(timeout: Union[float, datetime.timedelta]) -> float:
         raise ValueError(f"timeout must be a positive number of seconds or a timedelta, "
                          f"not {timeout!r}")
     return float(seconds)
+
+
+#: How long a collective on a CPU group waits for gloo to let go of its
+#: tensors (_TorchComm._run); 0 once a wait ran out.
+_release_wait_seconds = 5.0
 
 
 class _TorchComm:
@@ -108,12 +116,43 @@ class _TorchComm:
             self.error = IoError(message)
             raise self.error from e
 
+    def _run(self, what, tensors, start, read):
+        """Runs one collective on ``tensors`` and returns ``read(tensors)``.
+
+        ``start(tensors)`` launches the collective (async_op=True) and returns
+        its work. On a CPU group (gloo) the call returns only once gloo's
+        worker thread has let go of the tensors too: the worker drops a
+        finished work a moment after ``wait`` returns, and were that moment
+        to fall into the interpreter's shutdown, its release of a tensor
+        whose Python object is gone would take the GIL there and abort the
+        process ("terminate called without an active exception"). Hence the
+        weakrefs: a tensor's callback runs when its last holder lets go.
+        """
+        global _release_wait_seconds
+        self._wait(start(tensors), what)
+        result = read(tensors)
+        if self.device.type != "cpu" or _release_wait_seconds <= 0:
+            tensors.clear()
+            return result
+        released = threading.Semaphore(0)
+        refs = [weakref.ref(t, lambda _: released.release()) for t in tensors]
+        tensors.clear()
+        deadline = time.monotonic() + _release_wait_seconds
+        for _ in refs:
+            if not released.acquire(timeout=max(deadline - time.monotonic(), 0)):
+                # This torch keeps a finished work's tensors (or its worker is
+                # starved for long): waiting again would only slow every call.
+                _release_wait_seconds = 0
+                break
+        return result
+
     def _sizes(self, n, what):
         torch = self._torch
-        mine = torch.tensor([n], dtype=torch.int64, device=self.device)
-        sizes = [torch.zeros(1, dtype=torch.int64, device=self.device) for _ in range(self.size)]
-        self._wait(self._dist.all_gather(sizes, mine, group=self.group, async_op=True), what)
-        return [int(t.item()) for t in sizes]
+        t = [torch.tensor([n], dtype=torch.int64, device=self.device)]
+        t += [torch.zeros(1, dtype=torch.int64, device=self.device) for _ in range(self.size)]
+        return self._run(what, t, lambda t: self._dist.all_gather(t[1:], t[0], group=self.group,
+                                                                  async_op=True),
+                         lambda t: [int(s.item()) for s in t[1:]])
 
     def _tensor(self, data, length):
         torch = self._torch
@@ -125,20 +164,22 @@ class _TorchComm:
     def allgather(self, data):
         sizes = self._sizes(len(data), "allgather")
         longest = max(sizes)
-        outs = [self._tensor(b"", longest) for _ in range(self.size)]
-        self._wait(self._dist.all_gather(outs, self._tensor(data, longest), group=self.group,
-                                         async_op=True), "allgather")
-        return [o[:n].cpu().numpy().tobytes() for o, n in zip(outs, sizes)]
+        t = [self._tensor(data, longest)] + [self._tensor(b"", longest) for _ in range(self.size)]
+        return self._run("allgather", t, lambda t: self._dist.all_gather(
+            t[1:], t[0], group=self.group, async_op=True),
+            lambda t: [o[:n].cpu().numpy().tobytes() for o, n in zip(t[1:], sizes)])
 
     def broadcast(self, data, root):
         torch, dist = self._torch, self._dist
         src = dist.get_global_rank(self.group, root) if hasattr(dist, "get_global_rank") else root
-        n = torch.tensor([len(data) if self.rank == root else 0], dtype=torch.int64,
-                         device=self.device)
-        self._wait(dist.broadcast(n, src, group=self.group, async_op=True), "broadcast")
-        buf = self._tensor(data if self.rank == root else b"", int(n.item()))
-        self._wait(dist.broadcast(buf, src, group=self.group, async_op=True), "broadcast")
-        return buf[:int(n.item())].cpu().numpy().tobytes()
+        n = self._run("broadcast",
+                      [torch.tensor([len(data) if self.rank == root else 0], dtype=torch.int64,
+                                    device=self.device)],
+                      lambda t: dist.broadcast(t[0], src, group=self.group, async_op=True),
+                      lambda t: int(t[0].item()))
+        return self._run("broadcast", [self._tensor(data if self.rank == root else b"", n)],
+                         lambda t: dist.broadcast(t[0], src, group=self.group, async_op=True),
+                         lambda t: t[0][:n].cpu().numpy().tobytes())
 
     def barrier(self):
         self._sizes(0, "barrier")
