@@ -230,10 +230,30 @@ class Standin {
 
 Standin& S() { return Standin::Get(); }
 
+// A thread's stack of current contexts, in storage that stays valid after
+// the thread's destructors ran: the main thread's thread_local objects are
+// destroyed before the process's exit handlers run, and a library's exit
+// handler may still make driver calls (rckpt releases its pool there).
+class FixedStack {
+ public:
+  bool empty() const { return size_ == 0; }
+  size_t size() const { return size_; }
+  Context*& back() { return items_[size_ - 1]; }
+  void push_back(Context* c) {
+    if (size_ < kDepth) items_[size_++] = c;
+  }
+  void pop_back() { --size_; }
+
+ private:
+  static constexpr size_t kDepth = 64;
+  Context* items_[kDepth] = {};
+  size_t size_ = 0;
+};
+
 // The calling thread's context stack; a thread that ends with contexts
 // still pushed has leaked them.
 struct ContextStack {
-  std::vector<Context*> stack;
+  FixedStack stack;
   ~ContextStack() {
     if (!stack.empty()) {
       S().Violation("a thread ended with " + std::to_string(stack.size()) +
