@@ -260,3 +260,37 @@ def test_without_the_record_the_same_free_corrupts_the_snapshot(tmp_path):
     assert r["recorded"] == []
     assert r["handed_out_at_once"] is True
     assert not r["saved_intact"] and r["changed"] == 1024, r
+
+
+def test_loads_lease_from_the_device_pool_and_take_their_scratch_from_torch(tmp_path):
+    r = run_child(tmp_path, """
+        fake = FakeTorchCuda(driver, current=0)
+        fake.install()
+        big = PATH + ".zstd"
+        rckpt.save(big, {"model": {"w": torch.linspace(0, 1, 50000)}}, codec="zstd")
+        stats = []
+        for _ in range(4):
+            ck = rckpt.load(big, map_location="cuda:0")
+            stats.append(ck.stats)
+            del ck
+        out["stats"] = stats
+        out["pool"] = rckpt.device_pool_stats()
+        out["scratch_calls"] = [c for c in fake.empty_calls if c[1] == "torch.uint8"]
+        rckpt.release_device_pool()
+        out["released"] = rckpt.device_pool_stats()
+    """)
+    first, last = r["stats"][0], r["stats"][-1]
+    # Every shuffled byte was un-shuffled on the device, none on the host.
+    assert last["device_unshuffled_bytes"] == 200000 and last["host_unshuffled_bytes"] == 0
+    assert last["host_unshuffle_reason"] == ""
+    # One pinned block and the same streams and events for every load after the first; the
+    # un-shuffle scratch is torch's (one torch.empty of bytes per load), never the pool's.
+    for key in ("pinned_allocations", "streams_created", "events_created"):
+        assert last["device_pool"][key] == first["device_pool"][key], key
+    assert last["device_pool"]["pinned_allocations"] == 1
+    assert last["device_pool"]["device_allocations"] == 0
+    assert len(r["scratch_calls"]) == 4
+    pool = r["pool"]
+    assert 0 < pool["pinned_bytes"] <= pool["pinned_cap"] == 512 << 20
+    released = r["released"]
+    assert (released["pinned_bytes"], released["streams"], released["events"]) == (0, 0, 0)
