@@ -20,6 +20,7 @@ int ExitCodeFor(const Status& status) {
     case StatusCode::kDeviceError: return 6;
     case StatusCode::kIoError: return 7;
     case StatusCode::kOutOfMemory: return 8;
+    case StatusCode::kAlreadyExists: return 9;
   }
   return 2;
 }

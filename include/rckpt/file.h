@@ -151,6 +151,23 @@ class FileSystem {
   // InvalidArgument when its writer is alive on this machine; NotFound when
   // it is already gone.
   virtual Status AbortIncomplete(const IncompleteWrite& write);
+
+  // Writes that never replace (create-if-absent), for a writer that must not
+  // overwrite what another wrote (two jobs saving the same step):
+  //
+  // OpenForAtomicCreate is OpenForAtomicWrite except that Commit replaces
+  // nothing: when a file exists at `path` at that moment, Commit fails with
+  // AlreadyExists and the write is aborted. Locally the temporary is renamed
+  // with RenameNoReplace; in S3 the upload is completed (or the object put)
+  // with `If-None-Match: *`, which AWS and SeaweedFS honour; a server that
+  // ignores the header replaces the object, as OpenForAtomicWrite does. The
+  // default is the local temporary renamed with RenameNoReplace.
+  virtual Result<std::unique_ptr<AtomicWritableFile>> OpenForAtomicCreate(
+      const std::string& path, uint64_t expected_size = 0);
+  // Renames `from` to `to`, atomically, unless `to` exists: AlreadyExists
+  // then, and `from` stays. Unsupported by default (and in S3, which has no
+  // rename).
+  virtual Status RenameNoReplace(const std::string& from, const std::string& to);
 };
 
 // The process-wide POSIX file system.

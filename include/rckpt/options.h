@@ -85,6 +85,10 @@ struct SaveOptions {
   FileSystem* fs = nullptr;             // nullptr: DefaultFileSystem() (file.h)
   // Recorded as the writer identity; default "rckpt <version>".
   std::string writer;
+  // false: the save never replaces a file at the path (two jobs saving the
+  // same step): it fails with AlreadyExists, writing nothing, when one is
+  // there at the commit (FileSystem::OpenForAtomicCreate).
+  bool replace = true;
 };
 
 // torch.load's map_location, made explicit: nothing, one device, an exact tag

@@ -32,6 +32,7 @@ enum class StatusCode : int {
   kDeviceUnavailable = 6, // a placement names a device this machine lacks
   kDeviceError = 7,       // a device runtime call failed
   kOutOfMemory = 8,       // an allocation (host, pinned or device) failed
+  kAlreadyExists = 9,     // a write that must not replace found its path taken
 };
 
 // Returns the code's name, e.g. "Corruption".
@@ -69,6 +70,9 @@ class [[nodiscard]] Status {
   }
   static Status OutOfMemory(std::string msg) {
     return Status(StatusCode::kOutOfMemory, std::move(msg));
+  }
+  static Status AlreadyExists(std::string msg) {
+    return Status(StatusCode::kAlreadyExists, std::move(msg));
   }
 
   bool ok() const { return code_ == StatusCode::kOk; }

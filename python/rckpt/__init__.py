@@ -19,7 +19,7 @@ from ._inspect import VerifyReport, inspect, verify
 from .async_save import SaveFuture, save_async
 from .checkpoint import Checkpoint, load, load_into, save
 from .doctor import DoctorReport, doctor
-from .errors import (CorruptionError, DeviceError, DeviceUnavailableError,
+from .errors import (AlreadyExistsError, CorruptionError, DeviceError, DeviceUnavailableError,
                      DroppedValueWarning, Error, InertObjectWarning, InvalidArgumentError,
                      IoError, NotFoundError, OutOfMemoryError, UnsupportedError)
 from .manager import CheckpointManager
@@ -42,7 +42,7 @@ def cuda_device_count(emulate_devices: int = 0) -> int:
 
 
 __all__ = [
-    "Checkpoint", "CheckpointManager", "ConvertReport", "CorruptionError", "DeviceError",
+    "AlreadyExistsError", "Checkpoint", "CheckpointManager", "ConvertReport", "CorruptionError", "DeviceError",
     "DeviceUnavailableError", "DoctorReport", "DroppedValueWarning", "Error", "FunctionRef", "InertObject",
     "InertObjectWarning", "InvalidArgumentError", "IoError", "NotFoundError",
     "OutOfMemoryError", "ProgressBar", "RestoreReport", "RngRecord", "RngState", "SaveFuture",

@@ -12,7 +12,7 @@ import threading
 import weakref
 
 from . import _core, _state_types, s3 as _s3
-from ._args import check_save_options, progress_callback, rng_records
+from ._args import check_bool, check_save_options, progress_callback, rng_records
 from .checkpoint import Checkpoint, _sections_to_save
 
 
@@ -140,9 +140,10 @@ class AsyncSaver:
 
     def save(self, path, state, *, rng=None, codec="none", level=1, chunk_bytes=4 << 20,
              threads=0, metadata=None, origin=None, progress=None, emulate_devices=0,
-             on_success=None, drop_functions=False, s3=None):
+             on_success=None, drop_functions=False, if_absent=False, s3=None):
         check_save_options("rckpt.save_async", codec, level, chunk_bytes, threads,
                            emulate_devices)
+        check_bool("rckpt.save_async", "if_absent", if_absent)
         fs = _s3.file_system([path], s3, "rckpt.save_async")
         records = rng_records(rng, "rckpt.save_async")
         if not isinstance(path, (str, os.PathLike)):
@@ -157,7 +158,8 @@ class AsyncSaver:
             with _state_types.dropping_functions(drop_functions, "rckpt.save_async", 5):
                 ticket = self._core.save(
                     path, sections, records, codec, level, chunk_bytes, threads, metadata,
-                    origin, progress_callback(progress, "save"), emulate_devices, fs)
+                    origin, progress_callback(progress, "save"), emulate_devices,
+                    replace=not if_absent, fs=fs)
             self._last = SaveFuture(path, ticket, self._core, on_success=on_success)
             if on_success is not None:
                 self._last._watch()
@@ -221,7 +223,7 @@ def _module_saver():
 
 def save_async(path, state, *, rng=None, codec="none", level=1, chunk_bytes=4 << 20, threads=0,
                metadata=None, origin=None, progress=None, emulate_devices=0,
-               drop_functions=False, s3=None):
+               drop_functions=False, if_absent=False, s3=None):
     """Saves ``state`` to ``path`` in the background; returns a :class:`SaveFuture`.
 
     ``state`` is what rckpt.save takes (a dict of sections, a Checkpoint, a
@@ -237,7 +239,8 @@ def save_async(path, state, *, rng=None, codec="none", level=1, chunk_bytes=4 <<
     (an optimizer step, ``add_``, ``del``), and the file holds the state at
     the call. Writing (encode, checksums, write, fsync, rename) then runs in
     C++ without the GIL, with rckpt.save's guarantees: the file at ``path``
-    is replaced only by a complete one. The options are rckpt.save's;
+    is replaced only by a complete one. The options are rckpt.save's
+    (``if_absent`` included);
     ``progress`` is called from the saving thread (and takes the GIL there).
 
     One save is in flight at a time: a call first waits for the previous
@@ -250,7 +253,7 @@ def save_async(path, state, *, rng=None, codec="none", level=1, chunk_bytes=4 <<
                                 chunk_bytes=chunk_bytes, threads=threads, metadata=metadata,
                                 origin=origin, progress=progress,
                                 emulate_devices=emulate_devices,
-                                drop_functions=drop_functions, s3=s3)
+                                drop_functions=drop_functions, if_absent=if_absent, s3=s3)
 
 
 def wait_async():

@@ -157,7 +157,8 @@ def save(f: SaveTarget, state: Any, *, rng: Optional[Mapping[str, RngRecord]] = 
          codec: str = "none", level: int = 1, chunk_bytes: int = 4 << 20, threads: int = 0,
          metadata: Optional[Mapping[str, object]] = None, origin: Optional[Origin] = None,
          progress: Optional[Progress] = None, emulate_devices: int = 0,
-         drop_functions: bool = False, s3: Optional[S3Options] = None) -> None:
+         drop_functions: bool = False, if_absent: bool = False,
+         s3: Optional[S3Options] = None) -> None:
     """Saves ``state`` to ``f`` (a path, an ``s3://BUCKET/KEY`` URL or a file
     object) atomically.
 
@@ -196,10 +197,16 @@ def save(f: SaveTarget, state: Any, *, rng: Optional[Mapping[str, RngRecord]] = 
     LR scheduler's ``state_dict()`` are the scheduler's own and are kept
     (docs/PYTHON.md, "Type mapping").
 
+    ``if_absent=True`` never replaces a file at the path: the save fails with
+    rckpt.AlreadyExistsError, writing nothing, when one is there when the new
+    one would appear (locally a rename that does not replace; in object
+    storage ``If-None-Match: *``, docs/OBJECT_STORAGE.md).
+
     Raises TypeError naming the key path of a value that cannot be stored
     (before anything is written) and rckpt.Error subclasses for the rest.
     """
     check_save_options("rckpt.save", codec, level, chunk_bytes, threads, emulate_devices)
+    check_bool("rckpt.save", "if_absent", if_absent)
     records = rng_records(rng, "rckpt.save")
     if isinstance(state, Checkpoint):
         state = state.state
@@ -209,7 +216,7 @@ def save(f: SaveTarget, state: Any, *, rng: Optional[Mapping[str, RngRecord]] = 
     with _state_types.dropping_functions(drop_functions, "rckpt.save"), \
             _files.writable(f) as path:
         _core.save(path, sections, records, codec, level, chunk_bytes, threads, metadata,
-                   origin, progress, emulate_devices, fs)
+                   origin, progress, emulate_devices, replace=not if_absent, fs=fs)
 
 
 def load(f: LoadSource, *, map_location: Optional[MapLocation] = None,

@@ -63,6 +63,14 @@ class OutOfMemoryError(Error, MemoryError):
     code = "OutOfMemory"
 
 
+class AlreadyExistsError(Error, FileExistsError):
+    """A write that must not replace anything found its path taken (a create-if-absent
+    write: rckpt.storage.write(..., if_absent=True), CheckpointManager's steps in object
+    storage)."""
+
+    code = "AlreadyExists"
+
+
 class DroppedValueWarning(UserWarning):
     """A save left values out of the file, as the caller asked (``drop_functions=True``);
     the message names their key paths."""
@@ -76,7 +84,7 @@ class InertObjectWarning(UserWarning):
 
 _BY_CODE = {cls.code: cls for cls in (
     InvalidArgumentError, NotFoundError, CorruptionError, IoError, UnsupportedError,
-    DeviceUnavailableError, DeviceError, OutOfMemoryError)}
+    DeviceUnavailableError, DeviceError, OutOfMemoryError, AlreadyExistsError)}
 
 
 def error_class(code: str) -> type[Error]:

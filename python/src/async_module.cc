@@ -89,7 +89,7 @@ class PyAsyncSaver {
   SaveTicket Save(const std::string& path, nb::handle state, nb::list rng,
                   const std::string& codec, int level, uint64_t chunk_bytes, int threads,
                   nb::dict metadata, nb::handle origin, nb::object progress,
-                  int emulate_devices, nb::handle fs) {
+                  int emulate_devices, bool replace, nb::handle fs) {
     std::shared_ptr<FileSystem> files = FileSystemOf(fs);
     std::vector<nb::object> keep_alive;
     Checkpoint ck = CheckpointToSave(state, rng, metadata, origin, &keep_alive);
@@ -101,6 +101,7 @@ class PyAsyncSaver {
     Progress none{nb::none()};
     SaveOptions o = SaveOptionsOf(codec, level, chunk_bytes, threads, runtime.get(), &none);
     o.progress = p ? p->Callback() : ProgressCallback();
+    o.replace = replace;
     // The snapshot's device copies start after torch's work on each device
     // (the contiguous copies made above included), and torch's stream waits
     // for them: the call returns without waiting for the device, and the
@@ -189,7 +190,7 @@ void RegisterAsync(nb::module_& m) {
       .def(nb::init<>())
       .def("save", &PyAsyncSaver::Save, "path"_a, "state"_a, "rng"_a, "codec"_a, "level"_a,
            "chunk_bytes"_a, "threads"_a, "metadata"_a, "origin"_a.none(), "progress"_a.none(),
-           "emulate_devices"_a, "fs"_a.none() = nb::none())
+           "emulate_devices"_a, "replace"_a = true, "fs"_a.none() = nb::none())
       .def("cancel", &PyAsyncSaver::Cancel)
       .def("done", &PyAsyncSaver::Done)
       .def("wait", &PyAsyncSaver::Wait)

@@ -28,6 +28,7 @@
 #include "rckpt/runtime.h"
 #include "rng_layout_binding.h"
 #include "s3_binding.h"
+#include "storage_binding.h"
 #include "to_checkpoint.h"
 #include "torch_api.h"
 #include "torch_device.h"
@@ -40,7 +41,7 @@ namespace {
 
 void Save(const std::string& path, nb::handle state, nb::list rng, const std::string& codec,
           int level, uint64_t chunk_bytes, int threads, nb::dict metadata, nb::handle origin,
-          nb::object progress, int emulate_devices, nb::handle fs) {
+          nb::object progress, int emulate_devices, bool replace, nb::handle fs) {
   std::vector<nb::object> keep_alive;
   Checkpoint ck = CheckpointToSave(state, rng, metadata, origin, &keep_alive);
   std::shared_ptr<FileSystem> files = FileSystemOf(fs);
@@ -48,6 +49,7 @@ void Save(const std::string& path, nb::handle state, nb::list rng, const std::st
   std::shared_ptr<DeviceRuntime> runtime = RuntimeFor(emulate_devices);
   Progress p(std::move(progress));
   SaveOptions o = SaveOptionsOf(codec, level, chunk_bytes, threads, runtime.get(), &p);
+  o.replace = replace;
   // Reads each CUDA tensor after torch's work on its device, the
   // contiguous copies made above included.
   UseTorchForDevices(runtime.get(), &o);
@@ -258,7 +260,7 @@ NB_MODULE(_core, m) {
   RegisterErrorTranslator();
   m.def("save", &Save, "path"_a, "state"_a, "rng"_a, "codec"_a, "level"_a, "chunk_bytes"_a,
         "threads"_a, "metadata"_a, "origin"_a.none(), "progress"_a.none(),
-        "emulate_devices"_a, "fs"_a.none() = nb::none());
+        "emulate_devices"_a, "replace"_a = true, "fs"_a.none() = nb::none());
   m.def("load", &Load, "path"_a, "map_location"_a.none(), "model_device"_a.none(),
         "sections"_a, "skip_sections"_a, "verify"_a, "map_file"_a, "threads"_a,
         "progress"_a.none(), "emulate_devices"_a, "file_tree"_a, "device_unshuffle"_a = true,
@@ -285,6 +287,7 @@ NB_MODULE(_core, m) {
   RegisterAsync(m);
   RegisterDoctor(m);
   RegisterRngLayouts(m);
+  RegisterStorage(m);
   RegisterFolder(m);
   RegisterS3(m);
   RegisterInspect(m);

@@ -17,6 +17,7 @@ std::string_view StatusCodeName(StatusCode code) {
     case StatusCode::kDeviceUnavailable: return "DeviceUnavailable";
     case StatusCode::kDeviceError: return "DeviceError";
     case StatusCode::kOutOfMemory: return "OutOfMemory";
+    case StatusCode::kAlreadyExists: return "AlreadyExists";
   }
   return "Unknown";
 }

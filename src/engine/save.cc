@@ -76,7 +76,7 @@ Status Save(const std::string& path, const Checkpoint& ck, const SaveOptions& op
   FileSystem& fs = options.fs ? *options.fs : DefaultFileSystem();
   return WriteFileAtomically(
              fs, path, [&](WritableFile& file) { return WriteCheckpoint(ck, options, file); },
-             ExpectedFileSize(ck))
+             ExpectedFileSize(ck), options.replace)
       .WithContext("save to '" + path + "'");
 }
 

@@ -131,7 +131,8 @@ Status RemoveIfExists(FileSystem& fs, const std::string& path) {
   return s;
 }
 
-AtomicFile::AtomicFile(FileSystem& fs, std::string path) : fs_(fs), path_(std::move(path)) {
+AtomicFile::AtomicFile(FileSystem& fs, std::string path, bool replace)
+    : fs_(fs), path_(std::move(path)), replace_(replace) {
   RemoveStaleTemps(fs_, path_);
   temp_ = TempPathFor(path_);
 }
@@ -163,7 +164,8 @@ Result<std::unique_ptr<WritableFile>> AtomicFile::Open() {
 }
 
 Status AtomicFile::Commit() {
-  RCKPT_RETURN_IF_ERROR(NamingThePath(fs_.Rename(temp_, path_), temp_, path_));
+  RCKPT_RETURN_IF_ERROR(NamingThePath(
+      replace_ ? fs_.Rename(temp_, path_) : fs_.RenameNoReplace(temp_, path_), temp_, path_));
   committed_ = true;
   return fs_.SyncParentDir(path_);
 }
@@ -237,8 +239,9 @@ bool ParseTempPath(std::string_view temp, std::string* path, pid_t* pid) {
 }
 
 Result<std::unique_ptr<AtomicWritableFile>> OpenLocalAtomicFile(FileSystem& fs,
-                                                                const std::string& path) {
-  auto target = std::make_unique<AtomicFile>(fs, path);
+                                                                const std::string& path,
+                                                                bool replace) {
+  auto target = std::make_unique<AtomicFile>(fs, path, replace);
   RCKPT_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, target->Open());
   return std::unique_ptr<AtomicWritableFile>(
       std::make_unique<LocalAtomicFile>(std::move(target), std::move(file)));
@@ -246,9 +249,10 @@ Result<std::unique_ptr<AtomicWritableFile>> OpenLocalAtomicFile(FileSystem& fs,
 
 Status WriteFileAtomically(FileSystem& fs, const std::string& path,
                            const std::function<Status(WritableFile&)>& write,
-                           uint64_t expected_size) {
+                           uint64_t expected_size, bool replace) {
   RCKPT_ASSIGN_OR_RETURN(std::unique_ptr<AtomicWritableFile> file,
-                         fs.OpenForAtomicWrite(path, expected_size));
+                         replace ? fs.OpenForAtomicWrite(path, expected_size)
+                                 : fs.OpenForAtomicCreate(path, expected_size));
   Status s = write(*file);
   if (!s.ok()) {
     (void)file->Abort();

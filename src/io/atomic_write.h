@@ -26,7 +26,9 @@ namespace rckpt {
 class AtomicFile {
  public:
   // Removes stale temporaries of `path` and names this write's temporary.
-  AtomicFile(FileSystem& fs, std::string path);
+  // With `replace` false, Commit renames with FileSystem::RenameNoReplace
+  // (AlreadyExists when `path` exists then).
+  AtomicFile(FileSystem& fs, std::string path, bool replace = true);
   // Removes the temporary unless Commit succeeded.
   ~AtomicFile();
   AtomicFile(const AtomicFile&) = delete;
@@ -46,24 +48,29 @@ class AtomicFile {
   FileSystem& fs_;
   std::string path_;
   std::string temp_;
+  bool replace_ = true;
   bool committed_ = false;
 };
 
 // The AtomicWritableFile of a local file system (FileSystem's default
 // OpenForAtomicWrite): an AtomicFile and its open temporary. Every error
 // names `path`, never the temporary.
+// With `replace` false, FileSystem::OpenForAtomicCreate's default: Commit
+// never replaces a file at `path` (AlreadyExists).
 Result<std::unique_ptr<AtomicWritableFile>> OpenLocalAtomicFile(FileSystem& fs,
-                                                                const std::string& path);
+                                                                const std::string& path,
+                                                                bool replace = true);
 
 // Writes `path` atomically with `write`, which appends the whole content to
 // the file it is given: fs.OpenForAtomicWrite, write, Commit (locally: sync,
 // close, rename, directory sync; in S3: the multipart upload completed).
 // The first error is returned, the write aborted (the previous file at
 // `path` untouched, the temporary removed). `expected_size` (0: unknown) is
-// passed on to size an object store's parts.
+// passed on to size an object store's parts. With `replace` false the write
+// never replaces a file at `path` (fs.OpenForAtomicCreate: AlreadyExists).
 Status WriteFileAtomically(FileSystem& fs, const std::string& path,
                            const std::function<Status(WritableFile&)>& write,
-                           uint64_t expected_size = 0);
+                           uint64_t expected_size = 0, bool replace = true);
 
 // "<path>.tmp-<pid>-<16 random hex digits>".
 std::string TempPathFor(const std::string& path);

@@ -47,6 +47,16 @@ Result<std::unique_ptr<AtomicWritableFile>> FileSystem::OpenForAtomicWrite(
   return OpenLocalAtomicFile(*this, path);
 }
 
+Result<std::unique_ptr<AtomicWritableFile>> FileSystem::OpenForAtomicCreate(
+    const std::string& path, uint64_t /*expected_size*/) {
+  return OpenLocalAtomicFile(*this, path, /*replace=*/false);
+}
+
+Status FileSystem::RenameNoReplace(const std::string& /*from*/, const std::string& to) {
+  return Status::Unsupported("create '" + to +
+                             "' without replacing: this file system has no RenameNoReplace");
+}
+
 Result<std::vector<FileInfo>> FileSystem::List(const std::string& prefix) {
   // The directory part is listed; its entries that continue the prefix are
   // taken whole.

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <filesystem>
 #include <limits>
 #include <system_error>
@@ -232,6 +233,24 @@ class PosixFs final : public FileSystem {
     }
     if (replaced >= 0) CloseInBackground(replaced);
     return Status::Ok();
+  }
+
+  Status RenameNoReplace(const std::string& from, const std::string& to) override {
+    if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) {
+      return Status::Ok();
+    }
+    int err = errno;
+    if (err == EINVAL || err == ENOSYS || err == ENOTSUP) {
+      // A file system without RENAME_NOREPLACE (some network ones): a hard
+      // link fails when `to` exists, as atomically.
+      if (::link(from.c_str(), to.c_str()) == 0) {
+        (void)::unlink(from.c_str());
+        return Status::Ok();
+      }
+      err = errno;
+    }
+    if (err == EEXIST) return Status::AlreadyExists("'" + to + "' already exists");
+    return ErrnoStatus("create '" + to + "' without replacing", err);
   }
 
   Status Remove(const std::string& path) override {

@@ -92,6 +92,21 @@ Status UrlFileSystem::AbortIncomplete(const IncompleteWrite& write) {
   return fs->AbortIncomplete(write);
 }
 
+Result<std::unique_ptr<AtomicWritableFile>> UrlFileSystem::OpenForAtomicCreate(
+    const std::string& path, uint64_t expected_size) {
+  RCKPT_ASSIGN_OR_RETURN(FileSystem * fs, For(path));
+  return fs->OpenForAtomicCreate(path, expected_size);
+}
+
+Status UrlFileSystem::RenameNoReplace(const std::string& from, const std::string& to) {
+  if (IsObjectStoreUrl(from) != IsObjectStoreUrl(to)) {
+    return Status::InvalidArgument("rename '" + from + "' to '" + to +
+                                   "': cannot rename between object storage and a local disk");
+  }
+  RCKPT_ASSIGN_OR_RETURN(FileSystem * fs, For(from));
+  return fs->RenameNoReplace(from, to);
+}
+
 FileSystem& DefaultFileSystem() {
   // Never destroyed: saves may run on other threads while the process exits.
   static UrlFileSystem* fs = new UrlFileSystem(PosixFileSystem(), NewEnvironmentS3FileSystem);

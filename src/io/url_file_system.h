@@ -45,6 +45,9 @@ class UrlFileSystem final : public FileSystem {
   Result<std::vector<FileInfo>> List(const std::string& prefix) override;
   Result<std::vector<IncompleteWrite>> ListIncomplete(const std::string& prefix) override;
   Status AbortIncomplete(const IncompleteWrite& write) override;
+  Result<std::unique_ptr<AtomicWritableFile>> OpenForAtomicCreate(const std::string& path,
+                                                                  uint64_t expected_size) override;
+  Status RenameNoReplace(const std::string& from, const std::string& to) override;
 
  private:
   // The file system serving `path`.

@@ -161,6 +161,7 @@ Status S3Client::Prepare(const S3Call& call, Attempt& a) {
     headers.emplace_back("x-amz-security-token", a.creds.session_token);
   }
   for (const auto& h : call.headers) headers.push_back(h);
+  if (call.if_none_match) headers.emplace_back("if-none-match", "*");
   SigningRequest signing{call.method, canonical_uri, call.query, headers, payload};
   const std::string authorization = Authorization(a.creds.access_key_id, a.creds.secret_access_key,
                                                   headers[2].second, a.region, "s3", signing);
@@ -248,6 +249,9 @@ bool S3Client::Judge(const S3Call& call, Attempt& a, HttpResponse r) {
     return false;
   }
   if (IsThrottle(r.status, e.code)) return retry(true);
+  // Another conditional write of the key was in progress (AWS): the server
+  // asks for the request again, which then finds the key taken or free.
+  if (r.status == 409 && e.code == "ConditionalRequestConflict") return retry(true);
   if (r.status >= 500 || e.code == "RequestTimeout" || e.code == "InternalError") {
     return retry(call.idempotent);
   }
@@ -295,6 +299,10 @@ Status S3Client::Failure(const S3Call& call, const Attempt& a, const HttpRespons
   }
   if (e.code == "NoSuchUpload") {
     return Status::NotFound("the multipart upload of " + name + " no longer exists" + what);
+  }
+  if (r.status == 412 && call.if_none_match) {
+    return Status::AlreadyExists(name + " already exists (written with If-None-Match: *, " +
+                                 "which never replaces an object)" + what);
   }
   if (r.status == 412 && !call.precondition_failed.empty()) {
     return Status::IoError(call.precondition_failed + what);

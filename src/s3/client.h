@@ -45,6 +45,9 @@ struct S3Call {
   bool error_in_200 = false;
   // What a 412 means for this call, for its error ("" : the generic one).
   std::string precondition_failed;
+  // Create only: sent with `If-None-Match: *`, and the server's 412 (the key
+  // exists) is AlreadyExists.
+  bool if_none_match = false;
   // Statuses returned as answers rather than errors (416 for the first read
   // of what may be an empty object).
   std::vector<int> answers;

@@ -104,6 +104,16 @@ class S3FileSystem final : public FileSystem {
     return NewS3Writer(client_, std::move(url), expected_size);
   }
 
+  Result<std::unique_ptr<AtomicWritableFile>> OpenForAtomicCreate(
+      const std::string& path, uint64_t expected_size) override {
+    RCKPT_ASSIGN_OR_RETURN(S3Url url, ParseS3Url(path));
+    return NewS3Writer(client_, std::move(url), expected_size, /*if_absent=*/true);
+  }
+
+  Status RenameNoReplace(const std::string& from, const std::string& to) override {
+    return Rename(from, to);
+  }
+
   Result<std::vector<FileInfo>> List(const std::string& prefix) override {
     RCKPT_ASSIGN_OR_RETURN(S3Url url, ParseS3Url(prefix, UrlKind::kPrefix));
     std::vector<FileInfo> out;

@@ -59,12 +59,27 @@ std::string CompositeEtag(const std::vector<std::string>& etags) {
   return out + "-" + std::to_string(etags.size()) + "\"";
 }
 
+// The ETag S3 gives an object put whole: its MD5, quoted.
+std::string Md5Etag(std::span<const std::byte> body) {
+  unsigned char md5[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  if (EVP_Digest(body.data(), body.size(), md5, &n, EVP_md5(), nullptr) != 1) return "";
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "\"";
+  for (unsigned int i = 0; i < n; ++i) {
+    out.push_back(kHex[md5[i] >> 4]);
+    out.push_back(kHex[md5[i] & 15]);
+  }
+  return out + "\"";
+}
+
 class S3Writer final : public AtomicWritableFile {
  public:
-  S3Writer(std::shared_ptr<S3Client> client, S3Url url, uint64_t expected_size)
+  S3Writer(std::shared_ptr<S3Client> client, S3Url url, uint64_t expected_size, bool if_absent)
       : client_(std::move(client)),
         url_(std::move(url)),
         expected_(expected_size),
+        if_absent_(if_absent),
         in_flight_max_(client_->options().upload_parts_in_flight) {}
 
   ~S3Writer() override {
@@ -240,9 +255,26 @@ class S3Writer final : public AtomicWritableFile {
     c.key = url_.key;
     c.headers = EncryptionHeaders(client_->options());
     c.body = {current_.data.get(), current_.used};
-    RCKPT_RETURN_IF_ERROR(client_->Execute(c).status());
+    c.if_none_match = if_absent_;
+    Status s = client_->Execute(c).status();
+    // A retried put finds the key taken when an earlier try wrote it and
+    // its answer was lost: the object then has this body's MD5 as its ETag.
+    if (s.code() == StatusCode::kAlreadyExists && HasEtag(Md5Etag(c.body))) s = Status::Ok();
+    RCKPT_RETURN_IF_ERROR(s);
     current_ = PartBuffer{};
     return Status::Ok();
+  }
+
+  // Whether the object at url_ exists with ETag `expected` (never for "").
+  bool HasEtag(const std::string& expected) {
+    if (expected.empty()) return false;
+    S3Call head;
+    head.op = "HeadObject";
+    head.method = "HEAD";
+    head.bucket = url_.bucket;
+    head.key = url_.key;
+    Result<HttpResponse> h = client_->Execute(head);
+    return h.ok() && h->Header("etag") != nullptr && *h->Header("etag") == expected;
   }
 
   Status CompleteUpload() {
@@ -254,24 +286,18 @@ class S3Writer final : public AtomicWritableFile {
     c.body = std::as_bytes(std::span<const char>(body.data(), body.size()));
     c.body_sha256 = Sha256Hex(body);
     c.error_in_200 = true;
+    c.if_none_match = if_absent_;
     Result<HttpResponse> r = client_->Execute(c);
     if (r.ok()) return Status::Ok();
-    // A retried Complete finds no upload when an earlier try completed it
-    // and its answer was lost: the object with the parts' ETag is there.
-    if (r.status().code() == StatusCode::kNotFound &&
-        r.status().message().find("NoSuchUpload") != std::string::npos) {
-      const std::string expected = CompositeEtag(etags_);
-      S3Call head;
-      head.op = "HeadObject";
-      head.method = "HEAD";
-      head.bucket = url_.bucket;
-      head.key = url_.key;
-      Result<HttpResponse> h = client_->Execute(head);
-      if (!expected.empty() && h.ok() && h->Header("etag") != nullptr &&
-          *h->Header("etag") == expected) {
-        upload_id_.clear();  // nothing left to abort
-        return Status::Ok();
-      }
+    // A retried Complete finds no upload (or, conditional, the key taken)
+    // when an earlier try completed it and its answer was lost: the object
+    // with the parts' ETag is there.
+    const bool lost_answer = (r.status().code() == StatusCode::kNotFound &&
+                              r.status().message().find("NoSuchUpload") != std::string::npos) ||
+                             r.status().code() == StatusCode::kAlreadyExists;
+    if (lost_answer && HasEtag(CompositeEtag(etags_))) {
+      upload_id_.clear();  // nothing left to abort
+      return Status::Ok();
     }
     return r.status();
   }
@@ -279,6 +305,7 @@ class S3Writer final : public AtomicWritableFile {
   const std::shared_ptr<S3Client> client_;
   const S3Url url_;
   const uint64_t expected_;
+  const bool if_absent_;
   const int in_flight_max_;
 
   std::string upload_id_;
@@ -309,8 +336,8 @@ uint64_t PartBytes(uint64_t number, uint64_t expected_size, uint64_t fixed) {
 }
 
 std::unique_ptr<AtomicWritableFile> NewS3Writer(std::shared_ptr<S3Client> client, S3Url url,
-                                                uint64_t expected_size) {
-  return std::make_unique<S3Writer>(std::move(client), std::move(url), expected_size);
+                                                uint64_t expected_size, bool if_absent) {
+  return std::make_unique<S3Writer>(std::move(client), std::move(url), expected_size, if_absent);
 }
 
 KeyValues EncryptionHeaders(const S3Options& options) {

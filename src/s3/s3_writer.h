@@ -32,9 +32,11 @@ inline constexpr uint64_t kDefaultPartBytes = 8ull << 20;
 // 2,000 (to about 1 TiB past the expected size at the smallest).
 uint64_t PartBytes(uint64_t number, uint64_t expected_size, uint64_t fixed);
 
-// The writer of `url`. Nothing is sent before the first part is full.
+// The writer of `url`. Nothing is sent before the first part is full. With
+// `if_absent`, the object is completed (or put) with `If-None-Match: *`:
+// Commit fails with AlreadyExists, and aborts, when the key exists then.
 std::unique_ptr<AtomicWritableFile> NewS3Writer(std::shared_ptr<S3Client> client, S3Url url,
-                                                uint64_t expected_size);
+                                                uint64_t expected_size, bool if_absent = false);
 
 // The headers asking for the server-side encryption of S3Options, if any.
 KeyValues EncryptionHeaders(const S3Options& options);

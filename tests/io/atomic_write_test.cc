@@ -6,6 +6,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <memory>
 #include <regex>
 #include <set>
 #include <string>
@@ -193,6 +195,49 @@ TEST(WriteFileAtomicallyTest, FailuresNameThePathNeverTheTemporary) {
     EXPECT_THAT(s.message(), ::testing::HasSubstr("'d/ck'"));
     EXPECT_THAT(s.message(), ::testing::Not(::testing::HasSubstr(".tmp-")));
   }
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(OpenForAtomicCreateTest, CommitNeverReplacesAnExistingFile) {
+  const std::string dir = testing::NewTempDir("atomic-create");
+  const std::string path = dir + "/ck";
+  auto write = [&](const std::string& text) {
+    return WriteFileAtomically(
+        PosixFileSystem(), path, [&](WritableFile& f) { return AppendText(f, text); }, 0,
+        /*replace=*/false);
+  };
+  ASSERT_OK(write("first"));
+  EXPECT_THAT(write("second"), StatusIs(StatusCode::kAlreadyExists, "'" + path + "' already exists"));
+  EXPECT_EQ(ReadText(path), "first");
+  ASSERT_OK_AND_ASSIGN(std::vector<std::string> names, PosixFileSystem().ListDir(dir));
+  EXPECT_THAT(names, ElementsAre("ck"));  // the refused write's temporary is gone
+}
+
+TEST(OpenForAtomicCreateTest, TheFileAppearingDuringTheWriteWins) {
+  const std::string dir = testing::NewTempDir("atomic-create-race");
+  const std::string path = dir + "/ck";
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<AtomicWritableFile> file,
+                       PosixFileSystem().OpenForAtomicCreate(path));
+  ASSERT_OK(AppendText(*file, "mine"));
+  std::ofstream(path) << "theirs";  // another writer commits first
+  EXPECT_EQ(file->Commit().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(ReadText(path), "theirs");
+  ASSERT_OK_AND_ASSIGN(std::vector<std::string> names, PosixFileSystem().ListDir(dir));
+  EXPECT_THAT(names, ElementsAre("ck"));
+}
+
+TEST(OpenForAtomicCreateTest, RenameNoReplaceIsUnsupportedWhereAFileSystemLacksIt) {
+  MemFileSystem fsys;
+  fsys.SetFile("d/a", BytesOf("a"));
+  EXPECT_EQ(fsys.RenameNoReplace("d/a", "d/b").code(), StatusCode::kUnsupported);
+  Status s = WriteFileAtomically(
+      fsys, "d/ck", [](WritableFile& f) { return AppendText(f, "x"); }, 0, /*replace=*/false);
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
+  EXPECT_FALSE(fsys.Exists("d/ck"));
 }
 
 TEST(AtomicFileTest, APathInAMissingDirectoryIsNotFoundNamingTheDirectory) {

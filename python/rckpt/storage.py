@@ -1,0 +1,143 @@
+"""Small files in object storage and on disk alike: the library's file systems from Python.
+
+What the package writes itself (the manager's "latest" pointer and its pruning,
+the plug-ins' small files) goes through the same file systems as checkpoints:
+``s3://BUCKET/KEY`` URLs go to S3 (configured from the environment and the AWS
+files, docs/OBJECT_STORAGE.md), anything else to the local file system. So
+code written with these calls works on a disk and in a bucket unchanged::
+
+    from rckpt import storage
+    storage.write("s3://ckpts/run/latest", b"1200\\n")          # atomic replace
+    storage.write("s3://ckpts/run/step-1200.meta", b"...", if_absent=True)
+    storage.read("s3://ckpts/run/latest")                       # b"1200\\n"
+    [f.path for f in storage.list_files("s3://ckpts/run/")]
+
+Every write is atomic: the whole content appears at once (a local temporary
+synced and renamed over the path; an S3 object put or completed whole), or
+nothing does. ``if_absent=True`` never replaces: AlreadyExistsError when the
+path exists (locally a rename that does not replace; in S3 ``If-None-Match:
+*``, which AWS and SeaweedFS honour and some servers ignore, replacing then).
+
+Errors are rckpt's: NotFoundError for a missing file, IoError, ...
+Meant for small objects (read and write hold the whole content in memory);
+checkpoints go through rckpt.save and rckpt.load.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable, List, NamedTuple, Optional, Union
+
+from . import _core
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+class FileInfo(NamedTuple):
+    """One file of :func:`list_files`."""
+
+    path: str
+    size: int
+    modified_unix_ms: int  # 0 where unknown
+
+
+class IncompleteWrite(NamedTuple):
+    """A write begun and never finished: a local temporary of a killed save, an S3
+    multipart upload never completed or aborted (invisible, but stored and billed)."""
+
+    path: str  # the path the write would have made
+    id: str  # the temporary's path; the S3 upload id
+    started_unix_ms: int  # 0 where unknown
+    writer_alive: bool  # local only: the writing process still runs here
+
+
+def _path(path: PathLike, what: str = "path") -> str:
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"rckpt.storage: {what} must be a str or os.PathLike, not {type(path)}")
+    return os.fsdecode(os.fspath(path))
+
+
+def is_url(path: PathLike) -> bool:
+    """Whether ``path`` is an object storage URL (``s3://...``) rather than a local path."""
+    return _path(path).startswith("s3://")
+
+
+def join(directory: PathLike, name: str) -> str:
+    """``name`` under ``directory``: os.path.join for paths, one '/' between for URLs."""
+    d = _path(directory, "directory")
+    if is_url(d):
+        return d + name if d.endswith("/") else f"{d}/{name}"
+    return os.path.join(d, name)
+
+
+def exists(path: PathLike) -> bool:
+    """Whether a file (or, in S3, an object or a non-empty prefix) exists at ``path``."""
+    return bool(_core.storage_exists(_path(path)))
+
+
+def list_files(prefix: PathLike) -> List[FileInfo]:
+    """The files whose paths start with ``prefix``, sorted by path (a directory's files and
+    its subdirectories', when ``prefix`` ends in '/'). Nothing there gives []."""
+    return [FileInfo(*f) for f in _core.storage_list(_path(prefix, "prefix"))]
+
+
+def read(path: PathLike) -> bytes:
+    """The whole content of ``path`` (NotFoundError when it does not exist)."""
+    return bytes(_core.storage_read(_path(path)))
+
+
+def write(path: PathLike, data: bytes, *, if_absent: bool = False) -> None:
+    """Writes ``data`` as ``path``, atomically, replacing what was there; with
+    ``if_absent=True`` never replacing (AlreadyExistsError, nothing written). A missing
+    local parent directory is NotFoundError."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"rckpt.storage.write: data must be bytes, not {type(data)}")
+    _core.storage_write(_path(path), bytes(data), bool(if_absent))
+
+
+def delete(path: PathLike, *, missing_ok: bool = False) -> None:
+    """Removes the file at ``path``; NotFoundError when there is none, unless
+    ``missing_ok``. (S3 answers a delete of a missing key with success.)"""
+    from .errors import NotFoundError
+    try:
+        _core.storage_remove(_path(path))
+    except NotFoundError:
+        if not missing_ok:
+            raise
+
+
+def rename(src: PathLike, dst: PathLike, *, replace: bool = True) -> None:
+    """Renames ``src`` to ``dst`` atomically and durably (the directory synced); with
+    ``replace=False`` AlreadyExistsError when ``dst`` exists. Local file systems only:
+    object storage has no rename (UnsupportedError); write the object there instead."""
+    _core.storage_rename(_path(src, "src"), _path(dst, "dst"), bool(replace))
+
+
+def list_incomplete(prefix: PathLike) -> List[IncompleteWrite]:
+    """The incomplete writes under ``prefix`` (what ``rckpt incomplete`` lists)."""
+    return [IncompleteWrite(*w) for w in _core.storage_list_incomplete(_path(prefix, "prefix"))]
+
+
+def abort_incomplete(write: IncompleteWrite) -> None:
+    """Discards an incomplete write: removes the temporary, aborts the upload.
+    InvalidArgumentError when its writer still runs on this machine; NotFoundError when
+    it is gone already."""
+    _core.storage_abort_incomplete(write.path, write.id)
+
+
+def abort_stale(prefix: PathLike,
+                only: Optional[Callable[[str], bool]] = None) -> List[IncompleteWrite]:
+    """Aborts the incomplete writes under ``prefix`` that no live process of this machine
+    is writing (in S3: every upload under it, since S3 does not say who writes) and whose
+    path ``only`` accepts (None: all), and returns them."""
+    from .errors import NotFoundError
+    aborted = []
+    for w in list_incomplete(prefix):
+        if w.writer_alive or (only is not None and not only(w.path)):
+            continue
+        try:
+            abort_incomplete(w)
+        except NotFoundError:
+            continue  # another cleaner won
+        aborted.append(w)
+    return aborted
