@@ -10,7 +10,8 @@
 #       not built (the configure step says so).
 #
 #   python-env.sh --torch2 [VENV]  the newest torch 2.x PyPI serves, numpy 2,
-#       safetensors, pytest, lightning, tensorizer, hippynn 0.1.3 (the
+#       safetensors, pytest, lightning, tensorizer, botocore (the S3 suites'
+#       credential hand-over), hippynn 0.1.3 (the
 #       hippynn restart test), transformers 5.23 and accelerate 1.16 (the
 #       Trainer and accelerate resume tests; transformers 5.25 cannot build
 #       models offline), all from PyPI (no
@@ -31,8 +32,9 @@ torch2_venv() {
   local python=/usr/bin/python3 version venv pip_install
   version="$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
   venv="${1:-${XDG_CACHE_HOME:-$HOME/.cache}/rckpt/venv-torch2-py$version}"
-  local modules="torch numpy safetensors pytest lightning tensorizer hippynn"
-  local packages=("torch>=2" "numpy>=2" safetensors pytest lightning tensorizer "hippynn==0.1.3"
+  local modules="torch numpy safetensors pytest lightning tensorizer hippynn botocore"
+  local packages=("torch>=2" "numpy>=2" safetensors pytest lightning tensorizer botocore
+                  "hippynn==0.1.3"
                   "transformers==5.23.*" "accelerate==1.16.*")
   # transformers and accelerate are looked up, not imported (seconds each).
   local check="import $(echo "$modules" | tr ' ' ','), importlib.util, sys

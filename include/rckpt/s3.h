@@ -34,6 +34,7 @@
 #define RCKPT_S3_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -49,6 +50,9 @@ struct S3Credentials {
   std::string access_key_id;
   std::string secret_access_key;
   std::string session_token;  // empty for long-term keys
+  // When temporary credentials expire, in seconds since the epoch; 0 for
+  // never. Only a credentials_source's answers are renewed by it.
+  int64_t expires_unix = 0;
 };
 
 // How a bucket is named in a request: in the path
@@ -86,6 +90,18 @@ struct S3Options {
   // _RELATIVE_URI), then EC2 instance metadata (IMDSv2), whose temporary
   // credentials are renewed before they expire.
   std::optional<S3Credentials> credentials;
+  // A caller's own source of credentials, used instead of the AWS chain
+  // when `credentials` is unset (rckpt's Python package hands over what
+  // botocore resolves: web identity, SSO, credential_process, assumed
+  // roles). Called at the first request, again five minutes before the
+  // credentials it gave expire (S3Credentials::expires_unix), and when the
+  // server says a token has expired; while a renewal fails, unexpired
+  // credentials are still used. It may be called from any thread, never
+  // from two at once. An error it returns is the request's error.
+  std::function<Result<S3Credentials>()> credentials_source;
+  // How messages name that source ("botocore (sso)"); empty:
+  // "credentials_source".
+  std::string credentials_source_name;
   // The profile of ~/.aws/credentials and ~/.aws/config
   // (AWS_SHARED_CREDENTIALS_FILE, AWS_CONFIG_FILE). Empty: AWS_PROFILE,
   // else "default".
@@ -135,6 +151,18 @@ struct S3Options {
 // or option values out of range; Unsupported in a build without S3 support
 // (RCKPT_ENABLE_S3=OFF, or libcurl, OpenSSL or pugixml missing).
 Result<std::unique_ptr<FileSystem>> NewS3FileSystem(const S3Options& options);
+
+// Where requests made with `options` would get their credentials, found
+// without sending a request: "S3Options::credentials", "credentials_source",
+// "environment", "profile 'NAME'", "container endpoint" or "instance
+// metadata" (which is asked only at the first request). Unsupported,
+// naming the setting, for a source the library does not resolve (a
+// profile's credential_process, role_arn or SSO settings, web identity);
+// InvalidArgument for a configuration that is wrong (one of the key
+// variables without the other, a profile named but absent, a malformed
+// file); Unsupported in a build without S3 support. The secret is never
+// read into the answer.
+Result<std::string> S3CredentialSource(const S3Options& options);
 
 // Whether this build of rckpt has S3 support.
 bool S3Supported();

@@ -2,7 +2,7 @@
 
     import rckpt
     rckpt.save("run/last.rckpt", {"model": model.state_dict(), ...}, rng=rckpt.capture_rng())
-    ck = rckpt.load("run/last.rckpt", model_device="auto")
+    ck = rckpt.load("run/last.rckpt", model_device="auto")   # or "s3://bucket/run/last.rckpt"
     model.load_state_dict(ck["model"]); rckpt.restore_rng(ck.rng)
 
 A compiled extension (rckpt._core) over the rckpt C++ library: the format,
@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import torch as _torch  # noqa: F401  (rckpt needs torch; loaded before the extension uses it)
 
-from . import _core, data
+from . import _core, data, s3
 from ._convert import ConvertReport, convert
+from ._inspect import VerifyReport, inspect, verify
 from .async_save import SaveFuture, save_async
 from .checkpoint import Checkpoint, load, load_into, save
 from .doctor import DoctorReport, doctor
@@ -65,6 +66,7 @@ __all__ = [
     "DeviceUnavailableError", "DoctorReport", "DroppedValueWarning", "Error", "FunctionRef", "InertObject",
     "InertObjectWarning", "InvalidArgumentError", "IoError", "NotFoundError",
     "OutOfMemoryError", "ProgressBar", "RestoreReport", "RngRecord", "RngState", "SaveFuture",
-    "UnsupportedError", "capture_rng", "convert", "cuda_device_count", "data", "device_pool_stats",
-    "doctor", "load", "load_into", "release_device_pool", "restore_rng", "save", "save_async",
+    "UnsupportedError", "VerifyReport", "capture_rng", "convert", "cuda_device_count", "data",
+    "device_pool_stats", "doctor", "inspect", "load", "load_into", "release_device_pool", "restore_rng", "s3",
+    "save", "save_async", "verify",
 ]

@@ -7,7 +7,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple, Optional
 
-from . import _core
+from . import _core, s3 as _s3
 from ._args import (check_bool, check_int, names_arg, path_arg, progress_callback,
                     str_map_arg)
 from ._files import warn_import
@@ -15,6 +15,7 @@ from .errors import DroppedValueWarning
 
 if TYPE_CHECKING:
     from ._typing import Progress
+    from .s3 import S3Options
 
 # Format names as `rckpt convert --from/--to` takes them, and the library's names.
 _FORMATS = {"rckpt": "rckpt", "pt": "pytorch", "pth": "pytorch", "pytorch": "pytorch",
@@ -62,7 +63,8 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], *,
             sections: Optional[Mapping[str, str]] = None, drop_objects: bool = False,
             codec: str = "none", level: int = 1, chunk_bytes: int = 4 << 20,
             shuffle: str = "auto", set_device: Optional[Mapping[str, str]] = None,
-            progress: Optional[Progress] = None) -> ConvertReport:
+            progress: Optional[Progress] = None,
+            s3: Optional[S3Options] = None) -> ConvertReport:
     """Converts ``src`` into ``dst`` as ``rckpt convert SRC DST`` does, with its options.
 
     Formats: ``.rckpt``; ``.pt .pth .bin .ckpt`` (PyTorch zip); ``.safetensors``;
@@ -85,10 +87,17 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], *,
     devices ({"cuda:1": "cuda:0"}; bytes unchanged). ``progress`` reports the
     .rckpt output's writing, as rckpt.save's does.
 
+    Either side may be an ``s3://BUCKET/KEY`` URL (an upload, a download,
+    or a conversion between formats in object storage; a DCP checkpoint
+    ``src`` as a prefix). ``s3`` (an :class:`rckpt.s3.S3Options`) gives the
+    endpoint, region and credentials for both; without it they come from
+    the environment (docs/OBJECT_STORAGE.md).
+
     Returns a :class:`ConvertReport` (``str(report)`` is the CLI's summary
     line). Errors are rckpt.Error subclasses, as the CLI's exit codes.
     """
     who = "rckpt.convert"
+    fs = _s3.file_system([src, dst], s3, who)
     src_path: str = path_arg(who, "src", src)
     dst_path: str = path_arg(who, "dst", dst)
     source_format = _format_arg("from_format", from_format)
@@ -106,7 +115,7 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], *,
         raise ValueError(f"{who}: shuffle must be 'auto', 'on' or 'off', not {shuffle!r}")
     raw = _core.convert(src_path, dst_path, source_format, target_format, strict, keys, section_map,
                         drop_objects, codec, level, chunk_bytes, shuffle, devices,
-                        progress_callback(progress, "convert"))
+                        progress_callback(progress, "convert"), fs)
     warn_import(who, src_path, raw, stacklevel=3)
     for what in raw["not_kept"]:
         warnings.warn(DroppedValueWarning(f"{who}: {dst_path} does not keep {what}"), stacklevel=2)

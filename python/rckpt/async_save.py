@@ -11,7 +11,7 @@ import sys
 import threading
 import weakref
 
-from . import _core, _state_types
+from . import _core, _state_types, s3 as _s3
 from ._args import check_bool, check_save_options, progress_callback, rng_records
 from .checkpoint import Checkpoint, _sections_to_save
 
@@ -140,10 +140,11 @@ class AsyncSaver:
 
     def save(self, path, state, *, rng=None, codec="none", level=1, chunk_bytes=4 << 20,
              threads=0, metadata=None, origin=None, progress=None, emulate_devices=0,
-             on_success=None, drop_functions=False, if_absent=False):
+             on_success=None, drop_functions=False, if_absent=False, s3=None):
         check_save_options("rckpt.save_async", codec, level, chunk_bytes, threads,
                            emulate_devices)
         check_bool("rckpt.save_async", "if_absent", if_absent)
+        fs = _s3.file_system([path], s3, "rckpt.save_async")
         records = rng_records(rng, "rckpt.save_async")
         if not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"path must be a str or os.PathLike (save_async writes files by "
@@ -158,7 +159,7 @@ class AsyncSaver:
                 ticket = self._core.save(
                     path, sections, records, codec, level, chunk_bytes, threads, metadata,
                     origin, progress_callback(progress, "save"), emulate_devices,
-                    replace=not if_absent)
+                    replace=not if_absent, fs=fs)
             self._last = SaveFuture(path, ticket, self._core, on_success=on_success)
             if on_success is not None:
                 self._last._watch()
@@ -222,11 +223,15 @@ def _module_saver():
 
 def save_async(path, state, *, rng=None, codec="none", level=1, chunk_bytes=4 << 20, threads=0,
                metadata=None, origin=None, progress=None, emulate_devices=0,
-               drop_functions=False, if_absent=False):
+               drop_functions=False, if_absent=False, s3=None):
     """Saves ``state`` to ``path`` in the background; returns a :class:`SaveFuture`.
 
     ``state`` is what rckpt.save takes (a dict of sections, a Checkpoint, a
-    state_dict, a tensor ...); ``path`` a path (not a file object).
+    state_dict, a tensor ...); ``path`` a path or an ``s3://BUCKET/KEY``
+    URL (not a file object). To object storage the call returns after the
+    snapshot too, and the multipart upload runs in the background; the
+    object appears when it completes. ``s3`` (an :class:`rckpt.s3.S3Options`)
+    as for rckpt.save.
 
     Before it returns, every tensor is copied into snapshot buffers (kept and
     reused by the next call), and the tree, ``rng`` and ``metadata`` are
@@ -253,7 +258,7 @@ def save_async(path, state, *, rng=None, codec="none", level=1, chunk_bytes=4 <<
                                 chunk_bytes=chunk_bytes, threads=threads, metadata=metadata,
                                 origin=origin, progress=progress,
                                 emulate_devices=emulate_devices,
-                                drop_functions=drop_functions, if_absent=if_absent)
+                                drop_functions=drop_functions, if_absent=if_absent, s3=s3)
 
 
 def wait_async():

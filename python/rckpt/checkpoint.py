@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterator, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
 
-from . import _core, _files, _state_types
+from . import _core, _files, _state_types, s3 as _s3
 from ._args import (check_bool, check_emulate_devices, check_save_options, check_threads,
                     device_str, map_location_arg, metadata_arg, names_arg, progress_callback,
                     rng_records)
@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     import torch
 
     from ._typing import Device, LoadSource, MapLocation, Origin, Progress, SaveTarget
+    from .s3 import S3Options
 
 # Metadata naming the one section that holds what save was given when that
 # was not a dict of sections (a state_dict, a tensor, a list ...).
@@ -159,8 +160,10 @@ def save(f: SaveTarget, state: Any, *, rng: Optional[Mapping[str, RngRecord]] = 
          codec: str = "none", level: int = 1, chunk_bytes: int = 4 << 20, threads: int = 0,
          metadata: Optional[Mapping[str, object]] = None, origin: Optional[Origin] = None,
          progress: Optional[Progress] = None, emulate_devices: int = 0,
-         drop_functions: bool = False, if_absent: bool = False) -> None:
-    """Saves ``state`` to ``f`` (a path or a file object) atomically.
+         drop_functions: bool = False, if_absent: bool = False,
+         s3: Optional[S3Options] = None) -> None:
+    """Saves ``state`` to ``f`` (a path, an ``s3://BUCKET/KEY`` URL or a file
+    object) atomically.
 
     ``state`` is a dict of sections ({"model": model.state_dict(),
     "optimizer": ...}, or a Checkpoint), or anything torch.save is given
@@ -181,6 +184,12 @@ def save(f: SaveTarget, state: Any, *, rng: Optional[Mapping[str, RngRecord]] = 
 
     Like torch.save, a path in a directory that does not exist is refused
     (NotFoundError naming the directory); nothing is created.
+
+    An ``s3://`` URL is written as a multipart upload that becomes the object
+    only when it completes (a failed save aborts it; the previous object
+    stays whole). ``s3`` (an :class:`rckpt.s3.S3Options`) gives the endpoint,
+    region and credentials for this call; without it they come from the
+    environment and the AWS files (docs/OBJECT_STORAGE.md).
 
     A function (a lambda, ``torch.sigmoid``, a bound method) can never be
     restored from a file, which holds state, not code: one in ``state`` is
@@ -206,10 +215,11 @@ def save(f: SaveTarget, state: Any, *, rng: Optional[Mapping[str, RngRecord]] = 
         state = state.state
     sections, metadata = _sections_to_save(state, rng, metadata)
     progress = progress_callback(progress, "save")
+    fs = _s3.file_system([f], s3, "rckpt.save")
     with _state_types.dropping_functions(drop_functions, "rckpt.save"), \
             _files.writable(f) as path:
         _core.save(path, sections, records, codec, level, chunk_bytes, threads, metadata,
-                   origin, progress, emulate_devices, replace=not if_absent)
+                   origin, progress, emulate_devices, replace=not if_absent, fs=fs)
 
 
 def load(f: LoadSource, *, map_location: Optional[MapLocation] = None,
@@ -217,8 +227,9 @@ def load(f: LoadSource, *, map_location: Optional[MapLocation] = None,
          skip_sections: Optional[Sequence[str]] = None, verify: bool = True,
          map_file: bool = True, threads: int = 0, progress: Optional[Progress] = None,
          emulate_devices: int = 0, file_tree: bool = False, strict: bool = False,
-         device_unshuffle: bool = True) -> Any:
-    """Loads a checkpoint from ``f`` (a path or a file object).
+         device_unshuffle: bool = True, s3: Optional[S3Options] = None) -> Any:
+    """Loads a checkpoint from ``f`` (a path, an ``s3://BUCKET/KEY`` URL or a
+    file object).
 
     Returns a :class:`Checkpoint` for a dict of sections, and what save
     was given otherwise (a state_dict, a tensor ...), as torch.load does.
@@ -271,6 +282,13 @@ def load(f: LoadSource, *, map_location: Optional[MapLocation] = None,
     same path) while such tensors live; rckpt's own saves replace files by
     rename and are safe. ``map_file=False`` gives a copying load that owns
     all its memory.
+
+    An ``s3://`` URL is read by parallel ranged GETs straight into the
+    tensors (``map_file`` does not apply), each carrying the first answer's
+    ETag, so an object replaced during the load is an error, never a mix;
+    every chunk's checksum is checked. ``s3`` (an
+    :class:`rckpt.s3.S3Options`) gives the endpoint, region and credentials
+    for this call (docs/OBJECT_STORAGE.md).
     """
     placement = map_location_arg(map_location)
     device = device_str(model_device, "rckpt.load")
@@ -282,12 +300,13 @@ def load(f: LoadSource, *, map_location: Optional[MapLocation] = None,
     check_threads("rckpt.load", threads)
     check_emulate_devices("rckpt.load", emulate_devices)
     progress = progress_callback(progress, "load")
+    fs = _s3.file_system([f], s3, "rckpt.load")
     with _files.readable(f) as path, \
             _files.as_rckpt(f, path, placement, device, emulate_devices, strict, threads,
-                            "rckpt.load") as rckpt_path:
+                            "rckpt.load", fs) as rckpt_path:
         raw = _core.load(rckpt_path, placement, device, sections, skip_sections, verify,
                          map_file, threads, progress, emulate_devices, file_tree,
-                         device_unshuffle)
+                         device_unshuffle, fs)
     ck = Checkpoint(raw, file_tree)
     if file_tree:
         return ck
@@ -301,8 +320,10 @@ def load(f: LoadSource, *, map_location: Optional[MapLocation] = None,
 
 def load_into(f: LoadSource, state: Union[dict[str, Any], Mapping[str, torch.Tensor]], *,
               strict: bool = True, verify: bool = True, threads: int = 0,
-              progress: Optional[Progress] = None, emulate_devices: int = 0) -> None:
-    """Restores tensors of ``f`` (a path or a file object) into the existing tensors of ``state``.
+              progress: Optional[Progress] = None, emulate_devices: int = 0,
+              s3: Optional[S3Options] = None) -> None:
+    """Restores tensors of ``f`` (a path, an ``s3://`` URL or a file object) into the
+    existing tensors of ``state``.
 
     ``state`` is a dict of sections as given to save (e.g.
     ``{"model": model.state_dict()}``); each tensor is restored in place,
@@ -310,7 +331,8 @@ def load_into(f: LoadSource, state: Union[dict[str, Any], Mapping[str, torch.Ten
     parameters. Only the sections named are read. Every name, dtype and
     shape is checked before the first byte is written: InvalidArgumentError
     lists every missing, unexpected (``strict=True``: a tensor of those
-    sections without a target) and mismatched tensor.
+    sections without a target) and mismatched tensor. From an ``s3://`` URL
+    only the chunks of the sections named are fetched; ``s3`` as for load.
     """
     import torch
     for name, flag in (("strict", strict), ("verify", verify)):
@@ -343,6 +365,7 @@ def load_into(f: LoadSource, state: Union[dict[str, Any], Mapping[str, torch.Ten
     for section, value in state.items():
         walk(value, [section])
     progress = progress_callback(progress, "load_into")
+    fs = _s3.file_system([f], s3, "rckpt.load_into")
     with torch.no_grad(), _files.readable(f) as path:
         _core.load_into(path, targets, [str(s) for s in state], strict, verify, threads,
-                        progress, emulate_devices)
+                        progress, emulate_devices, fs)

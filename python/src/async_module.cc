@@ -20,6 +20,7 @@
 #include "call_args.h"
 #include "errors.h"
 #include "rckpt/async_save.h"
+#include "s3_binding.h"
 #include "to_checkpoint.h"
 #include "torch_device.h"
 
@@ -89,7 +90,8 @@ class PyAsyncSaver {
   SaveTicket Save(const std::string& path, nb::handle state, nb::list rng,
                   const std::string& codec, int level, uint64_t chunk_bytes, int threads,
                   nb::dict metadata, nb::handle origin, nb::object progress,
-                  int emulate_devices, bool replace) {
+                  int emulate_devices, bool replace, nb::handle fs) {
+    std::shared_ptr<FileSystem> files = FileSystemOf(fs);
     std::vector<nb::object> keep_alive;
     std::vector<nb::object> cuda_tensors;
     Checkpoint ck = CheckpointToSave(state, rng, metadata, origin, &keep_alive, &cuda_tensors);
@@ -112,6 +114,7 @@ class PyAsyncSaver {
     // saver_->Save on this thread (the persist writes a host snapshot).
     std::map<int, nb::object> caller_streams;
     if (o.caller_stream) o.caller_stream = TorchCallerStream(&caller_streams);
+    o.fs = files.get();
 
     auto outcome = std::make_shared<Outcome>();
     auto done = [outcome](const Status& s) {
@@ -133,6 +136,7 @@ class PyAsyncSaver {
     // reading them (torch.cuda.empty_cache() could hand their memory back to
     // the driver under it).
     runtime_ = std::move(runtime);
+    files_ = std::move(files);
     progress_ = p;
     temporaries_ = std::move(keep_alive);
     ThrowIfError(s);
@@ -202,6 +206,9 @@ class PyAsyncSaver {
   // The last save's: the saver may hold pinned memory and streams of it
   // until the next save.
   std::shared_ptr<DeviceRuntime> runtime_;
+  // The last save's file system (an S3 one made with explicit options),
+  // which its persist writes through.
+  std::shared_ptr<FileSystem> files_;
   std::shared_ptr<Progress> progress_;
   // The last save's temporaries (see Save); destroyed after the destructor
   // has joined the saver, with the GIL held again.
@@ -222,7 +229,7 @@ void RegisterAsync(nb::module_& m) {
       .def(nb::init<>())
       .def("save", &PyAsyncSaver::Save, "path"_a, "state"_a, "rng"_a, "codec"_a, "level"_a,
            "chunk_bytes"_a, "threads"_a, "metadata"_a, "origin"_a.none(), "progress"_a.none(),
-           "emulate_devices"_a, "replace"_a = true)
+           "emulate_devices"_a, "replace"_a = true, "fs"_a.none() = nb::none())
       .def("cancel", &PyAsyncSaver::Cancel)
       .def("done", &PyAsyncSaver::Done)
       .def("wait", &PyAsyncSaver::Wait)

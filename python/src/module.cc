@@ -20,12 +20,14 @@
 #include "folder_binding.h"
 #include "format/collective_layout.h"
 #include "from_checkpoint.h"
+#include "inspect_binding.h"
 #include "other_formats.h"
 #include "rckpt/human_bytes.h"
 #include "rckpt/inspect.h"
 #include "rckpt/io.h"
 #include "rckpt/runtime.h"
 #include "rng_layout_binding.h"
+#include "s3_binding.h"
 #include "storage_binding.h"
 #include "to_checkpoint.h"
 #include "torch_api.h"
@@ -39,9 +41,10 @@ namespace {
 
 void Save(const std::string& path, nb::handle state, nb::list rng, const std::string& codec,
           int level, uint64_t chunk_bytes, int threads, nb::dict metadata, nb::handle origin,
-          nb::object progress, int emulate_devices, bool replace) {
+          nb::object progress, int emulate_devices, bool replace, nb::handle fs) {
   std::vector<nb::object> keep_alive;
   Checkpoint ck = CheckpointToSave(state, rng, metadata, origin, &keep_alive);
+  std::shared_ptr<FileSystem> files = FileSystemOf(fs);
 
   std::shared_ptr<DeviceRuntime> runtime = RuntimeFor(emulate_devices);
   Progress p(std::move(progress));
@@ -50,6 +53,7 @@ void Save(const std::string& path, nb::handle state, nb::list rng, const std::st
   // Reads each CUDA tensor after torch's work on its device, the
   // contiguous copies made above included.
   UseTorchForDevices(runtime.get(), &o);
+  o.fs = files.get();
   Status s;
   {
     nb::gil_scoped_release release;
@@ -80,7 +84,9 @@ void AddState(Checkpoint& ck, bool file_tree, nb::dict tensors, nb::dict* out) {
 nb::dict Load(const std::string& path, nb::handle map_location,
               std::optional<std::string> model_device, std::vector<std::string> sections,
               std::vector<std::string> skip_sections, bool verify, bool map_file, int threads,
-              nb::object progress, int emulate_devices, bool file_tree, bool device_unshuffle) {
+              nb::object progress, int emulate_devices, bool file_tree, bool device_unshuffle,
+              nb::handle fs) {
+  std::shared_ptr<FileSystem> files = FileSystemOf(fs);
   std::shared_ptr<DeviceRuntime> runtime = RuntimeFor(emulate_devices);
   Progress p(std::move(progress));
   LoadOptions o = LoadOptionsOf(verify, threads, runtime.get(), &p);
@@ -92,6 +98,7 @@ nb::dict Load(const std::string& path, nb::handle map_location,
   o.sections = std::move(sections);
   o.skip_sections = std::move(skip_sections);
   o.map_file = map_file;
+  o.fs = files.get();
   LoadStats stats;
   o.stats = &stats;
   std::optional<Result<Checkpoint>> loaded;
@@ -130,7 +137,9 @@ nb::dict Load(const std::string& path, nb::handle map_location,
 }
 
 void LoadInto(const std::string& path, nb::list targets, std::vector<std::string> sections,
-              bool strict, bool verify, int threads, nb::object progress, int emulate_devices) {
+              bool strict, bool verify, int threads, nb::object progress, int emulate_devices,
+              nb::handle fs) {
+  std::shared_ptr<FileSystem> files = FileSystemOf(fs);
   std::vector<LoadTarget> ts;
   ts.reserve(targets.size());
   std::vector<nb::object> keep_alive;
@@ -156,6 +165,7 @@ void LoadInto(const std::string& path, nb::list targets, std::vector<std::string
   // The copies wait for torch's pending work on the targets.
   UseTorchForDevices(runtime.get(), nullptr, &o);
   o.sections = std::move(sections);
+  o.fs = files.get();
   Status s;
   {
     nb::gil_scoped_release release;
@@ -217,7 +227,8 @@ int CudaDeviceCount(int emulate_devices) {
 // {"format", "path", "dir" (None for an .rckpt), "inert_classes", "warnings"}.
 nb::dict ImportAsRckpt(const std::string& path, nb::handle map_location,
                        std::optional<std::string> model_device, int emulate_devices, bool strict,
-                       int threads) {
+                       int threads, nb::handle fs) {
+  std::shared_ptr<FileSystem> files = FileSystemOf(fs);
   if (model_device) {
     if (Result<DeviceSpec> parsed = DeviceSpec::Parse(*model_device); !parsed.ok()) {
       throw StatusError(Status::InvalidArgument("model_device: " + parsed.status().message()));
@@ -234,7 +245,7 @@ nb::dict ImportAsRckpt(const std::string& path, nb::handle map_location,
   {
     nb::gil_scoped_release release;
     Status checked = CheckLoadOptions(o, devices);
-    imported.emplace(checked.ok() ? ImportToScratch(path, strict, threads)
+    imported.emplace(checked.ok() ? ImportToScratch(path, strict, threads, files.get())
                                   : Result<ScratchImport>(checked));
   }
   ScratchImport r = ValueOrThrow(std::move(*imported));
@@ -255,15 +266,17 @@ NB_MODULE(_core, m) {
   RegisterErrorTranslator();
   m.def("save", &Save, "path"_a, "state"_a, "rng"_a, "codec"_a, "level"_a, "chunk_bytes"_a,
         "threads"_a, "metadata"_a, "origin"_a.none(), "progress"_a.none(),
-        "emulate_devices"_a, "replace"_a = true);
+        "emulate_devices"_a, "replace"_a = true, "fs"_a.none() = nb::none());
   m.def("load", &Load, "path"_a, "map_location"_a.none(), "model_device"_a.none(),
         "sections"_a, "skip_sections"_a, "verify"_a, "map_file"_a, "threads"_a,
-        "progress"_a.none(), "emulate_devices"_a, "file_tree"_a, "device_unshuffle"_a = true);
+        "progress"_a.none(), "emulate_devices"_a, "file_tree"_a, "device_unshuffle"_a = true,
+        "fs"_a.none() = nb::none());
   m.def("load_into", &LoadInto, "path"_a, "targets"_a, "sections"_a, "strict"_a, "verify"_a,
-        "threads"_a, "progress"_a.none(), "emulate_devices"_a);
+        "threads"_a, "progress"_a.none(), "emulate_devices"_a, "fs"_a.none() = nb::none());
   m.def("cuda_device_count", &CudaDeviceCount, "emulate_devices"_a);
   m.def("import_as_rckpt", &ImportAsRckpt, "path"_a, "map_location"_a.none(),
-        "model_device"_a.none(), "emulate_devices"_a, "strict"_a, "threads"_a);
+        "model_device"_a.none(), "emulate_devices"_a, "strict"_a, "threads"_a,
+        "fs"_a.none() = nb::none());
   RegisterOtherFormats(m);
   m.def("describe", &Describe, "path"_a, "ref"_a);
   // Looks torch up once, at `import rckpt`, while one thread runs.
@@ -282,5 +295,7 @@ NB_MODULE(_core, m) {
   RegisterRngLayouts(m);
   RegisterStorage(m);
   RegisterFolder(m);
+  RegisterS3(m);
+  RegisterInspect(m);
   m.attr("version") = RCKPT_VERSION_STRING;
 }

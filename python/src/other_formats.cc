@@ -19,6 +19,7 @@
 #include "rckpt/file.h"
 #include "rckpt/human_bytes.h"
 #include "rckpt/io.h"
+#include "s3_binding.h"
 
 namespace rckpt::python {
 namespace {
@@ -102,6 +103,7 @@ Result<Checkpoint> ReadAs(CheckpointFormat format, const std::string& path,
       report->format = "rckpt";
       LoadOptions o;
       o.map_location = MapLocation::To(Device::Cpu());  // origins kept, bytes on the host
+      o.fs = options.fs;
       return Load(path, o);
     }
     case CheckpointFormat::kUnknown: break;
@@ -139,8 +141,24 @@ Shuffle ShuffleNamed(const std::string& name) {
       Status::InvalidArgument("shuffle must be 'auto', 'on' or 'off', got '" + name + "'"));
 }
 
-// What `rckpt convert` checks of OUT before IN is read.
-Status CheckDestination(const std::string& dst, std::optional<CheckpointFormat> to) {
+// What `rckpt convert` checks of OUT before IN is read. An object-storage
+// URL's form is checked; nothing is sent before the first bytes are written.
+Status CheckDestination(const std::string& dst, std::optional<CheckpointFormat> to,
+                        FileSystem* files) {
+  auto names_a_format = [&]() -> Status {
+    if (to || FormatFromExtension(dst) != CheckpointFormat::kUnknown) return Status::Ok();
+    return Status::InvalidArgument(
+        "dst '" + dst +
+        "': no known extension (.rckpt; .pt .pth .bin .ckpt; .safetensors): name its format "
+        "with to_format='rckpt', 'pt' or 'safetensors'");
+  };
+  if (IsObjectStoreUrl(dst)) {
+    FileSystem& target = files ? *files : DefaultFileSystem();
+    Result<std::unique_ptr<AtomicWritableFile>> w = target.OpenForAtomicWrite(dst);
+    if (!w.ok()) return w.status().WithContext("dst '" + dst + "'");
+    RCKPT_RETURN_IF_ERROR((*w)->Abort());
+    return names_a_format();
+  }
   std::error_code ec;
   if (fs::is_directory(dst, ec)) {
     return Status::InvalidArgument("dst '" + dst + "' is a directory: expected a file path such as '" +
@@ -151,18 +169,16 @@ Status CheckDestination(const std::string& dst, std::optional<CheckpointFormat> 
     return Status::NotFound("dst '" + dst + "': directory '" + parent.string() +
                             "' does not exist (create it first)");
   }
-  if (!to && FormatFromExtension(dst) == CheckpointFormat::kUnknown) {
-    return Status::InvalidArgument(
-        "dst '" + dst +
-        "': no known extension (.rckpt; .pt .pth .bin .ckpt; .safetensors): name its format "
-        "with to_format='rckpt', 'pt' or 'safetensors'");
-  }
-  return Status::Ok();
+  return names_a_format();
 }
 
 // A source that is none of the formats by content or by name.
-Status CheckSourceNamesAFormat(const std::string& src) {
-  if (!FormatUnknownByContentAndName(src)) return Status::Ok();
+Status CheckSourceNamesAFormat(const std::string& src, FileSystem* files) {
+  Result<CheckpointFormat> detected = DetectFormat(src, files);
+  if (!detected.ok() || *detected != CheckpointFormat::kUnknown ||
+      FormatFromExtension(src) != CheckpointFormat::kUnknown) {
+    return Status::Ok();  // a read that fails says why
+  }
   return Status::Unsupported(
       "src '" + src +
       "': not a recognised checkpoint (rckpt, PyTorch zip, safetensors or a DCP directory) and "
@@ -181,26 +197,33 @@ nb::dict Convert(const std::string& src, const std::string& dst, const std::stri
                  std::map<std::string, std::string> sections, bool drop_objects,
                  const std::string& codec, int level, uint64_t chunk_bytes,
                  const std::string& shuffle, std::map<std::string, std::string> set_device,
-                 nb::object progress) {
+                 nb::object progress, nb::handle fs) {
+  std::shared_ptr<FileSystem> files = FileSystemOf(fs);
   const std::optional<CheckpointFormat> from = FormatNamed(from_format);
   const std::optional<CheckpointFormat> to = FormatNamed(to_format);
   ImportOptions in;
   in.strict = strict;
   in.rng_keys = std::move(rng_keys);
   in.section_overrides = std::move(sections);
+  in.fs = files.get();
   ExportOptions out;
+  out.fs = files.get();
   out.drop_objects = drop_objects;
   ExportReport written;
   out.report = &written;
   Progress p(std::move(progress));
   SaveOptions save = SaveOptionsOf(codec, level, chunk_bytes, 0, nullptr, &p);
   save.shuffle = ShuffleNamed(shuffle);
+  save.fs = files.get();
   std::map<Device, Device> devices;
   for (const auto& [k, v] : set_device) {
     devices[ValueOrThrow(ParseDevice(k))] = ValueOrThrow(ParseDevice(v));
   }
-  // A DCP directory's tensors are staged beside the output, one at a time.
-  in.scratch_dir = fs::path(dst).parent_path().string();
+  // A DCP directory's tensors are staged beside the output, one at a time
+  // (an object-storage output stages them in the temporary directory).
+  std::error_code tmp_ec;
+  in.scratch_dir = IsObjectStoreUrl(dst) ? fs::temp_directory_path(tmp_ec).string()
+                                         : fs::path(dst).parent_path().string();
   if (in.scratch_dir.empty()) in.scratch_dir = ".";
 
   ImportReport report;
@@ -210,8 +233,8 @@ nb::dict Convert(const std::string& src, const std::string& dst, const std::stri
   {
     nb::gil_scoped_release release;
     const auto start = std::chrono::steady_clock::now();
-    s = CheckDestination(dst, to);
-    if (s.ok() && !from) s = CheckSourceNamesAFormat(src);
+    s = CheckDestination(dst, to, files.get());
+    if (s.ok() && !from) s = CheckSourceNamesAFormat(src, files.get());
     if (s.ok()) {
       Result<Checkpoint> read = ReadAs(from.value_or(CheckpointFormat::kUnknown), src, in, &report);
       if (read.ok()) {
@@ -258,10 +281,11 @@ nb::dict Convert(const std::string& src, const std::string& dst, const std::stri
 
 }  // namespace
 
-Result<ScratchImport> ImportToScratch(const std::string& path, bool strict, int threads) {
+Result<ScratchImport> ImportToScratch(const std::string& path, bool strict, int threads,
+                                      FileSystem* files) {
   ScratchImport out;
   out.path = path;
-  RCKPT_ASSIGN_OR_RETURN(CheckpointFormat detected, DetectFormat(path));
+  RCKPT_ASSIGN_OR_RETURN(CheckpointFormat detected, DetectFormat(path, files));
   out.format = detected == CheckpointFormat::kUnknown ? FormatFromExtension(path) : detected;
   if (out.format == CheckpointFormat::kRckpt || out.format == CheckpointFormat::kUnknown) {
     out.report.format = "rckpt";
@@ -271,6 +295,7 @@ Result<ScratchImport> ImportToScratch(const std::string& path, bool strict, int 
   DirGuard guard(out.dir);
   ImportOptions options;
   options.strict = strict;
+  options.fs = files;
   if (out.format == CheckpointFormat::kDcp) options.scratch_dir = out.dir;
   Result<Checkpoint> ck = ReadAs(out.format, path, options, &out.report);
   if (!ck.ok()) {
@@ -296,7 +321,7 @@ void RegisterOtherFormats(nb::module_& m) {
   using namespace nb::literals;
   m.def("convert", &Convert, "src"_a, "dst"_a, "from_format"_a, "to_format"_a, "strict"_a,
         "rng_keys"_a, "sections"_a, "drop_objects"_a, "codec"_a, "level"_a, "chunk_bytes"_a,
-        "shuffle"_a, "set_device"_a, "progress"_a.none());
+        "shuffle"_a, "set_device"_a, "progress"_a.none(), "fs"_a.none() = nb::none());
 }
 
 }  // namespace rckpt::python

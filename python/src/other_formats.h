@@ -34,7 +34,9 @@ struct ScratchImport {
 // which the caller removes; a DCP directory's tensors are staged there one at
 // a time. Errors are the importer's, naming `path`; NotFound for a missing
 // path; InvalidArgument for a directory that is not a DCP checkpoint.
-Result<ScratchImport> ImportToScratch(const std::string& path, bool strict, int threads);
+// `fs` reads `path` (nullptr: DefaultFileSystem()); the copy is local.
+Result<ScratchImport> ImportToScratch(const std::string& path, bool strict, int threads,
+                                      FileSystem* fs = nullptr);
 
 // rckpt._core.convert: `rckpt convert` from Python.
 void RegisterOtherFormats(nb::module_& m);

@@ -21,6 +21,8 @@ Result<std::unique_ptr<FileSystem>> NewS3FileSystem(const S3Options& /*options*/
   return NotBuilt();
 }
 
+Result<std::string> S3CredentialSource(const S3Options& /*options*/) { return NotBuilt(); }
+
 bool S3Supported() { return false; }
 
 }  // namespace rckpt

@@ -100,7 +100,7 @@ Result<std::unique_ptr<S3Client>> S3Client::Create(const S3Options& options,
   RCKPT_ASSIGN_OR_RETURN(c->profile_, LoadProfile(options, env));
   RCKPT_ASSIGN_OR_RETURN(c->config_, ResolveConfig(options, env, c->profile_));
   RCKPT_ASSIGN_OR_RETURN(c->http_, HttpClient::Create(options.max_requests, c->config_.ca_file));
-  c->credentials_ = MakeCredentialsProvider(options, env, c->profile_, *c->http_);
+  c->credentials_ = MakeCredentialsProvider(options, env, c->profile_, c->http_.get());
   return c;
 }
 

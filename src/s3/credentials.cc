@@ -22,6 +22,7 @@ class StaticProvider final : public CredentialsProvider {
  public:
   explicit StaticProvider(Credentials c) : c_(std::move(c)) {}
   Result<Credentials> Get(bool) override { return c_; }
+  Result<std::string> Source() const override { return c_.source; }
 
  private:
   const Credentials c_;
@@ -33,6 +34,7 @@ class FailingProvider final : public CredentialsProvider {
  public:
   explicit FailingProvider(Status s) : s_(std::move(s)) {}
   Result<Credentials> Get(bool) override { return s_; }
+  Result<std::string> Source() const override { return s_; }
 
  private:
   const Status s_;
@@ -42,8 +44,10 @@ class FailingProvider final : public CredentialsProvider {
 // expire. While a renewal fails, unexpired credentials are still used.
 class FetchingProvider final : public CredentialsProvider {
  public:
-  FetchingProvider(std::function<Result<Credentials>()> fetch, Clock clock)
-      : fetch_(std::move(fetch)), clock_(clock) {}
+  FetchingProvider(std::string source, std::function<Result<Credentials>()> fetch, Clock clock)
+      : source_(std::move(source)), fetch_(std::move(fetch)), clock_(clock) {}
+
+  Result<std::string> Source() const override { return source_; }
 
   Result<Credentials> Get(bool refresh) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -64,6 +68,7 @@ class FetchingProvider final : public CredentialsProvider {
 
  private:
   std::mutex mu_;
+  const std::string source_;
   const std::function<Result<Credentials>()> fetch_;
   const Clock clock_;
   std::optional<Credentials> cached_;
@@ -220,7 +225,7 @@ int64_t SystemClock() {
 std::unique_ptr<CredentialsProvider> MakeCredentialsProvider(const S3Options& options,
                                                              const Environment& env,
                                                              const Profile& profile,
-                                                             HttpClient& http, Clock clock) {
+                                                             HttpClient* http, Clock clock) {
   auto fail = [](Status s) -> std::unique_ptr<CredentialsProvider> {
     return std::make_unique<FailingProvider>(std::move(s));
   };
@@ -231,7 +236,25 @@ std::unique_ptr<CredentialsProvider> MakeCredentialsProvider(const S3Options& op
           "S3Options::credentials needs both access_key_id and secret_access_key"));
     }
     return std::make_unique<StaticProvider>(Credentials{
-        given.access_key_id, given.secret_access_key, given.session_token, 0, "S3Options"});
+        given.access_key_id, given.secret_access_key, given.session_token, 0,
+        "S3Options::credentials"});
+  }
+  if (options.credentials_source) {
+    const std::function<Result<S3Credentials>()> source = options.credentials_source;
+    const std::string name = options.credentials_source_name.empty()
+                                 ? "credentials_source"
+                                 : options.credentials_source_name;
+    return std::make_unique<FetchingProvider>(
+        name,
+        [source, name]() -> Result<Credentials> {
+          RCKPT_ASSIGN_OR_RETURN(S3Credentials c, source());
+          if (c.access_key_id.empty() || c.secret_access_key.empty()) {
+            return Status::IoError(name + " gave no access key id or no secret access key");
+          }
+          return Credentials{std::move(c.access_key_id), std::move(c.secret_access_key),
+                             std::move(c.session_token), c.expires_unix, name};
+        },
+        clock);
   }
   // 1. The environment.
   const std::optional<std::string> id = env.Get("AWS_ACCESS_KEY_ID");
@@ -286,7 +309,8 @@ std::unique_ptr<CredentialsProvider> MakeCredentialsProvider(const S3Options& op
     if (Status s = CheckContainerUrl(*container); !s.ok()) return fail(s);
     const std::string url = *container;
     return std::make_unique<FetchingProvider>(
-        [&http, url, &env] { return FetchContainerCredentials(http, url, env); }, clock);
+        "container endpoint",
+        [http, url, &env] { return FetchContainerCredentials(*http, url, env); }, clock);
   }
   if (env.Get("AWS_WEB_IDENTITY_TOKEN_FILE")) {
     return fail(Status::Unsupported(
@@ -306,8 +330,9 @@ std::unique_ptr<CredentialsProvider> MakeCredentialsProvider(const S3Options& op
   std::string endpoint = env.Get("AWS_EC2_METADATA_SERVICE_ENDPOINT").value_or(kImdsEndpoint);
   while (endpoint.ends_with('/')) endpoint.pop_back();
   return std::make_unique<FetchingProvider>(
-      [&http, endpoint, nothing_else]() -> Result<Credentials> {
-        Result<Credentials> c = FetchInstanceCredentials(http, endpoint);
+      "instance metadata",
+      [http, endpoint, nothing_else]() -> Result<Credentials> {
+        Result<Credentials> c = FetchInstanceCredentials(*http, endpoint);
         if (!c.ok()) return Status::IoError(nothing_else + ", and " + c.status().message());
         return c;
       },

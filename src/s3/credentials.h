@@ -32,19 +32,23 @@ class CredentialsProvider {
   // ones have not expired (the server said the token had). IoError naming
   // every place looked at when none gives credentials.
   virtual Result<Credentials> Get(bool refresh = false) = 0;
+  // Where credentials come from ("environment", "profile 'NAME'", ...),
+  // without asking; the chain's error when it found none it can use.
+  virtual Result<std::string> Source() const = 0;
 };
 
 // Seconds since the epoch, now; a seam for tests of renewal.
 using Clock = int64_t (*)();
 int64_t SystemClock();
 
-// The provider for `options`: its explicit credentials, else the chain over
-// `env` and `profile`. The container and instance-metadata endpoints are
-// asked through `http` when the chain reaches them.
+// The provider for `options`: its explicit credentials, its
+// credentials_source, else the chain over `env` and `profile`. The container
+// and instance-metadata endpoints are asked through `http` when the chain
+// reaches them (`http` may be null for a provider only asked its Source()).
 std::unique_ptr<CredentialsProvider> MakeCredentialsProvider(const S3Options& options,
                                                              const Environment& env,
                                                              const Profile& profile,
-                                                             HttpClient& http,
+                                                             HttpClient* http,
                                                              Clock clock = SystemClock);
 
 }  // namespace rckpt::s3

@@ -4,6 +4,8 @@
 
 #include "io/url_file_system.h"
 #include "rckpt/s3.h"
+#include "s3/aws_config.h"
+#include "s3/credentials.h"
 #include "s3/s3_reader.h"
 #include "s3/s3_writer.h"
 #include "s3/url.h"
@@ -202,9 +204,10 @@ const Environment& EmptyEnvironment() {
 
 Result<std::unique_ptr<FileSystem>> MakeS3Only(const S3Options& options) {
   const Environment& env = options.read_environment ? ProcessEnvironment() : EmptyEnvironment();
-  if (!options.read_environment && !options.credentials) {
+  if (!options.read_environment && !options.credentials && !options.credentials_source) {
     return Status::InvalidArgument(
-        "S3Options::read_environment is false, so S3Options::credentials must be given");
+        "S3Options::read_environment is false, so S3Options::credentials (or "
+        "credentials_source) must be given");
   }
   RCKPT_ASSIGN_OR_RETURN(std::unique_ptr<S3Client> client, S3Client::Create(options, env));
   return NewS3OnlyFileSystem(std::shared_ptr<S3Client>(std::move(client)));
@@ -229,6 +232,13 @@ Result<std::unique_ptr<FileSystem>> NewS3FileSystem(const S3Options& options) {
   RCKPT_ASSIGN_OR_RETURN(std::unique_ptr<FileSystem> s3, s3::MakeS3Only(options));
   return std::unique_ptr<FileSystem>(
       std::make_unique<UrlFileSystem>(PosixFileSystem(), std::move(s3)));
+}
+
+Result<std::string> S3CredentialSource(const S3Options& options) {
+  const s3::Environment& env =
+      options.read_environment ? s3::ProcessEnvironment() : s3::EmptyEnvironment();
+  RCKPT_ASSIGN_OR_RETURN(s3::Profile profile, s3::LoadProfile(options, env));
+  return s3::MakeCredentialsProvider(options, env, profile, nullptr)->Source();
 }
 
 bool S3Supported() { return true; }

@@ -139,14 +139,14 @@ TEST(CredentialsTest, ExplicitThenEnvironmentThenProfile) {
                       {"AWS_SESSION_TOKEN", "envtoken"}});
   Profile profile = NoProfile();
   profile.settings = {{"aws_access_key_id", "PROFILEKEY"}, {"aws_secret_access_key", "p"}};
-  ASSERT_OK_AND_ASSIGN(Credentials c, MakeCredentialsProvider(o, env, profile, *http)->Get());
+  ASSERT_OK_AND_ASSIGN(Credentials c, MakeCredentialsProvider(o, env, profile, http.get())->Get());
   EXPECT_EQ(c.access_key_id, "EXPLICIT");
-  ASSERT_OK_AND_ASSIGN(c, MakeCredentialsProvider(S3Options{}, env, profile, *http)->Get());
+  ASSERT_OK_AND_ASSIGN(c, MakeCredentialsProvider(S3Options{}, env, profile, http.get())->Get());
   EXPECT_EQ(c.access_key_id, "ENVKEY");
   EXPECT_EQ(c.session_token, "envtoken");
   EXPECT_EQ(c.source, "environment");
   ASSERT_OK_AND_ASSIGN(
-      c, MakeCredentialsProvider(S3Options{}, MapEnvironment(), profile, *http)->Get());
+      c, MakeCredentialsProvider(S3Options{}, MapEnvironment(), profile, http.get())->Get());
   EXPECT_EQ(c.access_key_id, "PROFILEKEY");
   EXPECT_EQ(c.source, "profile 'default'");
 }
@@ -154,28 +154,28 @@ TEST(CredentialsTest, ExplicitThenEnvironmentThenProfile) {
 TEST(CredentialsTest, IncompleteOrUnusableConfigurationsSayWhat) {
   auto http = Http();
   MapEnvironment half({{"AWS_ACCESS_KEY_ID", "ENVKEY"}});
-  EXPECT_THAT(MakeCredentialsProvider(S3Options{}, half, NoProfile(), *http)->Get(),
+  EXPECT_THAT(MakeCredentialsProvider(S3Options{}, half, NoProfile(), http.get())->Get(),
               StatusIs(StatusCode::kInvalidArgument, "AWS_SECRET_ACCESS_KEY is not set"));
   Profile process = NoProfile();
   process.name = "sso";
   process.settings = {{"credential_process", "/bin/get-creds --secret"}};
   Result<Credentials> c =
-      MakeCredentialsProvider(S3Options{}, MapEnvironment(), process, *http)->Get();
+      MakeCredentialsProvider(S3Options{}, MapEnvironment(), process, http.get())->Get();
   EXPECT_THAT(c, StatusIs(StatusCode::kUnsupported,
                           "profile 'sso' gets its credentials through credential_process"));
   EXPECT_THAT(c.status().message(), HasSubstr("aws configure export-credentials"));
   Profile missing = NoProfile();
   missing.name = "nope";
   missing.named_by_user = true;
-  EXPECT_THAT(MakeCredentialsProvider(S3Options{}, MapEnvironment(), missing, *http)->Get(),
+  EXPECT_THAT(MakeCredentialsProvider(S3Options{}, MapEnvironment(), missing, http.get())->Get(),
               StatusIs(StatusCode::kInvalidArgument, "AWS profile 'nope' is in neither"));
   MapEnvironment disabled({{"AWS_EC2_METADATA_DISABLED", "true"}});
-  EXPECT_THAT(MakeCredentialsProvider(S3Options{}, disabled, NoProfile(), *http)->Get(),
+  EXPECT_THAT(MakeCredentialsProvider(S3Options{}, disabled, NoProfile(), http.get())->Get(),
               StatusIs(StatusCode::kIoError,
                        "no AWS credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are "
                        "not set"));
   MapEnvironment irsa({{"AWS_WEB_IDENTITY_TOKEN_FILE", "/var/run/token"}});
-  EXPECT_THAT(MakeCredentialsProvider(S3Options{}, irsa, NoProfile(), *http)->Get(),
+  EXPECT_THAT(MakeCredentialsProvider(S3Options{}, irsa, NoProfile(), http.get())->Get(),
               StatusIs(StatusCode::kUnsupported, "AWS_WEB_IDENTITY_TOKEN_FILE is set"));
 }
 
@@ -192,14 +192,14 @@ TEST(CredentialsTest, ContainerEndpointWithAuthorizationToken) {
   MapEnvironment env({{"AWS_CONTAINER_CREDENTIALS_FULL_URI", server.url() + "/v2/creds"},
                       {"AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", dir + "/token"}});
   ASSERT_OK_AND_ASSIGN(Credentials c,
-                       MakeCredentialsProvider(S3Options{}, env, NoProfile(), *http)->Get());
+                       MakeCredentialsProvider(S3Options{}, env, NoProfile(), http.get())->Get());
   EXPECT_EQ(c.access_key_id, "ASIACONTAINER");
   EXPECT_EQ(c.secret_access_key, "TOPSECRET");
   EXPECT_EQ(c.session_token, "SESSIONTOKEN");
   EXPECT_EQ(c.expires_unix, 4070908800);
 
   MapEnvironment remote({{"AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://10.1.2.3/creds"}});
-  EXPECT_THAT(MakeCredentialsProvider(S3Options{}, remote, NoProfile(), *http)->Get(),
+  EXPECT_THAT(MakeCredentialsProvider(S3Options{}, remote, NoProfile(), http.get())->Get(),
               StatusIs(StatusCode::kInvalidArgument, "plain http is allowed only to a loopback"));
 }
 
@@ -231,7 +231,7 @@ TEST(CredentialsTest, InstanceMetadataV2IsRenewedBeforeExpiry) {
   MapEnvironment env({{"AWS_EC2_METADATA_SERVICE_ENDPOINT", server.url() + "/"}});
   g_now = 1'700'000'000;
   std::unique_ptr<CredentialsProvider> p =
-      MakeCredentialsProvider(S3Options{}, env, NoProfile(), *http, FakeClock);
+      MakeCredentialsProvider(S3Options{}, env, NoProfile(), http.get(), FakeClock);
   ASSERT_OK_AND_ASSIGN(Credentials c, p->Get());
   EXPECT_EQ(c.access_key_id, "ASIA1");
   EXPECT_THAT(c.source, HasSubstr("role 'trainer-role'"));
@@ -251,11 +251,74 @@ TEST(CredentialsTest, UnreachableMetadataFailsNamingEveryPlaceLookedAtWithoutSec
     return MetadataServer::Reply{500, "TOPSECRET"};
   });
   MapEnvironment env({{"AWS_EC2_METADATA_SERVICE_ENDPOINT", server.url()}});
-  Result<Credentials> c = MakeCredentialsProvider(S3Options{}, env, NoProfile(), *http)->Get();
+  Result<Credentials> c = MakeCredentialsProvider(S3Options{}, env, NoProfile(), http.get())->Get();
   EXPECT_THAT(c, StatusIs(StatusCode::kIoError, "no AWS credentials"));
   EXPECT_THAT(c.status().message(), HasSubstr("no container credentials endpoint is set"));
   EXPECT_THAT(c.status().message(), HasSubstr("gave no session token: HTTP 500"));
   EXPECT_THAT(c.status().message(), Not(HasSubstr("TOPSECRET")));
+}
+
+// A caller's source (what rckpt's Python package makes of botocore's
+// credentials): asked first, again five minutes before what it gave
+// expires, and when the server says the token expired; the chain is not
+// consulted.
+TEST(CredentialsTest, ACallersSourceIsAskedAgainBeforeExpiry) {
+  int calls = 0;
+  S3Options o;
+  o.credentials_source = [&calls]() -> Result<S3Credentials> {
+    ++calls;
+    return S3Credentials{"ASIA" + std::to_string(calls), "secret", "token", g_now + 3600};
+  };
+  o.credentials_source_name = "botocore (sso)";
+  MapEnvironment env({{"AWS_ACCESS_KEY_ID", "ENVKEY"}, {"AWS_SECRET_ACCESS_KEY", "s"}});
+  g_now = 1'700'000'000;
+  std::unique_ptr<CredentialsProvider> p =
+      MakeCredentialsProvider(o, env, NoProfile(), nullptr, FakeClock);
+  EXPECT_EQ(p->Source().value_or(""), "botocore (sso)");
+  EXPECT_EQ(calls, 0);  // Source() asks nothing
+  ASSERT_OK_AND_ASSIGN(Credentials c, p->Get());
+  EXPECT_EQ(c.access_key_id, "ASIA1");
+  EXPECT_EQ(c.source, "botocore (sso)");
+  g_now += 3000;
+  ASSERT_OK_AND_ASSIGN(c, p->Get());
+  EXPECT_EQ(c.access_key_id, "ASIA1");
+  g_now += 400;
+  ASSERT_OK_AND_ASSIGN(c, p->Get());
+  EXPECT_EQ(c.access_key_id, "ASIA2");
+  ASSERT_OK_AND_ASSIGN(c, p->Get(/*refresh=*/true));
+  EXPECT_EQ(c.access_key_id, "ASIA3");
+
+  // A failing source, and one that gives no secret, are errors naming it;
+  // credentials it gave earlier are used while they have not expired.
+  o.credentials_source = []() -> Result<S3Credentials> {
+    return Status::IoError("botocore: the SSO session has expired");
+  };
+  p = MakeCredentialsProvider(o, env, NoProfile(), nullptr, FakeClock);
+  EXPECT_THAT(p->Get(), StatusIs(StatusCode::kIoError, "the SSO session has expired"));
+  o.credentials_source = []() -> Result<S3Credentials> { return S3Credentials{"ASIA", "", ""}; };
+  p = MakeCredentialsProvider(o, env, NoProfile(), nullptr, FakeClock);
+  EXPECT_THAT(p->Get(), StatusIs(StatusCode::kIoError,
+                                 "botocore (sso) gave no access key id or no secret access key"));
+}
+
+TEST(CredentialsTest, SourceNamesWhereTheChainFindsCredentialsWithoutAsking) {
+  S3Options explicit_keys;
+  explicit_keys.credentials = S3Credentials{"K", "S", ""};
+  EXPECT_EQ(MakeCredentialsProvider(explicit_keys, MapEnvironment(), NoProfile(), nullptr)
+                  ->Source().value_or(""),
+            "S3Options::credentials");
+  MapEnvironment env({{"AWS_ACCESS_KEY_ID", "ENVKEY"}, {"AWS_SECRET_ACCESS_KEY", "s"}});
+  EXPECT_EQ(MakeCredentialsProvider(S3Options{}, env, NoProfile(), nullptr)->Source().value_or(""),
+            "environment");
+  MapEnvironment container({{"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "/v2/creds"}});
+  EXPECT_EQ(MakeCredentialsProvider(S3Options{}, container, NoProfile(), nullptr)->Source().value_or(""),
+            "container endpoint");
+  EXPECT_EQ(MakeCredentialsProvider(S3Options{}, MapEnvironment(), NoProfile(), nullptr)
+                  ->Source().value_or(""),
+            "instance metadata");
+  MapEnvironment irsa({{"AWS_WEB_IDENTITY_TOKEN_FILE", "/var/run/token"}});
+  EXPECT_THAT(MakeCredentialsProvider(S3Options{}, irsa, NoProfile(), nullptr)->Source(),
+              StatusIs(StatusCode::kUnsupported, "AWS_WEB_IDENTITY_TOKEN_FILE is set"));
 }
 
 }  // namespace

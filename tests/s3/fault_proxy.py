@@ -39,7 +39,9 @@ Control API (JSON over HTTP on the control port):
                    {"status": 503, "code": "SlowDown"}  the proxy answers with
                        this status and an S3 <Error> body (code: by default
                        SlowDown for 503, InternalError for 500, ...); the
-                       request never reaches the server. "message" optional.
+                       request never reaches the server. "message" optional;
+                       "region": R adds <Region>R</Region> and the header
+                       x-amz-bucket-region: R (a bucket in another region).
                    {"status": 200, "error_body": "InternalError"}  the same
                        with status 200: CompleteMultipartUpload's
                        200-with-<Error> (the upload stays incomplete).
@@ -65,7 +67,9 @@ Control API (JSON over HTTP on the control port):
   POST /delay    {"ms": D}: every request is forwarded D ms late (0: none).
   GET /stats     {"requests": {"GetObject": n, ...}, "faults": {"status": n,
                  "reset": n, ...}, "bytes_to_upstream": n,
-                 "bytes_from_upstream": n, "connections": n, "delay_ms": D}
+                 "bytes_from_upstream": n, "connections": n, "delay_ms": D,
+                 "signing_regions": {"us-east-1": n, ...}} (the region of each
+                 SigV4 Authorization header's credential scope)
   DELETE /stats  sets the counts back to zero.
 A bad rule is answered 400 with the reason, and none of the list is added.
 """
@@ -94,6 +98,10 @@ DEFAULT_MESSAGES = {"SlowDown": "Please reduce your request rate.",
 REASONS = {200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 409: "Conflict",
            412: "Precondition Failed", 500: "Internal Server Error", 501: "Not Implemented",
            503: "Service Unavailable"}
+
+
+# The region of a SigV4 credential scope: Credential=KEY/DATE/REGION/s3/aws4_request.
+SIGNING_REGION = re.compile(r"Credential=[^/,]+/\d{8}/([^/,]+)/")
 
 
 class ProtocolError(Exception):
@@ -125,7 +133,7 @@ def _number(where, value, minimum, integer=False):
 class Rule:
     MATCH_KEYS = ("method", "query", "path", "header", "operation")
     ACTIONS = {  # kind: (its keys, the optional keys that go with it)
-        "status": (("status", "error_body"), ("code", "message")),
+        "status": (("status", "error_body"), ("code", "message", "region")),
         "reset": (("reset_after_bytes",), ("direction",)),
         "truncate": (("truncate_at",), ()),
         "stall": (("stall_seconds",), ("after_bytes",)),
@@ -184,6 +192,11 @@ class Rule:
             self.message = a.get("message", DEFAULT_MESSAGES.get(self.code, "Injected fault."))
             if not isinstance(self.message, str):
                 raise RuleError(f"{where}.message: expected a string")
+            self.region = a.get("region")
+            if self.region is not None and (not isinstance(self.region, str) or
+                                            not re.fullmatch(r"[a-z0-9-]+", self.region)):
+                raise RuleError(f"{where}.region: expected a region name such as eu-west-1, got "
+                                f"{json.dumps(self.region)}")
         elif self.kind == "reset":
             self.bytes = _number(f"{where}.reset_after_bytes", a["reset_after_bytes"], 0, True)
             self.direction = a.get("direction")
@@ -236,6 +249,7 @@ class State:
         self.bytes_to_upstream = 0
         self.bytes_from_upstream = 0
         self.connections = 0
+        self.signing_regions = {}
 
     def add_rules(self, specs):
         if isinstance(specs, dict):
@@ -251,6 +265,10 @@ class State:
         """Counts the request; returns the rule it uses up, or None."""
         with self.lock:
             self.requests[request.operation] = self.requests.get(request.operation, 0) + 1
+            scope = SIGNING_REGION.search(request.headers.get("authorization", ""))
+            if scope:
+                region = scope.group(1)
+                self.signing_regions[region] = self.signing_regions.get(region, 0) + 1
             for rule in self.rules:
                 if rule.times != 0 and rule.matches(request):
                     if rule.times > 0:
@@ -272,7 +290,8 @@ class State:
             return {"requests": dict(self.requests), "faults": dict(self.faults),
                     "bytes_to_upstream": self.bytes_to_upstream,
                     "bytes_from_upstream": self.bytes_from_upstream,
-                    "connections": self.connections, "delay_ms": self.delay_ms}
+                    "connections": self.connections, "delay_ms": self.delay_ms,
+                    "signing_regions": dict(self.signing_regions)}
 
 
 # -- HTTP framing -----------------------------------------------------------------------------------
@@ -473,13 +492,16 @@ def reset(sock):
 def error_response(rule, request, number, keep_alive):
     body = b""
     if request.method != "HEAD":
+        region = f"<Region>{rule.region}</Region>" if rule.region else ""
         body = ('<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>' + rule.code +
-                "</Code><Message>" + _xml_escape(rule.message) + "</Message><Resource>" +
+                "</Code><Message>" + _xml_escape(rule.message) + "</Message>" + region +
+                "<Resource>" +
                 _xml_escape(request.path) + f"</Resource><RequestId>rckpt-fault-proxy-{number}"
                 "</RequestId></Error>").encode()
     head = (f"HTTP/1.1 {rule.status} {REASONS.get(rule.status, 'Error')}\r\n"
             f"Content-Type: application/xml\r\nContent-Length: {len(body)}\r\n"
-            f"x-amz-request-id: rckpt-fault-proxy-{number}\r\n"
+            f"x-amz-request-id: rckpt-fault-proxy-{number}\r\n" +
+            (f"x-amz-bucket-region: {rule.region}\r\n" if rule.region else "") +
             f"Connection: {'keep-alive' if keep_alive else 'close'}\r\n\r\n")
     return head.encode() + body
 
