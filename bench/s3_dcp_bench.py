@@ -15,7 +15,9 @@ size (4 and 2) loads it back resharded with dcp.load, three ways:
 
 Timed on rank 0 between barriers around dcp.save and dcp.load (the processes
 have imported torch and the way's peer, joined the group and built the state
-first); peak RSS is the largest rank's high-water mark (VmHWM). A second pass
+first); peak RSS is the largest rank's high-water mark (VmHWM). The server
+is the bench's own, restarted before each world size (its memory grows with
+what is written), and objects are deleted after each way. A second pass
 runs every job again through tests/s3/fault_proxy.py (no delay) to count the
 requests each way makes (--no-count skips it). One run, ways interleaved; the
 ratios are within the run. The peers run in their own venv
@@ -233,6 +235,11 @@ def main():
         for network, target in passes:
             env = child_env(args, target)
             for world in worlds:
+                if server_dir:
+                    # SeaweedFS's memory grows with what is written (about 1 GB a GiB):
+                    # a restart (same ports, keys and data) gives it back.
+                    subprocess.run(["bash", os.path.join(SOURCE, "tests", "s3", "s3_server.sh"),
+                                    "restart", server_dir], check=True)
                 other = [w for w in worlds if w != world]
                 load_world = other[0] if other else 2 * world
                 for way in ways:

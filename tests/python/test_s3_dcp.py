@@ -1,8 +1,8 @@
 """rckpt.dcp to s3://: dcp.save, dcp.async_save and dcp.load with an s3://
 checkpoint_id write and read ONE object each, whatever the number of ranks
-(2 ranks under torchrun on gloo, dcp_driver.py's "s3" scenario), and load
-resharded: on the saving ranks sharded another way, and in one process
-(another world size) as whole tensors. A checkpoint_id DCP would take for a
+(2 ranks on gloo, started as torchrun would by launch.py; dcp_driver.py's
+"s3" scenario), and load resharded: on the saving ranks sharded another way,
+and in one process (another world size) as whole tensors. A checkpoint_id DCP would take for a
 directory (ending in "/") is refused, naming the object form.
 """
 
@@ -31,11 +31,15 @@ from conftest import run_cli  # noqa: E402
 DRIVER = os.path.join(os.path.dirname(__file__), "dcp_driver.py")
 
 
+LAUNCH = os.path.join(os.path.dirname(__file__), "launch.py")
+
+
 def run_driver(ranks, scenario, *args):
-    """dcp_driver.py's scenario under torchrun on ``ranks`` ranks: every rank's records."""
+    """dcp_driver.py's scenario on ``ranks`` ranks, started as torchrun starts them (launch.py:
+    no agent process, whose own import of torch the S3 stage's budget cannot afford): every
+    rank's records."""
     with tempfile.TemporaryDirectory() as out:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
-               str(ranks), DRIVER, scenario, out, *map(str, args)]
+        cmd = [sys.executable, LAUNCH, str(ranks), DRIVER, scenario, out, *map(str, args)]
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
                            env=dict(os.environ, OMP_NUM_THREADS="1"))
         assert p.returncode == 0, f"{' '.join(cmd)} exited {p.returncode}\n{p.stdout}\n{p.stderr}"
