@@ -409,6 +409,12 @@ def save(comm: Comm, path: Union[str, os.PathLike[str]], state: dict[str, Any], 
       ``rank<r>/<name>``.
     - ``metadata``: rank 0's is the file's (plus ``rckpt.world_size``).
 
+    An ``s3://BUCKET/KEY`` path (a str) is ONE object written by one
+    multipart upload that every rank uploads its parts of; rank 0 completes
+    it once every rank's parts are in, and any rank's failure aborts it, the
+    previous object staying (docs/DISTRIBUTED.md, "To object storage").
+    Credentials and endpoint come from the AWS environment.
+
     ``codec``, ``level``, ``chunk_bytes``, ``threads``, ``origin`` and
     ``emulate_devices`` are rckpt.save's; ``progress`` sees this rank's
     bytes. The directory of ``path`` is created when it does not exist, as
@@ -422,7 +428,8 @@ def save(comm: Comm, path: Union[str, os.PathLike[str]], state: dict[str, Any], 
     that waits longer than ``timeout`` (seconds or a timedelta) for the
     other ranks raises IoError naming this rank.
     """
-    refuse_url(path, "rckpt.distributed.save")
+    if not _in_object_storage(path):
+        refuse_url(path, "rckpt.distributed.save")
     comm = _communicator(comm, timeout)
     rank = comm.rank
 
@@ -443,7 +450,8 @@ def save(comm: Comm, path: Union[str, os.PathLike[str]], state: dict[str, Any], 
             comm, os.fspath(path), full, Shard, rank_state, rng_records(rng), codec, level,
             chunk_bytes, threads, {str(k): str(v) for k, v in (metadata or {}).items()}, origin,
             progress_callback(progress, f"save (rank {rank})"), emulate_devices)
-        _make_parent(os.fspath(path))  # once the state is known to be storable
+        if not _in_object_storage(path):
+            _make_parent(os.fspath(path))  # once the state is known to be storable
         return plan
 
     plan = _agree(comm, prepare)
@@ -457,6 +465,11 @@ def save(comm: Comm, path: Union[str, os.PathLike[str]], state: dict[str, Any], 
         # map_location callable that raises on one rank lets the library's
         # load go on.)
         _agree(comm, lambda: _raise(e))
+
+
+def _in_object_storage(path: Any) -> bool:
+    """Whether ``path`` is an ``s3://`` URL: one object, written by one multipart upload."""
+    return isinstance(path, str) and path.startswith("s3://")
 
 
 def _make_parent(path: str) -> None:
@@ -548,7 +561,8 @@ def load(comm: Comm, path: Union[str, os.PathLike[str]],
     """Reads the blocks this rank wants from ``path``; returns a :class:`RankLoad`.
 
     Collective: every rank of ``comm`` (as :func:`save` takes it) calls it
-    with the same path, a job of any size.
+    with the same path, a job of any size. An ``s3://`` URL is read by
+    ranged GETs of the chunks this rank needs.
     ``wants`` maps tensor names (as rckpt.load names them in
     ``Checkpoint.tensors``: the key path, ``"model.fc1.weight"``) to the
     block this rank wants, ``(offsets, sizes)`` or a :class:`Block` (see
@@ -563,7 +577,8 @@ def load(comm: Comm, path: Union[str, os.PathLike[str]],
     outside its tensor), CorruptionError, UnsupportedError, ...; IoError
     when a collective waited longer than ``timeout``.
     """
-    refuse_url(path, "rckpt.distributed.load")
+    if not _in_object_storage(path):
+        refuse_url(path, "rckpt.distributed.load")
     comm = _communicator(comm, timeout)
     rank, world_size = comm.rank, comm.size
 

@@ -70,27 +70,30 @@ def test_a_local_path_that_only_contains_a_scheme_is_a_path():
     shutil.rmtree("runs")
 
 
-def test_distributed_save_and_load_refuse_s3_paths():
+def test_distributed_save_and_load_refuse_other_urls_and_collapsed_s3_paths():
+    # s3:// URLs are objects (test_s3_distributed.py); other schemes, and an
+    # s3 URL that pathlib collapsed, are refused before anything is made.
     local = rckpt.distributed.LOCAL
     with pytest.raises(rckpt.InvalidArgumentError,
-                       match=r"rckpt.distributed.save: path 's3://ckpts/x.rckpt' " +
-                             NOT_YET.format("rckpt.distributed.save")):
-        rckpt.distributed.save(local, "s3://ckpts/x.rckpt", {"m": {"w": torch.ones(2)}})
+                       match=r"rckpt.distributed.save: path 'gs://ckpts/x.rckpt' is a gs:// URL"):
+        rckpt.distributed.save(local, "gs://ckpts/x.rckpt", {"m": {"w": torch.ones(2)}})
     with pytest.raises(rckpt.InvalidArgumentError,
-                       match=r"rckpt.distributed.load: path 's3://ckpts/x.rckpt' " +
-                             NOT_YET.format("rckpt.distributed.load")):
-        rckpt.distributed.load(local, "s3://ckpts/x.rckpt", {"m.w": None})
+                       match=r"rckpt.distributed.load: path 's3:/ckpts/x.rckpt' \(an s3:// URL "
+                             r"whose '//' pathlib collapsed"):
+        rckpt.distributed.load(local, pathlib.Path("s3://ckpts/x.rckpt"), {"m.w": None})
 
 
-def test_dcp_writer_and_reader_refuse_s3_checkpoint_ids():
+def test_dcp_writer_and_reader_refuse_other_urls():
     dcp = optional("rckpt.dcp")
     for cls in (dcp.Writer, dcp.Reader):
         who = f"rckpt.dcp.{cls.__name__}"
         with pytest.raises(rckpt.InvalidArgumentError,
-                           match=f"{who}: path 's3://ckpts/step1.rckpt' " + NOT_YET.format(who)):
-            cls("s3://ckpts/step1.rckpt")
-        with pytest.raises(rckpt.InvalidArgumentError, match=f"{who}: path 's3://ckpts/step2"):
-            cls().reset("s3://ckpts/step2.rckpt")  # what dcp.save(checkpoint_id=...) calls
+                           match=f"{who}: path 'gs://ckpts/step1.rckpt' is a gs:// URL"):
+            cls("gs://ckpts/step1.rckpt")
+        with pytest.raises(rckpt.InvalidArgumentError, match=f"{who}: path 'hf://ckpts/step2"):
+            cls().reset("hf://ckpts/step2.rckpt")  # what dcp.save(checkpoint_id=...) calls
+        with pytest.raises(rckpt.InvalidArgumentError, match="names a prefix"):
+            cls("s3://ckpts/run/")
 
 
 def test_lightning_plugins_refuse_other_urls():
