@@ -185,8 +185,13 @@ Result<DevicePool::Lease> DevicePool::LeasePinned(Device device, uint64_t bytes)
   Item item{Kind::kPinned, device};
   {
     std::lock_guard<std::mutex> lock(mu_);
-    // Growing past the cap: idle blocks (too small for this call) go first.
-    while (stats_.pinned_bytes + size > cap_) {
+    // Growing past the cap: idle blocks (too small for this call) go first,
+    // when that makes room; when leased blocks alone fill the cap, nothing
+    // is freed and the call gets unpinned memory.
+    uint64_t idle_pinned = 0;
+    for (const Item& i : idle_) idle_pinned += i.kind == Kind::kPinned ? i.bytes : 0;
+    const bool room = stats_.pinned_bytes - idle_pinned + size <= cap_;
+    while (room && stats_.pinned_bytes + size > cap_) {
       auto smallest = idle_.end();
       for (auto it = idle_.begin(); it != idle_.end(); ++it) {
         if (it->kind == Kind::kPinned && (smallest == idle_.end() || it->bytes < smallest->bytes)) {
