@@ -11,7 +11,10 @@ RandomState), ``numpy.<name>`` and ``torch.<name>`` (generators the caller
 names), ``torch.cpu`` (torch's default CPU generator) and ``torch.cuda.<i>``
 (the default generator of CUDA device i). Records imported from other files
 keep the key path they were read under (a Trainer ``rng_state.pth`` gives
-``python``, ``numpy`` and ``cpu``).
+``python``, ``numpy``, ``cpu`` and ``cuda`` or ``cuda.<i>``; accelerate's
+``random_states_<i>.pkl`` ``random_state``, ``numpy_random_seed``,
+``torch_manual_seed`` and ``torch_cuda_manual_seed.<i>``), and restore_rng
+restores those into the same global generators.
 """
 
 from __future__ import annotations
@@ -245,6 +248,23 @@ def _try_import(name):
         return None
 
 
+# The records of the process-wide generators, by the names capture_rng gives them, then those
+# they are imported under from a Trainer rng_state.pth (Trainer._save_rng_state's keys) and
+# from accelerate's random_states_<i>.pkl (save_accelerator_state's keys). CUDA records are
+# named <prefix><i> (get_rng_state_all()'s list) or, Trainer's of one device, "cuda".
+_PYTHON_NAMES = ("python.random", "python", "random_state")
+_NUMPY_NAMES = ("numpy.global", "numpy", "numpy_random_seed")
+_TORCH_CPU_NAMES = ("torch.cpu", "cpu", "torch_manual_seed")
+_CUDA_PREFIXES = ("torch.cuda.", "cuda.", "torch_cuda_manual_seed.")
+
+
+def _is_cuda_record(name, kind, origin):
+    if not origin.startswith("cuda:") or kind not in ("torch_cuda", "opaque"):
+        return False
+    return name == "cuda" or any(name.startswith(p) and name[len(p):].isdigit()
+                                 for p in _CUDA_PREFIXES)
+
+
 class RestoreReport(NamedTuple):
     """What restore_rng did: the names of the records restored and of those skipped."""
 
@@ -260,9 +280,15 @@ def restore_rng(state: Mapping[str, RngRecord], generators: Optional[Mapping[str
 
     ``generators`` names the generators to restore ``numpy.<name>`` and
     ``torch.<name>`` records into (as given to capture_rng); a named record
-    without a generator is skipped. NumPy's global RandomState takes the
-    legacy record ``numpy.global`` (capture_rng's) or ``numpy`` (the name a
-    Trainer ``rng_state.pth``'s NumPy state is imported under).
+    without a generator is skipped. The process-wide generators take the
+    records capture_rng makes of them and those a Trainer ``rng_state.pth``
+    or accelerate's ``random_states_<i>.pkl`` is imported as: Python's
+    ``random`` ``python.random``, ``python`` or ``random_state``; NumPy's
+    global RandomState the legacy record ``numpy.global``, ``numpy`` or
+    ``numpy_random_seed``; torch's CPU generator ``torch.cpu``, ``cpu`` or
+    ``torch_manual_seed``; CUDA device i's generator ``torch.cuda.<i>``,
+    ``cuda``/``cuda.<i>`` or ``torch_cuda_manual_seed.<i>`` (by the record's
+    origin, cuda:i). Records under other names are skipped.
 
     CUDA generators (rule for fewer devices): the record of cuda:i restores
     the generator of device i when i < ``device_count`` (default: the devices
@@ -300,14 +326,16 @@ def restore_rng(state: Mapping[str, RngRecord], generators: Optional[Mapping[str
         if kind in ("torch_cpu", "torch_cuda", "python"):
             _core.validate_rng(kind, data)
         t = None
-        if kind in ("torch_cpu", "torch_cuda", "opaque") and name.startswith("torch."):
+        if kind in ("torch_cpu", "torch_cuda", "opaque") and (
+                name.startswith("torch.") or name in _TORCH_CPU_NAMES or
+                _is_cuda_record(name, kind, origin)):
             t = th.frombuffer(bytearray(data), dtype=th.uint8)
-        if name == "python.random":
+        if name == "python.random" or (kind == "python" and name in _PYTHON_NAMES):
             st = _core.python_rng_tuple(data)
             actions.append((name, lambda st=st: random.setstate(st)))
-        elif kind == "numpy" and name in ("numpy.global", "numpy"):
-            # capture_rng's record, or the one a Trainer rng_state.pth or a
-            # state dict's "numpy" entry was imported as.
+        elif kind == "numpy" and name in _NUMPY_NAMES:
+            # capture_rng's record, or the one a Trainer rng_state.pth, accelerate's
+            # random_states_<i>.pkl or a state dict's "numpy" entry was imported as.
             import numpy as np
             how, st = _decode_numpy(data)
             if how == "legacy":
@@ -323,9 +351,10 @@ def restore_rng(state: Mapping[str, RngRecord], generators: Optional[Mapping[str
                 actions.append((name, lambda g=g, st=st: g.set_state(st)))
             else:
                 actions.append((name, lambda g=g, st=st: setattr(g.bit_generator, "state", st)))
-        elif name == "torch.cpu":
+        elif name == "torch.cpu" or (kind == "torch_cpu" and name in _TORCH_CPU_NAMES):
             actions.append((name, lambda t=t: th.set_rng_state(t)))
-        elif name.startswith("torch.cuda.") and origin.startswith("cuda:"):
+        elif (name.startswith("torch.cuda.") and origin.startswith("cuda:")) or \
+                _is_cuda_record(name, kind, origin):
             index = int(origin.split(":")[1])
             if index < device_count:
                 actions.append((name, lambda t=t, i=index: set_cuda(t, i)))

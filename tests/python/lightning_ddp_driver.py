@@ -1,10 +1,15 @@
 """Two ranks of Lightning DDP fits on the CPU (gloo), for test_data_lightning.py:
-run_ranks(DIR), or from a shell ``python lightning_ddp_driver.py DIR``.
 
-The ranks are forked from the calling process, which has imported torch and Lightning
-already (importing them is most of the work on a loaded machine); each joins the process
-group through the file DIR/rendezvous before Lightning starts, and Lightning, told by
-LOCAL_RANK that the processes were launched for it, takes that group as it is. Every fit uses
+    python lightning_ddp_driver.py DIR
+
+The process imports torch and Lightning once and forks the two ranks before it runs anything
+(importing them is most of the work on a loaded machine). It forks a fresh process only: one
+that has trained already may hold threads a fork does not copy (autograd's device threads,
+after which torch refuses a backward pass in the child; OpenMP's pool; a library's worker
+holding a lock), so the tests start this script in its own process rather than fork their
+own. Each rank joins the process group through the file DIR/rendezvous before Lightning
+starts, and Lightning, told by LOCAL_RANK that the processes were launched for it, takes that
+group as it is. Every fit uses
 Lightning's default flags (use_distributed_sampler=True), so that Lightning injects its
 DistributedSampler into the training loader, except "uninjected":
 
@@ -17,7 +22,8 @@ DistributedSampler into the training loader, except "uninjected":
 
 Each run's global step, losses, weights and training sampler go to DIR/<run>.<rank>.pt, each
 rank's output to DIR/rank<rank>.log. A rank destroys the group at its end
-(launch.end_gloo_job); when one fails, the other is ended.
+(launch.end_gloo_job); when one fails, the other is ended, and the exit status is 1 with
+what went wrong and the end of each rank's log on stderr.
 """
 
 import datetime
@@ -92,7 +98,8 @@ def rank_main(rank, out):
 
 def run_ranks(out, timeout_s=600.0):
     """Forks the ranks and waits for them: "" when both ended well, else what went wrong,
-    with the end of each rank's log. A rank still running after ``timeout_s`` is killed."""
+    with the end of each rank's log. A rank still running after ``timeout_s`` is killed.
+    Only for this script's process, before it has run anything (the module's docstring)."""
     ranks = {}
     for rank in range(RANKS):
         pid = os.fork()
@@ -103,8 +110,7 @@ def run_ranks(out, timeout_s=600.0):
                 os.dup2(log, 1)
                 os.dup2(log, 2)
                 sys.stdout = sys.stderr = open(log, "w", buffering=1)
-                # As torch's DataLoader workers do: a forked process keeps off the OpenMP
-                # threads of the process it came from.
+                # One thread a rank: the two ranks share the machine's cores.
                 torch.set_num_threads(1)
                 rank_main(rank, out)  # ends the process with status 0
             except BaseException:  # noqa: BLE001  (the rank's failure, in its log)

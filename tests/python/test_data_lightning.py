@@ -7,6 +7,10 @@ the loader takes a ResumableSampler of the rank in its place (lightning_ddp_driv
 
 import importlib
 import importlib.util
+import os
+import signal
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -121,17 +125,43 @@ def test_resumed_fit_trains_the_full_length_bit_for_bit(tmp_path, reference, sto
     assert_same(resumed.state_dict(), weights, "weights")
 
 
-DDP_STOP = 6  # lightning_ddp_driver.py's: 4 batches an epoch on each of 2 ranks, 3 epochs
+DDP_DRIVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lightning_ddp_driver.py")
+DDP_STOP = 6  # the driver's: 4 batches an epoch on each of 2 ranks, 3 epochs
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ddp_driver(request, tmp_path_factory):
+    """The driver's process, started with the module's first test when a DDP test is to run,
+    so that its import of torch and Lightning and its ranks' fits go on beside the tests in
+    this process; and its directory. Ended, with its ranks, when the module is done."""
+    if not any(item.module is request.module and "ddp" in item.fixturenames  # type: ignore
+               for item in request.session.items):
+        yield None
+        return
+    out = tmp_path_factory.mktemp("ddp")
+    with open(out / "driver.log", "w") as log:
+        p = subprocess.Popen([sys.executable, DDP_DRIVER, str(out)], stdout=log,
+                             stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        yield p, out
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)  # the ranks too
+        p.wait()
 
 
 @pytest.fixture(scope="module")
-def ddp(tmp_path_factory):
+def ddp(ddp_driver):
     """What the two ranks of the driver's fits saw: (run, rank) -> global step, losses,
     weights, training sampler; and the directory."""
-    from lightning_ddp_driver import run_ranks  # it imports this module
-    out = tmp_path_factory.mktemp("ddp")
-    problem = run_ranks(str(out))
-    assert not problem, problem
+    p, out = ddp_driver
+    try:
+        p.wait(timeout=900)  # the driver ends its ranks after 600 s
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+    log = (out / "driver.log").read_text(errors="replace")
+    assert p.returncode == 0, f"the driver ended with status {p.returncode}:\n{log[-6000:]}"
     runs = {}
     for name in ("reference", "uninjected", "passed.stopped", "passed.resumed",
                  "hooked.stopped", "hooked.resumed"):
