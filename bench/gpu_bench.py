@@ -32,6 +32,7 @@ where there is no GPU (the rows then mean nothing).
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -63,6 +64,15 @@ class Report:
         if self.json_path:
             with open(self.json_path, "w") as f:
                 json.dump(self.rows, f, indent=1)
+
+
+def remove(path):
+    """Deletes a checkpoint (a file or a folder) as soon as its rows are written: the GPU
+    test machine's disk is shared with its image."""
+    if os.path.isdir(path):
+        shutil.rmtree(path)
+    elif os.path.exists(path):
+        os.remove(path)
 
 
 def sync(device):
@@ -151,16 +161,20 @@ def load_cases(args):
     placement = {"map_location": str(device)}
     case("rckpt.load, raw chunks", lambda: rckpt.load(paths["raw"], **placement),
          "target >= 0.8 of the limit")
+    remove(paths["raw"])
     case("rckpt.load, zstd + shuffle, kernel un-shuffle",
          lambda: rckpt.load(paths["zstd"], **placement))
     case("rckpt.load, zstd + shuffle, host un-shuffle",
          lambda: rckpt.load(paths["zstd"], device_unshuffle=False, **placement))
+    remove(paths["zstd"])
     case("torch.load(map_location)", lambda: torch.load(paths["pt"], map_location=device,
                                                          weights_only=True))
+    remove(paths["pt"])
     if st is not None:
         case("safetensors load_file(device)", lambda: st.load_file(paths["st"], device=str(device)))
     else:
         rep.row(case="safetensors load_file(device)", note="skipped: safetensors is not installed")
+    remove(paths["st"])
     ours = results.get("rckpt.load, raw chunks")
     verdicts = []
     if ours:
@@ -171,9 +185,6 @@ def load_cases(args):
                 verdicts.append(f"{results[peer] / ours:.2f}x {peer} "
                                 f"({'met' if results[peer] > ours else 'MISSED'})")
     rep.row(case="verdict", note="; ".join(verdicts))
-    for p in paths.values():
-        if os.path.exists(p):
-            os.remove(p)
 
 
 def build_training(gib, device, smoke):
@@ -249,9 +260,12 @@ def stall_cases(args):
     def state():
         return {"model": model.state_dict(), "optimizer": opt.state_dict()}
 
-    measured = [measure("rckpt.save_async",
-                        lambda i: rckpt.save_async(os.path.join(args.dir, "a.rckpt"), state()),
+    # One checkpoint per method, overwritten by each save and deleted after the method's
+    # last: the disk holds at most one state's files per method at a time.
+    ours_path = os.path.join(args.dir, "a.rckpt")
+    measured = [measure("rckpt.save_async", lambda i: rckpt.save_async(ours_path, state()),
                         lambda fut: fut.result())]
+    remove(ours_path)
     dcp = None
     try:
         import torch.distributed as dist
@@ -262,25 +276,33 @@ def stall_cases(args):
     except Exception as e:
         rep.row(method="DCP async_save", note=f"skipped: {type(e).__name__}: {e}")
     if dcp is not None and hasattr(dcp, "async_save"):
+        default_path = os.path.join(args.dir, "dcp-default")
+
+        def default_finish(fut):
+            fut.result()
+            remove(default_path)  # DCP writes a folder: the next save makes it anew
         measured.append(measure(
             "DCP async_save (default stager)",
-            lambda i: dcp.async_save(state(), checkpoint_id=os.path.join(args.dir, f"d{i}")),
-            lambda fut: fut.result()))
+            lambda i: dcp.async_save(state(), checkpoint_id=default_path), default_finish))
+        remove(default_path)
         try:
             from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
             options = StagingOptions(use_pinned_memory=not args.smoke, use_shared_memory=False,
                                      use_async_staging=True, use_non_blocking_copy=not args.smoke)
             stager = DefaultStager(options)
 
+            pinned_path = os.path.join(args.dir, "dcp-pinned")
+
             def pinned_save(i):
-                return dcp.async_save(state(), checkpoint_id=os.path.join(args.dir, f"p{i}"),
-                                      async_stager=stager)
+                return dcp.async_save(state(), checkpoint_id=pinned_path, async_stager=stager)
 
             def pinned_finish(resp):
                 fut = getattr(resp, "upload_completion", resp)
                 fut.result()
+                remove(pinned_path)
             measured.append(measure("DCP async_save (async pinned staging)", pinned_save,
                                     pinned_finish))
+            remove(pinned_path)
         except ImportError as e:
             rep.row(method="DCP async_save (async pinned staging)",
                     note=f"skipped: this torch has no staging options ({e})")
@@ -317,7 +339,7 @@ def main(argv=None):
             p.add_argument("--reps", type=int, default=3)
         else:
             p.add_argument("--gib", type=float, default=1.0)
-            p.add_argument("--saves", type=int, default=4)
+            p.add_argument("--saves", type=int, default=3)
     args = parser.parse_args(argv)
     if not args.smoke and not torch.cuda.is_available():
         print("gpu_bench: torch sees no CUDA device (use --smoke to check the script)",
@@ -326,7 +348,12 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as tmp:
         if args.dir is None:
             args.dir = tmp
-        (load_cases if args.what == "load" else stall_cases)(args)
+        try:
+            (load_cases if args.what == "load" else stall_cases)(args)
+        finally:
+            import torch.distributed as dist  # stall_cases' group for DCP, if it made one
+            if dist.is_available() and dist.is_initialized():
+                dist.destroy_process_group()
     return 0
 
 

@@ -1,7 +1,20 @@
 // The CUDA device runtime over the driver API, loaded at run time
 // (driver.h). Every call works in the primary context of its device, pushed
 // for the call and popped after it, so the caller's current context (and
-// torch's current device) is the same afterwards, on every thread.
+// torch's current device) is the same afterwards, on every thread. The
+// context's flags (its scheduling policy) stay as torch or the application
+// set them: waits sleep because rckpt's events block (CU_EVENT_BLOCKING_SYNC),
+// whatever the policy.
+//
+// What it keeps between calls: the un-shuffle module of each device, idle
+// events (RecordEvent takes one, DestroyEvent gives it back) and the pool of
+// pinned staging, scratch and streams (runtime/device_pool.h). A device
+// reset (cudaDeviceReset in the process) makes them stale: the first call
+// that meets a stale handle drops them all for that device.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -11,6 +24,7 @@
 #include "driver.h"
 #include "kernel_image.h"
 #include "rckpt/runtime.h"
+#include "runtime/device_pool.h"
 #include "unshuffle_params.h"
 
 namespace rckpt {
@@ -27,10 +41,13 @@ using cuda::ScopedContext;
 CUdeviceptr DevPtr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
 CUstream StreamOf(Stream s) { return static_cast<CUstream>(s.handle); }
 
-// An event and the device whose context made it.
+// An event and the device whose context made it; the runtime's event
+// generation and the device's reset count when it was recorded.
 struct EventBox {
   CUevent event;
   int device;
+  uint64_t generation;
+  uint64_t epoch = 0;
 };
 
 // The un-shuffle kernels of one device: loaded once, or the reason they
@@ -43,6 +60,12 @@ struct DeviceKernels {
   std::string why_not;
 };
 
+// What a call that uses a handle made earlier gets once the device was
+// reset (cudaDeviceReset): the handle, or its context, is gone.
+bool StaleHandle(cuda::CUresult r) {
+  return r == cuda::kErrorInvalidHandle || r == cuda::kErrorContextIsDestroyed;
+}
+
 bool ImageDoesNotFit(cuda::CUresult r) {
   return r == cuda::kErrorNoBinaryForGpu || r == cuda::kErrorUnsupportedPtxVersion ||
          r == cuda::kErrorInvalidPtx || r == cuda::kErrorInvalidImage ||
@@ -51,9 +74,16 @@ bool ImageDoesNotFit(cuda::CUresult r) {
 
 class CudaRuntimeImpl final : public DeviceRuntime {
  public:
-  explicit CudaRuntimeImpl(std::string library) : driver_(std::move(library)) {}
+  CudaRuntimeImpl(std::string library, uint64_t pinned_cap)
+      : driver_(std::move(library)), pool_(*this, pinned_cap) {
+    pool_.set_validator([this](DevicePool::Kind kind, Device device, void* handle) {
+      return StillThere(kind, device, handle);
+    });
+  }
 
   ~CudaRuntimeImpl() override {
+    ReleasePool();
+    if (getpid() != pid_) return;  // a forked child: every handle is the parent's
     std::lock_guard<std::mutex> lock(kernels_mu_);
     for (auto& [device, k] : kernels_) {
       if (k.module == nullptr) continue;
@@ -63,6 +93,38 @@ class CudaRuntimeImpl final : public DeviceRuntime {
   }
 
   std::string_view name() const override { return "cuda"; }
+
+  DevicePool* pool() override { return &pool_; }
+
+  // `f` runs once, when this runtime first makes something of the driver's
+  // (so after the driver library was loaded).
+  void OnFirstUse(std::function<void()> f) { on_first_use_ = std::move(f); }
+
+  DevicePoolStats PoolStats() override {
+    DevicePoolStats s = pool_.Stats();
+    std::lock_guard<std::mutex> lock(events_mu_);
+    ForgetIfForkedLocked();
+    s.events = events_held_;
+    s.events_created = events_created_;
+    return s;
+  }
+
+  void ReleasePool() override {
+    pool_.Release();
+    std::map<int, std::vector<CUevent>> idle;
+    {
+      std::lock_guard<std::mutex> lock(events_mu_);
+      ForgetIfForkedLocked();
+      idle.swap(idle_events_);
+      for (const auto& [device, events] : idle) events_held_ -= static_cast<int>(events.size());
+      ++event_generation_;
+    }
+    for (const auto& [device, events] : idle) {
+      ScopedContext ctx(driver_, device, "releasing events");
+      if (!ctx.status().ok()) continue;  // a driver shut down at exit: nothing to free
+      for (CUevent e : events) (void)driver_.api().EventDestroy(e);
+    }
+  }
 
   Result<int> DeviceCount() override {
     const cuda::DriverState& s = driver_.State();
@@ -89,6 +151,7 @@ class CudaRuntimeImpl final : public DeviceRuntime {
     RCKPT_RETURN_IF_ERROR(driver_.Check(driver_.api().MemAlloc(&p, bytes == 0 ? 1 : bytes),
                                         "cuMemAlloc of " + std::to_string(bytes) + " bytes on " +
                                             device.ToString()));
+    Used();
     return reinterpret_cast<void*>(p);
   }
 
@@ -105,6 +168,7 @@ class CudaRuntimeImpl final : public DeviceRuntime {
     RCKPT_RETURN_IF_ERROR(driver_.Check(
         driver_.api().MemHostAlloc(&p, bytes == 0 ? 1 : bytes, cuda::kMemHostAllocPortable),
         "cuMemHostAlloc of " + std::to_string(bytes) + " bytes of pinned host memory"));
+    Used();
     std::lock_guard<std::mutex> lock(pinned_mu_);
     pinned_[p] = Index(device);
     return p;
@@ -130,6 +194,7 @@ class CudaRuntimeImpl final : public DeviceRuntime {
     CUstream s = nullptr;
     RCKPT_RETURN_IF_ERROR(driver_.Check(driver_.api().StreamCreate(&s, cuda::kStreamNonBlocking),
                                         "cuStreamCreate on " + device.ToString()));
+    Used();
     return Stream{s};
   }
 
@@ -143,22 +208,22 @@ class CudaRuntimeImpl final : public DeviceRuntime {
                            uint64_t bytes) override {
     ScopedContext ctx(driver_, Index(device), "CopyToDeviceAsync");
     RCKPT_RETURN_IF_ERROR(ctx.status());
-    return driver_.Check(driver_.api().MemcpyHtoDAsync(DevPtr(dst), src, bytes, StreamOf(stream)),
-                         "cuMemcpyHtoDAsync of " + std::to_string(bytes) + " bytes to " +
-                             device.ToString());
+    return Stale(device, driver_.api().MemcpyHtoDAsync(DevPtr(dst), src, bytes, StreamOf(stream)),
+                 "cuMemcpyHtoDAsync of " + std::to_string(bytes) + " bytes to " +
+                     device.ToString());
   }
 
   Status CopyToHostAsync(Device device, Stream stream, void* dst, const void* src,
                          uint64_t bytes) override {
     ScopedContext ctx(driver_, Index(device), "CopyToHostAsync");
     RCKPT_RETURN_IF_ERROR(ctx.status());
-    return driver_.Check(driver_.api().MemcpyDtoHAsync(dst, DevPtr(src), bytes, StreamOf(stream)),
-                         "cuMemcpyDtoHAsync of " + std::to_string(bytes) + " bytes from " +
-                             device.ToString());
+    return Stale(device, driver_.api().MemcpyDtoHAsync(dst, DevPtr(src), bytes, StreamOf(stream)),
+                 "cuMemcpyDtoHAsync of " + std::to_string(bytes) + " bytes from " +
+                     device.ToString());
   }
 
   bool CanUnshuffle(Device device, std::string* why_not) override {
-    const DeviceKernels& k = KernelsOf(device);
+    const DeviceKernels& k = KernelsOf(device, /*check=*/true);
     if (k.module == nullptr && why_not != nullptr) *why_not = k.why_not;
     return k.module != nullptr;
   }
@@ -183,10 +248,11 @@ class CudaRuntimeImpl final : public DeviceRuntime {
       uint32_t elem = elem_size;
       void* params[] = {&d, &s, &n_elem, &elem};
       CUfunction fn = l.kernel == std::string_view(cuda::kUnshuffleTiledKernel) ? k.tiled : k.generic;
-      RCKPT_RETURN_IF_ERROR(driver_.Check(
-          driver_.api().LaunchKernel(fn, l.blocks, 1, 1, cuda::kUnshuffleThreads, 1, 1, 0,
-                                     StreamOf(stream), params, nullptr),
-          std::string("cuLaunchKernel(") + l.kernel + ") on " + device.ToString()));
+      RCKPT_RETURN_IF_ERROR(
+          Stale(device,
+                driver_.api().LaunchKernel(fn, l.blocks, 1, 1, cuda::kUnshuffleThreads, 1, 1, 0,
+                                           StreamOf(stream), params, nullptr),
+                std::string("cuLaunchKernel(") + l.kernel + ") on " + device.ToString()));
     }
     if (bytes > l.body_bytes) {
       // The trailing partial element is stored unshuffled at the end.
@@ -201,25 +267,52 @@ class CudaRuntimeImpl final : public DeviceRuntime {
   Result<Event> RecordEvent(Device device, Stream stream) override {
     ScopedContext ctx(driver_, Index(device), "RecordEvent");
     RCKPT_RETURN_IF_ERROR(ctx.status());
-    CUevent e = nullptr;
-    RCKPT_RETURN_IF_ERROR(driver_.Check(driver_.api().EventCreate(&e, cuda::kEventDisableTiming),
-                                        "cuEventCreate on " + device.ToString()));
-    Status s = driver_.Check(driver_.api().EventRecord(e, StreamOf(stream)),
-                             "cuEventRecord on " + device.ToString());
-    if (!s.ok()) {
-      (void)driver_.api().EventDestroy(e);
-      return s;
+    auto box = std::make_unique<EventBox>(EventBox{nullptr, device.index, 0});
+    {
+      std::lock_guard<std::mutex> lock(events_mu_);
+      ForgetIfForkedLocked();
+      box->generation = event_generation_;
+      box->epoch = epochs_[device.index];
+      std::vector<CUevent>& idle = idle_events_[device.index];
+      if (!idle.empty()) {
+        box->event = idle.back();
+        idle.pop_back();
+      }
     }
-    return Event{new EventBox{e, device.index}};
+    if (box->event != nullptr && StaleHandle(driver_.api().EventQuery(box->event))) {
+      // Gone with a device reset, and so is the rest of what was kept.
+      ForgetDevice(device.index);
+      std::lock_guard<std::mutex> lock(events_mu_);
+      --events_held_;  // ForgetDevice counted the idle ones only
+      box->event = nullptr;
+      box->epoch = epochs_[device.index];
+    }
+    if (box->event == nullptr) {
+      // Blocking: a thread waiting on it sleeps whatever the context's
+      // scheduling policy (AUTO spins when cores outnumber active contexts).
+      RCKPT_RETURN_IF_ERROR(driver_.Check(
+          driver_.api().EventCreate(&box->event,
+                                    cuda::kEventDisableTiming | cuda::kEventBlockingSync),
+          "cuEventCreate on " + device.ToString()));
+      Used();
+      std::lock_guard<std::mutex> lock(events_mu_);
+      ++events_created_;
+      ++events_held_;
+    }
+    const cuda::CUresult r = driver_.api().EventRecord(box->event, StreamOf(stream));
+    if (r != cuda::kSuccess) {
+      DestroyEvent(Event{box.release()});
+      return Stale(device, r, "cuEventRecord on " + device.ToString());
+    }
+    return Event{box.release()};
   }
 
   Status StreamWaitEvent(Device device, Stream stream, Event event) override {
     if (event.handle == nullptr) return Status::Ok();
     ScopedContext ctx(driver_, Index(device), "StreamWaitEvent");
     RCKPT_RETURN_IF_ERROR(ctx.status());
-    return driver_.Check(
-        driver_.api().StreamWaitEvent(StreamOf(stream), Box(event)->event, 0),
-        "cuStreamWaitEvent on " + device.ToString());
+    return Stale(device, driver_.api().StreamWaitEvent(StreamOf(stream), Box(event)->event, 0),
+                 "cuStreamWaitEvent on " + device.ToString());
   }
 
   Status WaitEvent(Event event) override {
@@ -227,33 +320,137 @@ class CudaRuntimeImpl final : public DeviceRuntime {
     const EventBox* box = Box(event);
     ScopedContext ctx(driver_, box->device, "WaitEvent");
     RCKPT_RETURN_IF_ERROR(ctx.status());
-    return driver_.Check(driver_.api().EventSynchronize(box->event),
-                         "cuEventSynchronize on cuda:" + std::to_string(box->device));
+    return Stale(Device::Cuda(box->device), driver_.api().EventSynchronize(box->event),
+                 "cuEventSynchronize on cuda:" + std::to_string(box->device));
   }
 
+  // Gives the event back for the next RecordEvent: a wait already enqueued
+  // on it (StreamWaitEvent) keeps the point it was recorded at, as the
+  // driver promises for an event recorded again.
   void DestroyEvent(Event event) override {
     if (event.handle == nullptr) return;
     std::unique_ptr<EventBox> box(Box(event));
+    {
+      std::lock_guard<std::mutex> lock(events_mu_);
+      if (ForgetIfForkedLocked()) return;  // the parent's, in a forked child
+      const bool reset = box->epoch != epochs_[box->device];
+      if (box->generation == event_generation_ && !reset) {
+        idle_events_[box->device].push_back(box->event);
+        return;
+      }
+      --events_held_;
+      if (reset) return;  // gone with its device's reset
+    }
     ScopedContext ctx(driver_, box->device, "DestroyEvent");
     if (ctx.status().ok()) (void)driver_.api().EventDestroy(box->event);
   }
 
+  // Through a blocking event: the waiting thread sleeps (cuStreamSynchronize
+  // would spin under the AUTO scheduling policy).
   Status Synchronize(Device device, Stream stream) override {
-    ScopedContext ctx(driver_, Index(device), "Synchronize");
-    RCKPT_RETURN_IF_ERROR(ctx.status());
-    return driver_.Check(driver_.api().StreamSynchronize(StreamOf(stream)),
-                         "cuStreamSynchronize on " + device.ToString());
+    RCKPT_ASSIGN_OR_RETURN(Event e, RecordEvent(device, stream));
+    Status s = WaitEvent(e);
+    DestroyEvent(e);
+    return s;
   }
 
  private:
   static EventBox* Box(Event e) { return static_cast<EventBox*>(e.handle); }
 
+  void Used() {
+    if (on_first_use_) std::call_once(first_use_, on_first_use_);
+  }
+
+  // The status of `r`; for a stale handle (the device was reset since it was
+  // made), what this runtime keeps of the device is dropped first, so the
+  // next call starts afresh.
+  Status Stale(Device device, cuda::CUresult r, const std::string& what) {
+    if (r == cuda::kSuccess) return Status::Ok();
+    Status s = driver_.Check(r, what);
+    if (!StaleHandle(r) || !device.is_cuda()) return s;
+    ForgetDevice(device.index);
+    return Status::DeviceError(s.message() + " (" + device.ToString() +
+                               " was reset, e.g. by cudaDeviceReset: the streams, events, "
+                               "buffers and kernels rckpt kept for it were dropped, and the "
+                               "next call makes them anew)");
+  }
+
+  // Whether a resource the pool kept of `device` survived until now (a
+  // device reset frees them all). Cheap queries that never wait.
+  bool StillThere(DevicePool::Kind kind, Device device, void* handle) {
+    ScopedContext ctx(driver_, Index(device), "checking a pooled resource");
+    if (!ctx.status().ok()) return true;  // the call that uses it says why
+    cuda::CUresult r = cuda::kSuccess;
+    switch (kind) {
+      case DevicePool::Kind::kPinned: {
+        unsigned flags = 0;
+        r = driver_.api().MemHostGetFlags(&flags, handle);
+        break;
+      }
+      case DevicePool::Kind::kScratch: {
+        CUdeviceptr base = 0;
+        size_t bytes = 0;
+        r = driver_.api().MemGetAddressRange(&base, &bytes, DevPtr(handle));
+        break;
+      }
+      case DevicePool::Kind::kStream:
+        r = driver_.api().StreamQuery(static_cast<CUstream>(handle));
+        if (r == cuda::kErrorNotReady) r = cuda::kSuccess;
+        break;
+    }
+    if (r == cuda::kSuccess) return true;
+    ForgetDevice(device.index, /*pool=*/false);  // the pool forgets its own share
+    return false;
+  }
+
+  void ForgetDevice(int device, bool pool = true) {
+    if (pool) pool_.ForgetDevice(Device::Cuda(device));
+    {
+      std::lock_guard<std::mutex> lock(events_mu_);
+      ++epochs_[device];
+      events_held_ -= static_cast<int>(idle_events_[device].size());
+      idle_events_[device].clear();
+    }
+    std::lock_guard<std::mutex> lock(kernels_mu_);
+    kernels_.erase(device);  // its module went with the reset
+  }
+
+  // In a child forked after this runtime was used, every handle it holds is
+  // the parent's: forgotten, never used or freed. True when the process is
+  // such a child. REQUIRES: events_mu_ held.
+  bool ForgetIfForkedLocked() {
+    const pid_t now = getpid();
+    if (now == pid_) return false;
+    idle_events_.clear();
+    events_held_ = 0;
+    ++event_generation_;
+    pid_ = now;
+    return true;
+  }
+
   // The ordinal of a CUDA device; -1 (which every call rejects as a device
   // that does not exist) for the CPU.
   static int Index(Device device) { return device.is_cuda() ? device.index : -1; }
 
-  const DeviceKernels& KernelsOf(Device device) {
-    std::lock_guard<std::mutex> lock(kernels_mu_);
+  // `check`: a module loaded earlier is asked whether it survived (a device
+  // reset unloads it), and loaded again when it did not.
+  const DeviceKernels& KernelsOf(Device device, bool check = false) {
+    std::unique_lock<std::mutex> lock(kernels_mu_);
+    if (const pid_t now = getpid(); now != kernels_pid_) {
+      kernels_.clear();  // the parent's modules, in a forked child
+      kernels_pid_ = now;
+    }
+    if (check && kernels_[Index(device)].module != nullptr) {
+      CUfunction fn = nullptr;
+      ScopedContext ctx(driver_, Index(device), "checking the un-shuffle kernels");
+      if (ctx.status().ok() &&
+          StaleHandle(driver_.api().ModuleGetFunction(&fn, kernels_[Index(device)].module,
+                                                      cuda::kUnshuffleTiledKernel))) {
+        lock.unlock();
+        ForgetDevice(Index(device));
+        lock.lock();
+      }
+    }
     DeviceKernels& k = kernels_[Index(device)];
     if (k.tried) return k;
     k.tried = true;
@@ -298,6 +495,17 @@ class CudaRuntimeImpl final : public DeviceRuntime {
   std::map<void*, int> pinned_;
   std::mutex kernels_mu_;
   std::map<int, DeviceKernels> kernels_;
+  pid_t kernels_pid_ = getpid();
+  std::mutex events_mu_;
+  std::map<int, std::vector<CUevent>> idle_events_;  // by device
+  std::map<int, uint64_t> epochs_;                   // resets seen, by device
+  uint64_t event_generation_ = 0;                    // ReleasePool count
+  int events_held_ = 0;
+  uint64_t events_created_ = 0;
+  pid_t pid_ = getpid();
+  std::function<void()> on_first_use_;
+  std::once_flag first_use_;
+  DevicePool pool_;  // last: released first, while the rest still works
 };
 
 }  // namespace
@@ -306,11 +514,37 @@ Result<std::unique_ptr<DeviceRuntime>> NewCudaRuntime(const CudaRuntimeOptions& 
   if (options.driver_library.empty()) {
     return Status::InvalidArgument("CudaRuntimeOptions.driver_library is empty");
   }
-  return std::unique_ptr<DeviceRuntime>(new CudaRuntimeImpl(options.driver_library));
+  return std::unique_ptr<DeviceRuntime>(
+      new CudaRuntimeImpl(options.driver_library, options.pinned_pool_bytes));
 }
 
+namespace {
+
+DeviceRuntime* g_process_runtime = nullptr;
+
+// At exit the pool's pinned memory and streams go back to the driver (a
+// driver already shut down answers CUDA_ERROR_DEINITIALIZED, which the
+// frees ignore). Registered when the pool first holds something, so it runs
+// before the exit handlers of the driver library, loaded before that.
+void ReleaseAtExit() { g_process_runtime->ReleasePool(); }
+
+uint64_t PinnedPoolCapFromEnvironment() {
+  const char* v = std::getenv("RCKPT_PINNED_POOL_BYTES");
+  if (v == nullptr || *v == '\0') return kDefaultPinnedPoolBytes;
+  char* end = nullptr;
+  const unsigned long long n = std::strtoull(v, &end, 10);
+  return end != nullptr && *end == '\0' ? n : kDefaultPinnedPoolBytes;
+}
+
+}  // namespace
+
 Result<DeviceRuntime*> CudaRuntime() {
-  static DeviceRuntime* runtime = new CudaRuntimeImpl("libcuda.so.1");  // never destroyed
+  static DeviceRuntime* runtime = [] {
+    auto* rt = new CudaRuntimeImpl("libcuda.so.1", PinnedPoolCapFromEnvironment());  // never destroyed
+    g_process_runtime = rt;
+    rt->OnFirstUse([] { std::atexit(ReleaseAtExit); });
+    return rt;
+  }();
   return runtime;
 }
 

@@ -43,6 +43,7 @@ const char* KnownErrorName(CUresult r) {
     case kErrorNotFound: return "CUDA_ERROR_NOT_FOUND";
     case kErrorNotReady: return "CUDA_ERROR_NOT_READY";
     case kErrorIllegalAddress: return "CUDA_ERROR_ILLEGAL_ADDRESS";
+    case kErrorContextIsDestroyed: return "CUDA_ERROR_CONTEXT_IS_DESTROYED";
     case kErrorLaunchFailed: return "CUDA_ERROR_LAUNCH_FAILED";
     case kErrorNotPermitted: return "CUDA_ERROR_NOT_PERMITTED";
     case kErrorNotSupported: return "CUDA_ERROR_NOT_SUPPORTED";
@@ -125,9 +126,12 @@ Status Driver::Resolve(void* handle, const DriverState& s) {
       {"cuMemFree_v2", reinterpret_cast<void**>(&api_.MemFree)},
       {"cuMemHostAlloc", reinterpret_cast<void**>(&api_.MemHostAlloc)},
       {"cuMemFreeHost", reinterpret_cast<void**>(&api_.MemFreeHost)},
+      {"cuMemHostGetFlags", reinterpret_cast<void**>(&api_.MemHostGetFlags)},
+      {"cuMemGetAddressRange_v2", reinterpret_cast<void**>(&api_.MemGetAddressRange)},
+      {"cuStreamQuery", reinterpret_cast<void**>(&api_.StreamQuery)},
+      {"cuEventQuery", reinterpret_cast<void**>(&api_.EventQuery)},
       {"cuStreamCreate", reinterpret_cast<void**>(&api_.StreamCreate)},
       {"cuStreamDestroy_v2", reinterpret_cast<void**>(&api_.StreamDestroy)},
-      {"cuStreamSynchronize", reinterpret_cast<void**>(&api_.StreamSynchronize)},
       {"cuStreamWaitEvent", reinterpret_cast<void**>(&api_.StreamWaitEvent)},
       {"cuMemcpyHtoDAsync_v2", reinterpret_cast<void**>(&api_.MemcpyHtoDAsync)},
       {"cuMemcpyDtoHAsync_v2", reinterpret_cast<void**>(&api_.MemcpyDtoHAsync)},
@@ -155,6 +159,7 @@ Status Driver::Resolve(void* handle, const DriverState& s) {
 
 DriverState Driver::Open() {
   DriverState s;
+  opened_pid_ = getpid();
   dlerror();
   void* handle = dlopen(library_.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
@@ -265,8 +270,23 @@ std::string Driver::ErrorName(CUresult r) const {
   return name != nullptr ? std::string(name) : "CUDA error " + std::to_string(r);
 }
 
+std::string Driver::ForkNote() const {
+  const pid_t now = getpid();
+  if (opened_pid_ == 0 || now == opened_pid_) return "";
+  return "this process (pid " + std::to_string(now) + ") was forked from one that had " +
+         "initialised CUDA (pid " + std::to_string(opened_pid_) + "), and a child made by fork " +
+         "cannot use CUDA: start worker processes with the 'spawn' start method " +
+         "(multiprocessing.set_start_method(\"spawn\"), or DataLoader(..., " +
+         "multiprocessing_context=\"spawn\")), or use CUDA only after the fork";
+}
+
 Status Driver::Check(CUresult r, std::string_view what) const {
   if (r == kSuccess) return Status::Ok();
+  if (r == kErrorNotInitialized || r == kErrorInvalidContext) {
+    if (std::string fork = ForkNote(); !fork.empty()) {
+      return Status::DeviceUnavailable(std::string(what) + ": " + ErrorName(r) + ": " + fork);
+    }
+  }
   const char* text = nullptr;
   if (api_.GetErrorString == nullptr || api_.GetErrorString(r, &text) != kSuccess) text = nullptr;
   std::string msg = std::string(what) + ": " + ErrorName(r);

@@ -13,6 +13,8 @@
 #ifndef RCKPT_CUDA_DRIVER_H_
 #define RCKPT_CUDA_DRIVER_H_
 
+#include <sys/types.h>
+
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -53,9 +55,14 @@ class Driver {
   const DriverApi& api() const { return api_; }
   // The driver's name for `r` ("CUDA_ERROR_OUT_OF_MEMORY"), or its number.
   std::string ErrorName(CUresult r) const;
-  // OK for success; else OutOfMemory, DeviceUnavailable (no/invalid device)
-  // or DeviceError, with "<what>: <error name>: <driver's text>".
+  // OK for success; else OutOfMemory, DeviceUnavailable (no/invalid device;
+  // CUDA_ERROR_NOT_INITIALIZED in a child forked after the driver was
+  // opened, with the cause and the fix) or DeviceError, with "<what>:
+  // <error name>: <driver's text>".
   Status Check(CUresult r, std::string_view what) const;
+  // Why CUDA cannot work in this process when it is a child forked after
+  // the driver was opened; "" otherwise.
+  std::string ForkNote() const;
 
   // The primary context of device `ordinal`, retained on first use and
   // released by ~Driver. DeviceUnavailable for an ordinal that does not exist.
@@ -71,6 +78,7 @@ class Driver {
 
   const std::string library_;
   const std::string dev_dir_;
+  pid_t opened_pid_ = 0;  // the process that opened the driver
   std::once_flag open_once_;
   DriverState state_;
   DriverApi api_{};

@@ -47,6 +47,7 @@ inline constexpr CUresult kErrorInvalidHandle = 400;
 inline constexpr CUresult kErrorNotFound = 500;
 inline constexpr CUresult kErrorNotReady = 600;
 inline constexpr CUresult kErrorIllegalAddress = 700;
+inline constexpr CUresult kErrorContextIsDestroyed = 709;
 inline constexpr CUresult kErrorLaunchFailed = 719;
 inline constexpr CUresult kErrorNotPermitted = 800;
 inline constexpr CUresult kErrorNotSupported = 801;
@@ -57,6 +58,7 @@ inline constexpr CUresult kErrorUnknown = 999;
 
 inline constexpr unsigned kMemHostAllocPortable = 0x01;
 inline constexpr unsigned kStreamNonBlocking = 0x1;
+inline constexpr unsigned kEventBlockingSync = 0x1;
 inline constexpr unsigned kEventDisableTiming = 0x2;
 inline constexpr int kDeviceAttributeComputeCapabilityMajor = 75;
 inline constexpr int kDeviceAttributeComputeCapabilityMinor = 76;
@@ -84,10 +86,13 @@ struct DriverApi {
   CUresult (*MemFree)(CUdeviceptr ptr);                            // cuMemFree_v2
   CUresult (*MemHostAlloc)(void** ptr, size_t bytes, unsigned flags);  // cuMemHostAlloc
   CUresult (*MemFreeHost)(void* ptr);                              // cuMemFreeHost
+  CUresult (*MemHostGetFlags)(unsigned* flags, void* ptr);         // cuMemHostGetFlags
+  CUresult (*MemGetAddressRange)(CUdeviceptr* base, size_t* bytes,
+                                 CUdeviceptr ptr);                 // cuMemGetAddressRange_v2
   CUresult (*StreamCreate)(CUstream* stream, unsigned flags);      // cuStreamCreate
   CUresult (*StreamDestroy)(CUstream stream);                      // cuStreamDestroy_v2
-  CUresult (*StreamSynchronize)(CUstream stream);                  // cuStreamSynchronize
   CUresult (*StreamWaitEvent)(CUstream stream, CUevent event, unsigned flags);  // cuStreamWaitEvent
+  CUresult (*StreamQuery)(CUstream stream);                        // cuStreamQuery
   CUresult (*MemcpyHtoDAsync)(CUdeviceptr dst, const void* src, size_t bytes,
                               CUstream stream);                    // cuMemcpyHtoDAsync_v2
   CUresult (*MemcpyDtoHAsync)(void* dst, CUdeviceptr src, size_t bytes,
@@ -97,6 +102,7 @@ struct DriverApi {
   CUresult (*EventCreate)(CUevent* event, unsigned flags);         // cuEventCreate
   CUresult (*EventRecord)(CUevent event, CUstream stream);         // cuEventRecord
   CUresult (*EventSynchronize)(CUevent event);                     // cuEventSynchronize
+  CUresult (*EventQuery)(CUevent event);                           // cuEventQuery
   CUresult (*EventDestroy)(CUevent event);                         // cuEventDestroy_v2
   CUresult (*ModuleLoadData)(CUmodule* module, const void* image); // cuModuleLoadData
   CUresult (*ModuleUnload)(CUmodule module);                       // cuModuleUnload

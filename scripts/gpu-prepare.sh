@@ -16,7 +16,8 @@
 #            under /usr, for building the Python extension there (it must be
 #            built for that machine's Python and torch)
 #   wheels/  hippynn 0.1.3 (no dependencies beyond torch and numpy)
-# and checks that the work tree and gpu-carry/ together fit in 64 MiB.
+# and checks that the work tree and gpu-carry/ together fit in the 64 MiB that
+# travel (nothing else is carried: the proof builds in /tmp there).
 # Prints the path to carry. Exit 3 when PyPI cannot be reached for hippynn
 # (PYTHON names the interpreter whose pip downloads it; default python3).
 set -euo pipefail
@@ -86,4 +87,8 @@ if [ "$total" -gt "$limit" ]; then
   echo "gpu-prepare: too large to carry" >&2
   exit 1
 fi
-echo "gpu-prepare: carry gpu-carry (then run: bash tests/gpu/proof.sh)"
+# The one command for the device machine: gpu-carry is its only carried
+# path; the proof keeps its build and checkpoints in /tmp and its results in
+# $OUT, under a 240 s budget (a 300 s call leaves room to rerun it once).
+echo "gpu-prepare: carry gpu-carry, then run: bash tests/gpu/proof.sh (timeout 300 s;" \
+     "results.md, proof.log and JSON come back in \$OUT)"

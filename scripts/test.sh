@@ -33,11 +33,17 @@ ctest --test-dir "$root/build" -j"$(nproc)" --output-on-failure --timeout 600 -L
 # The GPU proof as far as a machine without a GPU takes it: its preparation
 # (scripts/gpu-prepare.sh: the binaries of the build above, the dependencies
 # and hippynn's wheel that travel to the GPU test machine) and its run up to
-# "no GPU here" (the carried files, the doctor, the Python extension
-# configured from the carried dependencies alone), so the day a GPU is lent
-# nothing is found missing. Skipped, with the reason, when PyPI cannot be
-# reached for hippynn's wheel.
-stage "gpu proof (dry run: preparation, then tests/gpu/proof.sh up to 'no GPU here')"
+# "no GPU here" (the carried files, the doctor, the Python.h check, the C++
+# GPU suites starting from the carried files, the Python extension configured
+# from the carried dependencies alone, the device checks' rows), so the day a
+# GPU is lent nothing is found missing. tests/gpu/check-out.sh then holds what
+# the dry run left in its output folder to the device machine's rules (what
+# comes back from it: 8 plain-named files at most, 16 MiB each, two folders
+# deep; results.md and one log; no checkpoint or build left behind), after
+# its self-test. Skipped, with the reason, when PyPI cannot be reached for
+# hippynn's wheel.
+stage "gpu proof (dry run: preparation, then tests/gpu/proof.sh up to 'no GPU here', its output checked)"
+bash tests/gpu/check-out.sh --self-test
 prep_rc=0
 PYTHON="$py" bash scripts/gpu-prepare.sh "$root/build" || prep_rc=$?
 if [ "$prep_rc" = 3 ]; then
@@ -45,7 +51,11 @@ if [ "$prep_rc" = 3 ]; then
 elif [ "$prep_rc" != 0 ]; then
   exit "$prep_rc"
 else
-  PYTHON="$py" bash tests/gpu/proof.sh --dry-run --out "$root/build/gpu-proof"
+  rm -rf "$root/build/gpu-proof"
+  # A fixed scratch path, so the extension's objects hit ccache from run to run.
+  PYTHON="$py" bash tests/gpu/proof.sh --dry-run --out "$root/build/gpu-proof" \
+    --scratch "$root/build/gpu-proof-scratch"
+  bash tests/gpu/check-out.sh "$root/build/gpu-proof" --dry-run
 fi
 
 # The Python suites again (all but the GPU one) on the newest torch 2.x and

@@ -32,6 +32,7 @@ struct Controls {
   int (*device_of)(const void*);
   void* (*hold_stream)(void*, int);
   void (*release)(void*);
+  void (*reset_device)(int);
 };
 
 Controls LoadControls(const std::string& path) {
@@ -49,6 +50,7 @@ Controls LoadControls(const std::string& path) {
   c.device_of = reinterpret_cast<decltype(c.device_of)>(dlsym(h, "rckpt_standin_device_of"));
   c.hold_stream = reinterpret_cast<decltype(c.hold_stream)>(dlsym(h, "rckpt_standin_hold_stream"));
   c.release = reinterpret_cast<decltype(c.release)>(dlsym(h, "rckpt_standin_release"));
+  c.reset_device = reinterpret_cast<decltype(c.reset_device)>(dlsym(h, "rckpt_standin_reset_device"));
   return c;
 }
 
@@ -109,6 +111,9 @@ class StandinRuntime final : public EmulatedRuntime {
   Status WaitEvent(Event e) override { return cuda_->WaitEvent(e); }
   void DestroyEvent(Event e) override { cuda_->DestroyEvent(e); }
   Status Synchronize(Device d, Stream s) override { return cuda_->Synchronize(d, s); }
+  DevicePool* pool() override { return cuda_->pool(); }
+  DevicePoolStats PoolStats() override { return cuda_->PoolStats(); }
+  void ReleasePool() override { cuda_->ReleasePool(); }
 
   int device_count() const override { return devices_; }
   int LiveAllocations(int d) const override { return Stats().live_allocations[d]; }
@@ -210,6 +215,11 @@ std::string CudaStandinViolations() {
 int CudaStandinContextDepth() { return StandinControls().context_depth(); }
 int CudaStandinCurrentDevice() { return StandinControls().current_device(); }
 void SetCudaStandinCurrentDevice(int device) { StandinControls().set_current_device(device); }
+void ResetCudaStandinDevice(int device) { StandinControls().reset_device(device); }
+void* HoldCudaStandinStream(void* stream, int device) {
+  return StandinControls().hold_stream(stream, device);
+}
+void ReleaseCudaStandinStream(void* gate) { StandinControls().release(gate); }
 
 std::string CudaStandinProblems() {
   if (!g_standin) return "";

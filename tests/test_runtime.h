@@ -63,6 +63,12 @@ std::string CudaStandinViolations();  // one per line; "" when none
 int CudaStandinContextDepth();        // of the calling thread
 int CudaStandinCurrentDevice();       // of the calling thread; -1: none
 void SetCudaStandinCurrentDevice(int device);
+// As cudaDeviceReset of `device` (rckpt_standin_reset_device).
+void ResetCudaStandinDevice(int device);
+// Holds `stream` of `device` busy until the returned gate is released, as a
+// long kernel would (rckpt_standin_hold_stream).
+void* HoldCudaStandinStream(void* stream, int device);
+void ReleaseCudaStandinStream(void* gate);
 
 // After a test in --cuda-standin mode: what the stand-in saw go wrong (its
 // violations, a context left current on this thread, objects left live

@@ -63,6 +63,11 @@ std::string RenderDoctorText(const DoctorReport& r) {
            (r.pinned_probe.ok() ? " allocated and freed (the staging ring a load uses)\n"
                                 : " could not be allocated: " + r.pinned_probe.message() + "\n");
   }
+  const DevicePoolStats& p = r.pool;
+  out += "device pool: " + HumanBytes(p.pinned_bytes) + " pinned of a " +
+         HumanBytes(p.pinned_cap) + " cap (RCKPT_PINNED_POOL_BYTES), " +
+         HumanBytes(p.device_scratch_bytes) + " device scratch, " + std::to_string(p.streams) +
+         " streams, " + std::to_string(p.events) + " events held for loads and saves\n";
   if (!r.problem.ok()) {
     out += "\nPROBLEM: " + r.problem.message() + "\n";
   } else if (r.devices.empty()) {
@@ -115,6 +120,8 @@ std::string RenderDoctorJson(const DoctorReport& r) {
   w.Key("pinned_probe_bytes").Uint(r.pinned_probe_bytes);
   w.Key("pinned_probe_ok").Bool(r.pinned_probe.ok());
   w.Key("host_memory_bytes").Uint(r.host_memory_bytes);
+  w.Key("device_pool");
+  DevicePoolJson(w, r.pool);
   w.Key("usable").Bool(r.problem.ok());
   w.Key("problem").String(r.problem.ok() ? "" : r.problem.message());
   w.EndObject();

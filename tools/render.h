@@ -15,6 +15,10 @@
 #include "rckpt/io.h"
 #include "rckpt/options.h"
 
+namespace rckpt {
+class JsonWriter;
+}  // namespace rckpt
+
 namespace rckpt::cli {
 
 // The exit code for a status (docs/CLI.md): 0 OK, 2 InvalidArgument,
@@ -62,9 +66,16 @@ Result<LoadReport> LoadForReport(const std::string& path, LoadOptions options);
 // Text: bytes, seconds, rate (rckpt/human_bytes.h units), staging high-water
 // of capacity, then the placement table. JSON: {"schema_version":1,"path",
 // "runtime","bytes_read","bytes_restored","seconds","gb_per_s",
-// "staging_high_water","staging_capacity","mapped","placements":[...as
-// plan...]}.
+// "staging_high_water","staging_capacity","device_unshuffled_bytes",
+// "host_unshuffled_bytes","host_unshuffle_reason","device_pool","mapped","placements":
+// [...as plan...]}. The text adds an "unshuffle" line (device and host
+// bytes, the host's reason) when byte-shuffled chunks went to a device.
 std::string RenderLoadText(const LoadReport& report);
+// {"pinned_bytes","pinned_cap","device_scratch_bytes","streams","events",
+// "pinned_allocations","device_allocations","streams_created",
+// "events_created","unpinned_leases"} (rckpt/runtime.h, DevicePoolStats):
+// `rckpt load --json`'s "device_pool" and `rckpt doctor --json`'s.
+void DevicePoolJson(JsonWriter& w, const DevicePoolStats& pool);
 std::string RenderLoadJson(const LoadReport& report);
 
 // `rckpt diff`. Text: one line per difference and a summary, then what was

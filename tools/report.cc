@@ -111,6 +111,21 @@ Result<LoadReport> LoadForReport(const std::string& path, LoadOptions options) {
   return report;
 }
 
+void DevicePoolJson(JsonWriter& w, const DevicePoolStats& p) {
+  w.BeginObject()
+      .Key("pinned_bytes").Uint(p.pinned_bytes)
+      .Key("pinned_cap").Uint(p.pinned_cap)
+      .Key("device_scratch_bytes").Uint(p.device_scratch_bytes)
+      .Key("streams").Int(p.streams)
+      .Key("events").Int(p.events)
+      .Key("pinned_allocations").Uint(p.pinned_allocations)
+      .Key("device_allocations").Uint(p.device_allocations)
+      .Key("streams_created").Uint(p.streams_created)
+      .Key("events_created").Uint(p.events_created)
+      .Key("unpinned_leases").Uint(p.unpinned_leases)
+      .EndObject();
+}
+
 std::string RenderLoadText(const LoadReport& r) {
   char time[64];
   std::snprintf(time, sizeof time, "%.3f s, %s", r.stats.seconds,
@@ -130,7 +145,14 @@ std::string RenderLoadText(const LoadReport& r) {
   out += s.staging_capacity == 0
              ? std::string("  staging   none (no device destination)\n")
              : "  staging   high-water " + HumanBytes(s.staging_high_water) +
-                   " of " + HumanBytes(s.staging_capacity) + " pinned\n";
+                   " of " + HumanBytes(s.staging_capacity) + " pinned; the pool keeps " +
+                   HumanBytes(s.device_pool.pinned_bytes) + " of a " +
+                   HumanBytes(s.device_pool.pinned_cap) + " cap for the next call\n";
+  if (s.device_unshuffled_bytes + s.host_unshuffled_bytes > 0) {
+    out += "  unshuffle " + HumanBytes(s.device_unshuffled_bytes) + " on the device, " +
+           HumanBytes(s.host_unshuffled_bytes) + " on the host" +
+           (s.host_unshuffled_bytes > 0 ? " (" + s.host_unshuffle_reason + ")" : "") + "\n";
+  }
   return out + RenderPlanText(r.placements);
 }
 
@@ -146,6 +168,11 @@ std::string RenderLoadJson(const LoadReport& r) {
   w.Key("gb_per_s").Double(GigabytesPerSecond(r.stats));
   w.Key("staging_high_water").Uint(r.stats.staging_high_water);
   w.Key("staging_capacity").Uint(r.stats.staging_capacity);
+  w.Key("device_unshuffled_bytes").Uint(r.stats.device_unshuffled_bytes);
+  w.Key("host_unshuffled_bytes").Uint(r.stats.host_unshuffled_bytes);
+  w.Key("host_unshuffle_reason").String(r.stats.host_unshuffle_reason);
+  w.Key("device_pool");
+  DevicePoolJson(w, r.stats.device_pool);
   w.Key("mapped").Bool(r.mapped);
   PlacementsJson(w, r.placements);
   w.EndObject();

@@ -6,8 +6,10 @@
 #
 # The peers: s3fs, s3torchconnector and Run:ai Model Streamer with its S3
 # backend, pinned; boto3 at the version s3fs's aiobotocore allows;
-# safetensors; tenacity, which s3torchconnector's DCP plug-in imports without
-# declaring it; torch 2 and numpy 2 under them. Default VENV:
+# safetensors; torch 2 and numpy 2 under them. The DCP rows
+# (bench/s3_dcp_bench.py) import s3torchconnector.dcp (which needs
+# tenacity) and torch.distributed.checkpoint's fsspec storage (fsspec, from
+# s3fs). Default VENV:
 # ${XDG_CACHE_HOME:-~/.cache}/rckpt/venv-s3-peers-py<X.Y>, outside the clone.
 # torch (a few GiB with its CUDA libraries) is not installed twice: when
 # the torch 2 venv of scripts/python-env.sh --torch2 exists, this venv sees
@@ -24,9 +26,10 @@ venv="${1:-$cache/venv-s3-peers-py$version}"
 torch2="$cache/venv-torch2-py$version"
 peers=(boto3 "s3fs==2026.9.0" "s3torchconnector==1.5.0" "runai-model-streamer==0.17.1"
        "runai-model-streamer-s3==0.17.1" safetensors tenacity)
-# What the bench imports, each peer's S3 backend and plug-ins included.
-check="import boto3, s3fs, s3torchconnector, s3torchconnector.dcp, runai_model_streamer, \
-runai_model_streamer_s3, safetensors, tenacity, torch, numpy"
+# What the benches import, each peer's S3 backend and plug-ins included.
+check="import boto3, s3fs, s3torchconnector, s3torchconnector.dcp, tenacity, fsspec, \
+runai_model_streamer, runai_model_streamer_s3, safetensors, torch, numpy, \
+torch.distributed.checkpoint._fsspec_filesystem"
 
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "$check" 2>/dev/null; then
   echo "$venv/bin/python"

@@ -92,13 +92,22 @@ struct RankState {
 // file, and rank 0 renames it over `path` only after every rank succeeded.
 // The ranks must see the same file system at `path` (one node, or a shared
 // file system).
+// An object-storage URL (s3://BUCKET/KEY) is one object written by one
+// shared write (rckpt/file.h): rank 0 starts the multipart upload and hands
+// its id to the others, every rank uploads its region as parts of its own
+// (padded with zeros to at least S3's 5 MiB part), and rank 0 uploads
+// manifest and footer as the last part and completes the upload; on any
+// failure every rank that knows the upload aborts it (docs/DISTRIBUTED.md,
+// "To object storage"). There options.fs is the file system used
+// (DefaultFileSystem() when null).
 // Every rank returns the same result: on any rank's failure, every rank
 // returns that error (prefixed "rank <r>: "), the temporary is removed, and
 // a previous file at `path` is intact. Errors: InvalidArgument (bad options;
 // blocks that overlap, leave a gap or disagree on a tensor's shape, dtype or
 // section across ranks), IoError (a write, sync or rename failed on some
 // rank, options.progress cancelled, or a collective failed or timed out),
-// DeviceError. options.fs is not used (every rank writes the file directly);
+// DeviceError. options.fs is not used for a local path (every rank writes
+// the file directly);
 // options.progress is called with this rank's bytes while it encodes, and
 // once more after its bytes are written.
 Status SaveDistributed(Communicator& comm, const std::string& path, const RankState& state,

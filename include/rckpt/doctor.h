@@ -53,6 +53,9 @@ struct DoctorReport {
   Status pinned_probe;
   uint64_t host_memory_bytes = 0;
   uint64_t host_memory_available = 0;
+  // The process's runtime's pool (DefaultRuntime().PoolStats()): what it
+  // holds for loads and saves, and the pinned cap. Asking touches no driver.
+  DevicePoolStats pool;
 };
 
 // Examines the driver library of `options`. Always returns a report; its

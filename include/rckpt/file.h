@@ -108,6 +108,45 @@ struct IncompleteWrite {
   bool writer_alive = false;
 };
 
+// Shared writes: one file written by several processes at once (the ranks
+// of a collective save), each uploading its own numbered parts: in object
+// storage a multipart upload whose id the process that started it hands
+// to the others. The file appears, whole, only when the parts are committed
+// together; until then readers see what was there before. A write that is
+// aborted, or whose processes all die, leaves the previous file (a killed
+// one: an incomplete write, FileSystem::ListIncomplete).
+//
+// Parts are numbered from 1 and joined in number order; every part but the
+// highest-numbered one is at least SharedWrite::min_part_bytes, each at
+// most max_part_bytes, at most max_parts of them.
+struct SharedWrite {
+  std::string id;  // an S3 upload id: any process may continue or abort it
+  uint64_t min_part_bytes = 0;
+  uint64_t max_part_bytes = 0;
+  uint64_t max_parts = 0;
+};
+
+// What a part's upload returns, and the commit needs: its number and the
+// server's tag of its bytes (an S3 ETag).
+struct SharedPart {
+  uint64_t number = 0;
+  std::string tag;
+};
+
+// One process's consecutive parts of a shared write: the bytes appended
+// fill parts first_part, first_part + 1, ... of the sizes given, uploaded
+// several at a time while the caller goes on appending (host memory: the
+// parts in flight plus the one being filled). Not thread-safe. Destroying
+// it waits for the parts in flight; it never aborts the shared write (its
+// owner does).
+class SharedWriteRegion : public WritableFile {
+ public:
+  // Waits for every part: their receipts in part order. The bytes appended
+  // must fill the sizes given exactly, except that the last part may be
+  // short when it is the file's last (InvalidArgument otherwise).
+  virtual Result<std::vector<SharedPart>> Finish() = 0;
+};
+
 // A file system: where files are opened, renamed and removed.
 // Thread-safety: all methods may be called concurrently.
 class FileSystem {
@@ -168,6 +207,25 @@ class FileSystem {
   // then, and `from` stays. Unsupported by default (and in S3, which has no
   // rename).
   virtual Status RenameNoReplace(const std::string& from, const std::string& to);
+
+  // Shared writes (SharedWrite above). Unsupported by default: a local file
+  // is shared through positioned writes to a temporary instead.
+  // Starts one at `path` (S3: CreateMultipartUpload).
+  virtual Result<SharedWrite> StartSharedWrite(const std::string& path);
+  // This process's parts [first_part, first_part + part_bytes.size()) of
+  // the write `write` to `path` (begun by any process).
+  virtual Result<std::unique_ptr<SharedWriteRegion>> OpenSharedWriteRegion(
+      const std::string& path, const SharedWrite& write, uint64_t first_part,
+      std::vector<uint64_t> part_bytes);
+  // Makes the parts, in number order, the file at `path`, replacing what was
+  // there. On failure nothing new is visible; the write is not aborted.
+  virtual Status CommitSharedWrite(const std::string& path,
+                                   const SharedWrite& write,
+                                   std::span<const SharedPart> parts);
+  // Discards the write and its parts; the previous file stays. Any process
+  // may call it, as often as it likes (OK when it is already gone).
+  virtual Status AbortSharedWrite(const std::string& path,
+                                  const SharedWrite& write);
 };
 
 // The process-wide POSIX file system.

@@ -131,10 +131,17 @@ struct LoadStats {
   uint64_t staging_high_water = 0; // peak pinned staging bytes in use
   uint64_t staging_capacity = 0;   // the ring's size
   // Byte-shuffled bytes bound for a device, un-shuffled there (the kernel)
-  // or on the host (no kernel for this GPU or driver, or
-  // device_unshuffle = false).
+  // or on the host, and why the host did (the first reason met): no kernel
+  // for this GPU or driver, device_unshuffle = false, no device memory for
+  // the un-shuffle scratch, or a chunk larger than a staging slot
+  // (staging_bytes below twice the largest chunk). "" when the host
+  // un-shuffled nothing.
   uint64_t device_unshuffled_bytes = 0;
   uint64_t host_unshuffled_bytes = 0;
+  std::string host_unshuffle_reason;
+  // The runtime's pool once the load is done: the pinned staging, scratch,
+  // streams and events it keeps for later calls, and the pinned cap.
+  DevicePoolStats device_pool;
 };
 
 struct LoadOptions {

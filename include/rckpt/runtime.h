@@ -38,6 +38,32 @@ struct Event {
   void* handle = nullptr;
 };
 
+// What a runtime's pool holds (DeviceRuntime::PoolStats): the pinned
+// staging memory, device scratch, streams and events that loads and saves
+// lease instead of making and freeing their own on every call, and how many
+// of each were ever made (constant once the pool has grown to what the
+// process's calls need).
+struct DevicePoolStats {
+  uint64_t pinned_bytes = 0;          // pinned host memory held (idle and leased)
+  uint64_t pinned_cap = 0;            // the most pinned_bytes may reach
+  uint64_t device_scratch_bytes = 0;  // device memory held, all devices
+  int streams = 0;                    // streams held, all devices
+  int events = 0;                     // events held, all devices
+  uint64_t pinned_allocations = 0;    // pinned blocks ever allocated
+  uint64_t device_allocations = 0;    // scratch buffers ever allocated
+  uint64_t streams_created = 0;
+  uint64_t events_created = 0;
+  // Leases past the cap, served with ordinary (unpinned) host memory.
+  uint64_t unpinned_leases = 0;
+};
+
+// The pinned pool's cap unless a runtime is given another
+// (CudaRuntimeOptions::pinned_pool_bytes; for the process's CUDA runtime,
+// the environment variable RCKPT_PINNED_POOL_BYTES).
+inline constexpr uint64_t kDefaultPinnedPoolBytes = 512ull << 20;
+
+class DevicePool;
+
 class DeviceRuntime {
  public:
   virtual ~DeviceRuntime() = default;
@@ -112,8 +138,22 @@ class DeviceRuntime {
   virtual Status WaitEvent(Event event) = 0;
   virtual void DestroyEvent(Event event) = 0;
 
-  // Blocks until all work on the stream is done.
+  // Blocks until all work on the stream is done (the CUDA runtime waits on
+  // an event recorded after it, sleeping, not spinning).
   virtual Status Synchronize(Device device, Stream stream) = 0;
+
+  // The runtime's pool (src/runtime/device_pool.h), from which loads and
+  // saves lease pinned staging, device scratch and streams; null for a
+  // runtime without one (each call then makes and frees its own).
+  virtual DevicePool* pool() { return nullptr; }
+  // What the pool holds now and has ever made.
+  virtual DevicePoolStats PoolStats();
+  // Frees what the pool holds that no call is using now (cuMemFreeHost,
+  // cuMemFree and stream and event destruction, each of which waits for
+  // the device); what calls in flight use is freed as they end. Later calls
+  // build the pool anew. The process's CUDA runtime does this at exit too,
+  // tolerating a driver already shut down (CUDA_ERROR_DEINITIALIZED).
+  virtual void ReleasePool();
 };
 
 // The process-wide host runtime (0 CUDA devices).
@@ -141,6 +181,8 @@ struct CudaRuntimeOptions {
   // a path. Another path is for drivers installed outside the loader's
   // search path (and for testing against a stand-in driver).
   std::string driver_library = "libcuda.so.1";
+  // The cap of the runtime's pinned pool (DevicePoolStats::pinned_cap).
+  uint64_t pinned_pool_bytes = kDefaultPinnedPoolBytes;
 };
 
 // A CUDA runtime over the driver library of `options`. Creating it loads
@@ -150,8 +192,10 @@ struct CudaRuntimeOptions {
 // and pinned buffer it made.
 Result<std::unique_ptr<DeviceRuntime>> NewCudaRuntime(const CudaRuntimeOptions& options);
 
-// The process's CUDA runtime over libcuda.so.1 (never destroyed).
-// Unsupported when rckpt was built without it.
+// The process's CUDA runtime over libcuda.so.1 (never destroyed; its pool
+// is released at exit). Its pinned pool's cap is RCKPT_PINNED_POOL_BYTES
+// (bytes, read once when it is made) when that is set, else
+// kDefaultPinnedPoolBytes. Unsupported when rckpt was built without it.
 Result<DeviceRuntime*> CudaRuntime();
 
 // The CUDA runtime when rckpt was built with it, else the host runtime.

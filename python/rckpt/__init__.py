@@ -41,11 +41,32 @@ def cuda_device_count(emulate_devices: int = 0) -> int:
                                                          emulate_devices))
 
 
+def device_pool_stats() -> dict[str, int]:
+    """What rckpt's CUDA runtime keeps between loads and saves so that none of them pins,
+    frees or makes streams (each of which waits for the whole GPU): ``pinned_bytes`` of pinned
+    staging (at most ``pinned_cap``, RCKPT_PINNED_POOL_BYTES, default 512 MiB),
+    ``device_scratch_bytes``, ``streams`` and ``events`` held now, and how many of each were
+    ever made (``pinned_allocations``, ``device_allocations``, ``streams_created``,
+    ``events_created``; constant once the pool has grown to what the process's calls need),
+    and ``unpinned_leases``: calls past the cap, served with ordinary host memory. Asking
+    touches no driver."""
+    return dict(_core.device_pool_stats())
+
+
+def release_device_pool() -> None:
+    """Frees what rckpt's CUDA runtime keeps between loads and saves (device_pool_stats()):
+    each free waits for the GPU's work, so call it where a pause costs nothing (the end of
+    training, before handing the GPU's memory to something else). Calls in flight keep what
+    they use until they end; later calls build the pool again. Exit releases it too."""
+    _core.release_device_pool()
+
+
 __all__ = [
     "AlreadyExistsError", "Checkpoint", "CheckpointManager", "ConvertReport", "CorruptionError", "DeviceError",
     "DeviceUnavailableError", "DoctorReport", "DroppedValueWarning", "Error", "FunctionRef", "InertObject",
     "InertObjectWarning", "InvalidArgumentError", "IoError", "NotFoundError",
     "OutOfMemoryError", "ProgressBar", "RestoreReport", "RngRecord", "RngState", "SaveFuture",
     "UnsupportedError", "VerifyReport", "capture_rng", "convert", "cuda_device_count", "data",
-    "doctor", "inspect", "load", "load_into", "restore_rng", "s3", "save", "save_async", "verify",
+    "device_pool_stats", "doctor", "inspect", "load", "load_into", "release_device_pool", "restore_rng", "s3",
+    "save", "save_async", "verify",
 ]

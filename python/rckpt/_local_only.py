@@ -1,9 +1,11 @@
 """The refusal of a URL by the entry points that write only to file systems.
 
-CheckpointManager, rckpt.distributed, rckpt.dcp and rckpt.lightning create
-directories and files with os.* calls: given ``s3://ckpts/run`` they would
-make a local folder named ``s3:``. Until they reach object storage, each
-calls :func:`refuse_url` on its path first.
+The entry points that create directories and files with os.* calls would,
+given ``s3://ckpts/run``, make a local folder named ``s3:``. Each calls
+:func:`refuse_url` on a path it cannot take: rckpt.distributed and rckpt.dcp
+on every URL so far; CheckpointManager and rckpt.lightning (which reach
+object storage through rckpt.storage) on URLs of other schemes and on s3://
+URLs that pathlib collapsed.
 """
 
 from __future__ import annotations

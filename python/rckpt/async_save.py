@@ -237,7 +237,12 @@ def save_async(path, state, *, rng=None, codec="none", level=1, chunk_bytes=4 <<
     reused by the next call), and the tree, ``rng`` and ``metadata`` are
     captured as values: the caller may change or free its tensors at once
     (an optimizer step, ``add_``, ``del``), and the file holds the state at
-    the call. Writing (encode, checksums, write, fsync, rename) then runs in
+    the call. CUDA tensors are copied on a side stream ordered after torch's
+    current stream, which waits for the copies: change them on that stream
+    at once, free them at once whatever stream they were allocated on (each
+    is recorded on the current stream with ``record_stream``), but order a
+    write on another stream after the save yourself. Writing (encode,
+    checksums, write, fsync, rename) then runs in
     C++ without the GIL, with rckpt.save's guarantees: the file at ``path``
     is replaced only by a complete one. The options are rckpt.save's
     (``if_absent`` included);

@@ -44,7 +44,10 @@ class Checkpoint(MutableMapping[str, Any]):
     - ``origin``: tensor name -> device recorded when it was saved;
     - ``tensors``: tensor name -> tensor (file order), ``sections`` (name ->
       role), ``metadata`` (str -> str) and ``stats`` (bytes read and
-      restored, seconds);
+      restored, seconds, the pinned staging ring's high-water and capacity,
+      the byte-shuffled bytes bound for a device that the device and the host
+      un-shuffled, and ``host_unshuffle_reason``: why the host did, "" when
+      it did not);
     - for a file that rckpt.distributed.save wrote: ``saved_world_size``,
       ``rank_states`` (every saved rank's ``rank_state``), ``saved_rng``
       (saved rank -> RngState) and ``rank_state`` (the saved rank 0's when

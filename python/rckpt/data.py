@@ -19,6 +19,7 @@ pipeline mid-epoch".
 """
 
 import random as _random
+import sys as _sys
 
 import torch
 import torch.utils.data as _tud
@@ -315,12 +316,24 @@ class ResumableDataLoader(_tud.DataLoader):
     batches left. ``load_state_dict()`` and ``set_epoch()`` apply at the next
     ``iter()``, or to an iterator that has not yielded its first batch yet.
 
+    Under Lightning's DDP (``use_distributed_sampler=True``, its default),
+    Lightning rebuilds the loader around a DistributedSampler of its own
+    over this one's sampler; the rebuilt loader takes a ``ResumableSampler``
+    in its place instead, with this one's order and state and Lightning's
+    rank and world size (docs/LIGHTNING.md, "Under DDP").
+
     ``loader.dataset`` is a wrapper; ``loader.dataset.dataset`` is yours.
     """
 
     def __init__(self, dataset, batch_size=1, shuffle=False, sampler=None, *, seed=0,
                  num_replicas=None, rank=None, drop_last=False, **kwargs):
         where = "ResumableDataLoader"
+        if isinstance(dataset, _SeededDataset):
+            # Rebuilt from its attributes, as Lightning rebuilds a loader made outside its
+            # hooks to put its own sampler in: the data set is the wrapper's, the generator
+            # this class's own.
+            dataset = dataset.dataset
+            kwargs.pop("generator", None)
         for name in ("batch_sampler", "generator"):
             if kwargs.get(name) is not None:
                 raise ValueError(f"{where}: {name} is not accepted: the loader makes its own so "
@@ -330,12 +343,19 @@ class ResumableDataLoader(_tud.DataLoader):
         if isinstance(dataset, _tud.IterableDataset):
             raise TypeError(f"{where}: an IterableDataset has no indices to resume from; save "
                             f"its position yourself")
+        resharded = _resharded(sampler)
+        if resharded is not None:
+            # Lightning's arguments (sampler, shuffle=False) beside the original call's (seed,
+            # ...), which the sampler it wrapped carries.
+            sampler, shuffle, seed, num_replicas, rank = resharded, False, 0, None, None
         if sampler is None:
             sampler = ResumableSampler(dataset, shuffle=shuffle, seed=seed,
                                        num_replicas=num_replicas, rank=rank)
         elif not isinstance(sampler, ResumableSampler):
-            hint = ("; a ResumableDataLoader gives each rank its share itself: under "
-                    "Lightning pass Trainer(use_distributed_sampler=False)"
+            hint = ("; a ResumableDataLoader gives each rank its share itself (num_replicas, "
+                    "rank). Under Lightning, the DistributedSamplerWrapper it puts over the "
+                    "loader's sampler becomes a ResumableSampler of the rank, other samplers "
+                    "do not: pass Trainer(use_distributed_sampler=False)"
                     if isinstance(sampler, _tud.DistributedSampler) else "")
             raise TypeError(f"{where}: sampler must be a rckpt.data.ResumableSampler, got "
                             f"{type(sampler).__name__} (torch's samplers cannot say where an "
@@ -389,6 +409,47 @@ class ResumableDataLoader(_tud.DataLoader):
         """Takes effect at the next iter() (or the first batch of an iterator not yet started);
         an iterator that has started raises if used again."""
         self.sampler.load_state_dict(state)
+
+
+# Where Lightning keeps DistributedSamplerWrapper (the `lightning` package's, then the
+# standalone lightning_fabric's); never imported here: a wrapper exists only where its module does.
+_LIGHTNING_WRAPPER_MODULES = ("lightning.fabric.utilities.distributed",
+                              "lightning_fabric.utilities.distributed")
+
+
+def _lightning_wrapped(sampler):
+    """The sampler that Lightning's DistributedSamplerWrapper shards, or None for any other.
+
+    Lightning (``use_distributed_sampler=True``, its default) rebuilds a loader whose sampler
+    is no DistributedSampler with ``DistributedSamplerWrapper(loader.sampler, num_replicas=,
+    rank=, ...)``; the wrapper holds the sampler at ``dataset._sampler`` (where its own
+    set_epoch finds it).
+    """
+    for name in _LIGHTNING_WRAPPER_MODULES:
+        wrapper = getattr(_sys.modules.get(name), "DistributedSamplerWrapper", None)
+        if wrapper is not None and isinstance(sampler, wrapper):
+            return getattr(sampler.dataset, "_sampler", None)
+    return None
+
+
+def _resharded(sampler):
+    """The ResumableSampler that stands for Lightning's wrapper over one, with the wrapped one's
+    order (seed, shuffle, drop_last), state, and the wrapper's rank and world size; None for
+    any other sampler."""
+    inner = _lightning_wrapped(sampler)
+    if not isinstance(inner, ResumableSampler):
+        return None
+    world, rank = sampler.num_replicas, sampler.rank
+    if (inner.num_replicas, inner.rank) not in ((1, 0), (world, rank)):
+        raise ValueError(
+            f"ResumableDataLoader: its ResumableSampler is rank {inner.rank} of "
+            f"{inner.num_replicas}, and Lightning runs this process as rank {rank} of {world}: "
+            f"leave num_replicas and rank out (Lightning's are taken), or pass "
+            f"Trainer(use_distributed_sampler=False) to keep them")
+    out = ResumableSampler(inner.length, shuffle=inner.shuffle, seed=inner.seed,
+                           num_replicas=world, rank=rank, drop_last=inner.drop_last)
+    out.load_state_dict(inner.state_dict())
+    return out
 
 
 def _length_of(data_source, where):

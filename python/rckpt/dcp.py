@@ -75,7 +75,13 @@ def _check_path(path: Union[str, os.PathLike[str], None], who: str) -> str:
                          f"dcp.{'save' if who == 'Writer' else 'load'}")
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"rckpt.dcp.{who}: path must be a str or os.PathLike, not {type(path)}")
-    refuse_url(path, f"rckpt.dcp.{who}")
+    if not _rd._in_object_storage(path):
+        refuse_url(path, f"rckpt.dcp.{who}")
+    elif os.fspath(path).endswith("/"):
+        raise InvalidArgumentError(
+            f"rckpt.dcp.{who}: {os.fspath(path)!r} names a prefix, which DCP's own storages "
+            f"fill with a file per rank; rckpt.dcp writes and reads one object: give "
+            f"s3://BUCKET/KEY, such as {os.fspath(path)}step100.rckpt")
     return os.fspath(path)
 
 

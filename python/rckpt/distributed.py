@@ -19,6 +19,7 @@ with ``torchrun``; NCCL or gloo) or an mpi4py communicator (``mpirun``)::
     back = rd.load(None, "run/last.rckpt",
                    {"model.fc1.weight": rd.part((4096, 1024), rank, world),
                     "model.embed.weight": None})               # None: the whole tensor
+    dist.destroy_process_group()               # before exiting: docs/DISTRIBUTED.md
 
 The calls are collective: every rank calls them, with the same path, and
 every rank raises the same exception when any rank fails; a rank that never
@@ -34,7 +35,9 @@ import importlib
 import json
 import os
 import re
+import threading
 import time
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union
 
@@ -67,6 +70,11 @@ def _seconds(timeout: Union[float, datetime.timedelta]) -> float:
         raise ValueError(f"timeout must be a positive number of seconds or a timedelta, "
                          f"not {timeout!r}")
     return float(seconds)
+
+
+#: How long a collective on a CPU group waits for gloo to let go of its
+#: tensors (_TorchComm._run); 0 once a wait ran out.
+_release_wait_seconds = 5.0
 
 
 class _TorchComm:
@@ -108,12 +116,43 @@ class _TorchComm:
             self.error = IoError(message)
             raise self.error from e
 
+    def _run(self, what, tensors, start, read):
+        """Runs one collective on ``tensors`` and returns ``read(tensors)``.
+
+        ``start(tensors)`` launches the collective (async_op=True) and returns
+        its work. On a CPU group (gloo) the call returns only once gloo's
+        worker thread has let go of the tensors too: the worker drops a
+        finished work a moment after ``wait`` returns, and were that moment
+        to fall into the interpreter's shutdown, its release of a tensor
+        whose Python object is gone would take the GIL there and abort the
+        process ("terminate called without an active exception"). Hence the
+        weakrefs: a tensor's callback runs when its last holder lets go.
+        """
+        global _release_wait_seconds
+        self._wait(start(tensors), what)
+        result = read(tensors)
+        if self.device.type != "cpu" or _release_wait_seconds <= 0:
+            tensors.clear()
+            return result
+        released = threading.Semaphore(0)
+        refs = [weakref.ref(t, lambda _: released.release()) for t in tensors]
+        tensors.clear()
+        deadline = time.monotonic() + _release_wait_seconds
+        for _ in refs:
+            if not released.acquire(timeout=max(deadline - time.monotonic(), 0)):
+                # This torch keeps a finished work's tensors (or its worker is
+                # starved for long): waiting again would only slow every call.
+                _release_wait_seconds = 0
+                break
+        return result
+
     def _sizes(self, n, what):
         torch = self._torch
-        mine = torch.tensor([n], dtype=torch.int64, device=self.device)
-        sizes = [torch.zeros(1, dtype=torch.int64, device=self.device) for _ in range(self.size)]
-        self._wait(self._dist.all_gather(sizes, mine, group=self.group, async_op=True), what)
-        return [int(t.item()) for t in sizes]
+        t = [torch.tensor([n], dtype=torch.int64, device=self.device)]
+        t += [torch.zeros(1, dtype=torch.int64, device=self.device) for _ in range(self.size)]
+        return self._run(what, t, lambda t: self._dist.all_gather(t[1:], t[0], group=self.group,
+                                                                  async_op=True),
+                         lambda t: [int(s.item()) for s in t[1:]])
 
     def _tensor(self, data, length):
         torch = self._torch
@@ -125,20 +164,22 @@ class _TorchComm:
     def allgather(self, data):
         sizes = self._sizes(len(data), "allgather")
         longest = max(sizes)
-        outs = [self._tensor(b"", longest) for _ in range(self.size)]
-        self._wait(self._dist.all_gather(outs, self._tensor(data, longest), group=self.group,
-                                         async_op=True), "allgather")
-        return [o[:n].cpu().numpy().tobytes() for o, n in zip(outs, sizes)]
+        t = [self._tensor(data, longest)] + [self._tensor(b"", longest) for _ in range(self.size)]
+        return self._run("allgather", t, lambda t: self._dist.all_gather(
+            t[1:], t[0], group=self.group, async_op=True),
+            lambda t: [o[:n].cpu().numpy().tobytes() for o, n in zip(t[1:], sizes)])
 
     def broadcast(self, data, root):
         torch, dist = self._torch, self._dist
         src = dist.get_global_rank(self.group, root) if hasattr(dist, "get_global_rank") else root
-        n = torch.tensor([len(data) if self.rank == root else 0], dtype=torch.int64,
-                         device=self.device)
-        self._wait(dist.broadcast(n, src, group=self.group, async_op=True), "broadcast")
-        buf = self._tensor(data if self.rank == root else b"", int(n.item()))
-        self._wait(dist.broadcast(buf, src, group=self.group, async_op=True), "broadcast")
-        return buf[:int(n.item())].cpu().numpy().tobytes()
+        n = self._run("broadcast",
+                      [torch.tensor([len(data) if self.rank == root else 0], dtype=torch.int64,
+                                    device=self.device)],
+                      lambda t: dist.broadcast(t[0], src, group=self.group, async_op=True),
+                      lambda t: int(t[0].item()))
+        return self._run("broadcast", [self._tensor(data if self.rank == root else b"", n)],
+                         lambda t: dist.broadcast(t[0], src, group=self.group, async_op=True),
+                         lambda t: t[0][:n].cpu().numpy().tobytes())
 
     def barrier(self):
         self._sizes(0, "barrier")
@@ -368,6 +409,12 @@ def save(comm: Comm, path: Union[str, os.PathLike[str]], state: dict[str, Any], 
       ``rank<r>/<name>``.
     - ``metadata``: rank 0's is the file's (plus ``rckpt.world_size``).
 
+    An ``s3://BUCKET/KEY`` path (a str) is ONE object written by one
+    multipart upload that every rank uploads its parts of; rank 0 completes
+    it once every rank's parts are in, and any rank's failure aborts it, the
+    previous object staying (docs/DISTRIBUTED.md, "To object storage").
+    Credentials and endpoint come from the AWS environment.
+
     ``codec``, ``level``, ``chunk_bytes``, ``threads``, ``origin`` and
     ``emulate_devices`` are rckpt.save's; ``progress`` sees this rank's
     bytes. The directory of ``path`` is created when it does not exist, as
@@ -381,7 +428,8 @@ def save(comm: Comm, path: Union[str, os.PathLike[str]], state: dict[str, Any], 
     that waits longer than ``timeout`` (seconds or a timedelta) for the
     other ranks raises IoError naming this rank.
     """
-    refuse_url(path, "rckpt.distributed.save")
+    if not _in_object_storage(path):
+        refuse_url(path, "rckpt.distributed.save")
     comm = _communicator(comm, timeout)
     rank = comm.rank
 
@@ -402,7 +450,8 @@ def save(comm: Comm, path: Union[str, os.PathLike[str]], state: dict[str, Any], 
             comm, os.fspath(path), full, Shard, rank_state, rng_records(rng), codec, level,
             chunk_bytes, threads, {str(k): str(v) for k, v in (metadata or {}).items()}, origin,
             progress_callback(progress, f"save (rank {rank})"), emulate_devices)
-        _make_parent(os.fspath(path))  # once the state is known to be storable
+        if not _in_object_storage(path):
+            _make_parent(os.fspath(path))  # once the state is known to be storable
         return plan
 
     plan = _agree(comm, prepare)
@@ -416,6 +465,11 @@ def save(comm: Comm, path: Union[str, os.PathLike[str]], state: dict[str, Any], 
         # map_location callable that raises on one rank lets the library's
         # load go on.)
         _agree(comm, lambda: _raise(e))
+
+
+def _in_object_storage(path: Any) -> bool:
+    """Whether ``path`` is an ``s3://`` URL: one object, written by one multipart upload."""
+    return isinstance(path, str) and path.startswith("s3://")
 
 
 def _make_parent(path: str) -> None:
@@ -507,7 +561,8 @@ def load(comm: Comm, path: Union[str, os.PathLike[str]],
     """Reads the blocks this rank wants from ``path``; returns a :class:`RankLoad`.
 
     Collective: every rank of ``comm`` (as :func:`save` takes it) calls it
-    with the same path, a job of any size.
+    with the same path, a job of any size. An ``s3://`` URL is read by
+    ranged GETs of the chunks this rank needs.
     ``wants`` maps tensor names (as rckpt.load names them in
     ``Checkpoint.tensors``: the key path, ``"model.fc1.weight"``) to the
     block this rank wants, ``(offsets, sizes)`` or a :class:`Block` (see
@@ -522,7 +577,8 @@ def load(comm: Comm, path: Union[str, os.PathLike[str]],
     outside its tensor), CorruptionError, UnsupportedError, ...; IoError
     when a collective waited longer than ``timeout``.
     """
-    refuse_url(path, "rckpt.distributed.load")
+    if not _in_object_storage(path):
+        refuse_url(path, "rckpt.distributed.load")
     comm = _communicator(comm, timeout)
     rank, world_size = comm.rank, comm.size
 

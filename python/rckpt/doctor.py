@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from . import _core
 
@@ -70,6 +70,9 @@ class DoctorReport:
     host_memory_bytes: int
     host_memory_available: int
     torch: Optional[TorchView] = field(default=None)
+    # What the process's CUDA runtime keeps between loads and saves
+    # (rckpt.device_pool_stats()).
+    device_pool: Dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -116,6 +119,13 @@ class DoctorReport:
                          + ("allocated and freed (the staging ring a load uses)"
                             if self.pinned_probe_error is None
                             else f"could not be allocated: {self.pinned_probe_error}"))
+        pool = self.device_pool
+        if pool:
+            lines.append(f"device pool: {_core.human_bytes(pool['pinned_bytes'])} pinned of a "
+                         f"{_core.human_bytes(pool['pinned_cap'])} cap (RCKPT_PINNED_POOL_BYTES), "
+                         f"{_core.human_bytes(pool['device_scratch_bytes'])} device scratch, "
+                         f"{pool['streams']} streams, {pool['events']} events held for loads "
+                         "and saves")
         if self.torch is not None:
             t = self.torch
             lines.append(f"torch {t.version}: {t.note}")
@@ -195,7 +205,8 @@ def doctor(*, cuda_driver: str = "libcuda.so.1", compare_torch: bool = True) -> 
         memlock_soft=raw["memlock_soft"], memlock_hard=raw["memlock_hard"],
         pinned_probe_bytes=raw["pinned_probe_bytes"],
         pinned_probe_error=raw["pinned_probe_error"], host_memory_bytes=raw["host_memory_bytes"],
-        host_memory_available=raw["host_memory_available"], torch=torch_view)
+        host_memory_available=raw["host_memory_available"], torch=torch_view,
+        device_pool=dict(raw["device_pool"]))
 
 
 def main(argv: List[str]) -> int:

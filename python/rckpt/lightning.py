@@ -12,7 +12,8 @@ the plug-in; each top-level key becomes a section of the .rckpt file, so
 is for Lightning's own files. Every RNG state (rckpt.capture_rng) is saved with
 it and restored when Lightning loads the file, which Lightning's own files do
 not do. Works with the ``lightning`` package and with ``pytorch_lightning``
-(whichever is installed; both when both are). docs/LIGHTNING.md.
+(whichever is installed; both when both are). A checkpoint path may be an
+object storage URL, ``s3://BUCKET/KEY`` (docs/OBJECT_STORAGE.md). docs/LIGHTNING.md.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any, Optional
 
+from . import storage
 from ._local_only import refuse_url
 from .async_save import AsyncSaver
 from .checkpoint import Checkpoint, load, save
@@ -52,10 +54,13 @@ _BASES = _checkpoint_io_bases()
 _STORAGE_OPTIONS = ("codec", "level", "chunk_bytes", "threads", "metadata")
 
 
-def _local_path(path: Any) -> str:
+def _checkpoint_path(path: Any) -> str:
+    """A local path, or an s3:// URL (given as a str); other URLs are refused."""
     if not isinstance(path, (str, bytes, os.PathLike)):
         raise TypeError(f"rckpt.lightning: path must be a str or os.PathLike, not "
                         f"{type(path).__name__}")
+    if isinstance(path, str) and storage.is_url(path):
+        return path
     refuse_url(path, "rckpt.lightning")
     path = os.fspath(path)
     if isinstance(path, bytes):
@@ -104,8 +109,9 @@ class CheckpointIO(_BASES[0]):  # type: ignore[misc,valid-type]
                 raise TypeError(f"storage_options: unknown key(s) {unknown}; rckpt.lightning "
                                 f"takes {', '.join(_STORAGE_OPTIONS)}")
             options.update(storage_options)
-        path = _local_path(path)
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        path = _checkpoint_path(path)
+        if not storage.is_url(path):  # object storage has no directories to make
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         if self.rng:
             options["rng"] = capture_rng()
         return path, dict(checkpoint), options
@@ -131,7 +137,7 @@ class CheckpointIO(_BASES[0]):  # type: ignore[misc,valid-type]
         rckpt.CorruptionError, both naming the path.
         """
         del weights_only
-        ck = load(_local_path(path), map_location=map_location)
+        ck = load(_checkpoint_path(path), map_location=map_location)
         if isinstance(ck, dict):  # a dict of tensors alone, saved without RNG states
             return ck
         if not isinstance(ck, Checkpoint):
@@ -143,12 +149,15 @@ class CheckpointIO(_BASES[0]):  # type: ignore[misc,valid-type]
         return ck.to_dict()
 
     def remove_checkpoint(self, path: Any) -> None:
-        """Removes the checkpoint at ``path`` (a file, or a directory with what it holds);
-        nothing when it does not exist."""
-        _remove(_local_path(path))
+        """Removes the checkpoint at ``path`` (a file, or a directory with what it holds;
+        in object storage the object); nothing when it does not exist."""
+        _remove(_checkpoint_path(path))
 
 
 def _remove(path: str) -> None:
+    if storage.is_url(path):
+        storage.delete(path, missing_ok=True)  # the object; S3 has nothing else at a key
+        return
     if os.path.isdir(path) and not os.path.islink(path):
         shutil.rmtree(path)
     else:
@@ -209,7 +218,7 @@ class AsyncCheckpointIO(CheckpointIO):
         return super().load_checkpoint(path, map_location, weights_only)
 
     def remove_checkpoint(self, path: Any) -> None:
-        path = _local_path(path)
+        path = _checkpoint_path(path)
         with self._lock:
             if self._in_flight:
                 self._removals.append(path)

@@ -1,5 +1,5 @@
-"""CheckpointManager: a directory of step checkpoints, saved in the background, pruned
-and resumed from safely.
+"""CheckpointManager: a directory (or an object storage prefix) of step checkpoints, saved
+in the background, pruned and resumed from safely.
 
 Layout of the directory::
 
@@ -14,6 +14,15 @@ pruning runs only after the new checkpoint is durable and never removes it;
 ``load()`` walks the steps newest-first and skips, with a warning, any file
 that does not verify; temporaries left by a crashed process are removed when
 a manager opens the directory.
+
+In object storage (``s3://BUCKET/PREFIX``) the same names are objects under
+the prefix, and the commit marker is the pointer: a step is committed once
+its object is complete (CompleteMultipartUpload or PutObject, written with
+``If-None-Match: *`` so that two jobs cannot replace each other's step) and
+"latest" names it or a newer step. Step objects newer than "latest" are
+leftovers of a process killed between the two; a manager opening the prefix
+removes them and aborts the incomplete uploads of its own names
+(docs/OBJECT_STORAGE.md, "The manager on a prefix").
 """
 
 import os
@@ -22,11 +31,11 @@ import re
 import threading
 import warnings
 
-from . import _state_types
+from . import _state_types, storage
 from . import checkpoint as _checkpoint
 from .async_save import AsyncSaver, SaveFuture
 from ._local_only import refuse_url
-from .errors import Error, NotFoundError
+from .errors import AlreadyExistsError, Error, InvalidArgumentError, NotFoundError
 
 _STEP_FILE = re.compile(r"^step-(\d+)\.rckpt$")
 # rckpt's temporaries: <final name>.tmp-<pid>-<16 hex digits>.
@@ -55,6 +64,20 @@ def _fsync_dir(directory):
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _check_prefix(directory, comm):
+    """An s3:// directory without a trailing '/', or InvalidArgumentError."""
+    bucket = directory[len("s3://"):].split("/", 1)[0]
+    if not bucket:
+        raise InvalidArgumentError(f"CheckpointManager: directory {directory!r} names no "
+                                   f"bucket: expected s3://BUCKET/PREFIX")
+    if comm is not None:
+        raise InvalidArgumentError(
+            f"CheckpointManager: comm= with the object storage directory {directory!r} is not "
+            f"supported yet (rckpt.distributed does not save to s3:// so far); give a shared "
+            f"file system directory, or save from one process without comm=")
+    return directory.rstrip("/")
 
 
 def _check_step(who, step):
@@ -103,6 +126,18 @@ class CheckpointManager:
     DCP and Lightning create theirs; a path that is a file is refused
     (NotADirectoryError), since the manager keeps a directory of its own.
 
+    ``directory`` may be an object storage prefix, ``"s3://BUCKET/PREFIX"``
+    (a str: pathlib collapses "//"), synchronous or asynchronous alike: each
+    step is an object under it and "latest" a small pointer object naming the
+    newest; a step counts once both are written. Step objects are written
+    with ``If-None-Match: *``: where the server honours it (AWS, SeaweedFS),
+    a second job saving the same step fails with rckpt.AlreadyExistsError
+    instead of replacing the first one's. Opening the prefix aborts the
+    incomplete uploads of the manager's own names and removes step objects
+    newer than "latest" (left by a process killed between the two): one job
+    writes to a prefix at a time. ``comm=`` with an s3:// directory is refused
+    (InvalidArgumentError) until rckpt.distributed writes to object storage.
+
     Not thread-safe: one thread calls the manager.
     """
 
@@ -113,7 +148,11 @@ class CheckpointManager:
         if not isinstance(directory, (str, os.PathLike)):
             raise TypeError(f"CheckpointManager: directory must be a str or os.PathLike, "
                             f"not {type(directory)}")
-        refuse_url(directory, "CheckpointManager", "directory")
+        self._remote = isinstance(directory, str) and storage.is_url(directory)
+        if self._remote:
+            directory = _check_prefix(directory, comm)
+        else:
+            refuse_url(directory, "CheckpointManager", "directory")
         allowed = {"codec", "level", "chunk_bytes", "threads", "metadata", "origin",
                    "progress", "emulate_devices", "drop_functions"}
         unknown = sorted(set(save_options) - allowed)
@@ -141,7 +180,8 @@ class CheckpointManager:
         self._commit_lock = threading.Lock()
         self._closed = False
         self.loaded_step = None  # the step the last load() / load_into() read
-        self._on_root(self._open_directory)
+        self.removed_uncommitted = []  # steps the opening removed (object storage)
+        self._on_root(self._open_prefix if self._remote else self._open_directory)
 
     # -- collective helpers -------------------------------------------------------------
     def _is_root(self):
@@ -177,17 +217,78 @@ class CheckpointManager:
                 except FileNotFoundError:
                     pass  # another cleaner won
 
+    # -- object storage --------------------------------------------------------------------
+    def _prefix(self):
+        return self.directory + "/"
+
+    def _own_name(self, path):
+        """Whether ``path`` (under the prefix) is one of the manager's names."""
+        name = path[len(self._prefix()):]
+        return name == _LATEST or _STEP_FILE.match(name) is not None
+
+    def _open_prefix(self):
+        """Aborts the incomplete uploads of the manager's names (saves that never completed)
+        and removes step objects newer than the pointer (completed, never committed)."""
+        try:
+            storage.abort_stale(self._prefix(), self._own_name)
+        except Error as e:  # a store without ListMultipartUploads: saves work all the same
+            warnings.warn(f"rckpt.CheckpointManager: the incomplete uploads under "
+                          f"{self._prefix()} were not aborted: {e}", stacklevel=4)
+        pointer = self._read_pointer()
+        if pointer is None:
+            return
+        for s in self._listed_steps():
+            if s > pointer:
+                storage.delete(self.path(s), missing_ok=True)
+                self.removed_uncommitted.append(s)
+
+    def _read_pointer(self):
+        """The step "latest" names in object storage; None when there is none (or it is
+        damaged: the listing then stands in for it, with a warning)."""
+        pointer = storage.join(self.directory, _LATEST)
+        try:
+            text = storage.read(pointer)
+        except NotFoundError:
+            return None
+        try:
+            step = int(text.decode("ascii").strip())
+            if step < 0:
+                raise ValueError(step)
+        except ValueError:
+            warnings.warn(f"rckpt.CheckpointManager: {pointer} does not hold a step number "
+                          f"({text[:40]!r}); the listed steps count instead", stacklevel=4)
+            return None
+        return step
+
+    def _listed_steps(self):
+        """The step objects under the prefix, committed or not, oldest first."""
+        prefix = self._prefix()
+        steps = []
+        for f in storage.list_files(prefix):
+            m = _STEP_FILE.match(f.path[len(prefix):])
+            if m:
+                steps.append(int(m.group(1)))
+        return sorted(steps)
+
     # -- queries ---------------------------------------------------------------------------
     def path(self, step):
         """The path of ``step``'s checkpoint (whether or not it exists)."""
+        if self._remote:
+            return storage.join(self.directory, step_file(step))
         return os.path.join(self.directory, step_file(step))
 
     def _scan(self):
-        steps = []
-        for name in os.listdir(self.directory):
-            m = _STEP_FILE.match(name)
-            if m:
-                steps.append(int(m.group(1)))
+        if self._remote:
+            steps = self._listed_steps()
+            pointer = self._read_pointer()
+            if pointer is not None:
+                steps = [s for s in steps if s <= pointer]  # newer ones are not committed
+        else:
+            steps = []
+            for name in os.listdir(self.directory):
+                m = _STEP_FILE.match(name)
+                if m:
+                    steps.append(int(m.group(1)))
         pending = self._pending
         if pending is not None and not pending[1].done():
             steps = [s for s in steps if s != pending[0]]  # renamed, maybe not yet durable
@@ -225,14 +326,20 @@ class CheckpointManager:
                              f"{self.path(step)!r}")
         path = self.path(step)
         commit = lambda: self._commit(step)  # noqa: E731
+        # In object storage a step never replaces another job's (If-None-Match).
+        options = dict(self._options, if_absent=True) if self._remote else self._options
         with _state_types.dropping_functions(self._drop_functions, "CheckpointManager.save"):
             if self.async_save:
-                future = self._saver.save(path, state, rng=rng, on_success=commit,
-                                          **self._options)
+                future = self._saver.save(path, state, rng=rng, on_success=commit, **options)
                 self._pending = (step, future)
                 return future
             if self._comm is None:
-                _checkpoint.save(path, state, rng=rng, **self._options)
+                try:
+                    _checkpoint.save(path, state, rng=rng, **options)
+                except AlreadyExistsError as e:
+                    raise AlreadyExistsError(
+                        f"CheckpointManager.save: step {step} was written to {path!r} by "
+                        f"another job meanwhile (one job per directory): {e}") from None
             else:
                 from . import distributed
                 distributed.save(self._comm, path, state, rank_state=rank_state, common=common,
@@ -254,8 +361,26 @@ class CheckpointManager:
     def _commit(self, step):
         """After ``step``'s file is durable: the "latest" record, then pruning."""
         with self._commit_lock:
-            self._write_latest(step)
+            if self._remote:
+                self._write_pointer(step)
+            else:
+                self._write_latest(step)
             self._prune(step)
+
+    def _write_pointer(self, step):
+        """The commit of ``step`` in object storage: "latest" names it (or the newer step it
+        named already, which stays committed). A pointer that cannot be written leaves the
+        step uncommitted: its object is removed, so the step can be saved again."""
+        pointer = storage.join(self.directory, _LATEST)
+        try:
+            current = self._read_pointer()
+            storage.write(pointer, f"{max(step, current or 0)}\n".encode())
+        except BaseException:
+            try:
+                storage.delete(self.path(step), missing_ok=True)
+            except Error:
+                pass  # the next manager on the prefix removes it
+            raise
 
     def _write_latest(self, step):
         final = os.path.join(self.directory, _LATEST)
@@ -271,17 +396,25 @@ class CheckpointManager:
         if self.keep is None:
             return
         steps = [s for s in self._scan_all()]
+        if self._remote:
+            pointer = self._read_pointer()
+            steps = [s for s in steps if pointer is None or s <= pointer]
         keep = set(steps[-self.keep:]) | {saved}  # never the one just saved
         if self.keep_every:
             keep |= {s for s in steps if s % self.keep_every == 0}
         for s in steps:
             if s not in keep:
+                if self._remote:
+                    storage.delete(self.path(s), missing_ok=True)
+                    continue
                 try:
                     os.remove(self.path(s))
                 except FileNotFoundError:
                     pass
 
     def _scan_all(self):
+        if self._remote:
+            return self._listed_steps()
         return sorted(int(m.group(1)) for m in map(_STEP_FILE.match, os.listdir(self.directory))
                       if m)
 
@@ -322,11 +455,19 @@ class CheckpointManager:
         self._raise_pending()
         if step is not None:
             _check_step("load", step)
-            if not os.path.exists(self.path(step)):
+            exists = storage.exists if self._remote else os.path.exists
+            if not exists(self.path(step)):
                 raise NotFoundError(f"CheckpointManager: step {step} is not saved in "
                                     f"{self.directory!r} (saved steps: {self._scan_all()})")
             return step, load_one(self.path(step))
-        for s in reversed(self.steps()):
+        steps = self.steps()
+        if self._remote:
+            pointer = self._read_pointer()
+            if pointer is not None and pointer not in steps:
+                warnings.warn(f"rckpt.CheckpointManager: skipping step {pointer}, which "
+                              f"{storage.join(self.directory, _LATEST)} names: its object "
+                              f"{self.path(pointer)} is missing", stacklevel=3)
+        for s in reversed(steps):
             path = self.path(s)
             try:
                 return s, load_one(path)

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -92,7 +93,8 @@ class PyAsyncSaver {
                   int emulate_devices, bool replace, nb::handle fs) {
     std::shared_ptr<FileSystem> files = FileSystemOf(fs);
     std::vector<nb::object> keep_alive;
-    Checkpoint ck = CheckpointToSave(state, rng, metadata, origin, &keep_alive);
+    std::vector<nb::object> cuda_tensors;
+    Checkpoint ck = CheckpointToSave(state, rng, metadata, origin, &keep_alive, &cuda_tensors);
 
     std::shared_ptr<DeviceRuntime> runtime = RuntimeFor(emulate_devices);
     // Without a Python callback the persist never takes the GIL.
@@ -107,6 +109,11 @@ class PyAsyncSaver {
     // for them: the call returns without waiting for the device, and the
     // next step's writes to the state come after the copies.
     UseTorchForDevices(runtime.get(), &o);
+    // The same, keeping each torch stream the copies were ordered against, to
+    // record the saved tensors on (RecordForSnapshot). Called only within
+    // saver_->Save on this thread (the persist writes a host snapshot).
+    std::map<int, nb::object> caller_streams;
+    if (o.caller_stream) o.caller_stream = TorchCallerStream(&caller_streams);
     o.fs = files.get();
 
     auto outcome = std::make_shared<Outcome>();
@@ -133,6 +140,7 @@ class PyAsyncSaver {
     progress_ = p;
     temporaries_ = std::move(keep_alive);
     ThrowIfError(s);
+    RecordForSnapshot(cuda_tensors, caller_streams);
     return SaveTicket(std::move(outcome), std::move(p));
   }
 
@@ -163,6 +171,37 @@ class PyAsyncSaver {
   }
 
  private:
+  // The snapshot's device copies may still be pending when Save returns, and
+  // torch's caching allocator hands a freed tensor's memory out again on the
+  // stream it was allocated on at once, without waiting for other streams: a
+  // tensor of an all-gather stream or a user's side stream, freed right
+  // after the call, could be overwritten before its copy runs. So every CUDA
+  // tensor of the state is recorded (tensor.record_stream) on torch's stream
+  // of its device that the copies were ordered against: that stream waits
+  // for the copies (the caller stream's contract, options.h), so the
+  // allocator reuses the memory only after them. A tensor allocated on that
+  // stream needs nothing (torch skips the record). A tensor that cannot be
+  // recorded (a subclass without record_stream) makes the call wait for the
+  // snapshot's copies instead, so nothing is at risk either way.
+  void RecordForSnapshot(const std::vector<nb::object>& cuda_tensors,
+                         const std::map<int, nb::object>& streams) {
+    if (streams.empty()) return;  // no device copy, or not torch's devices
+    for (const nb::object& t : cuda_tensors) {
+      try {
+        nb::object index = t.attr("device").attr("index");
+        auto it = streams.find(index.is_none() ? 0 : nb::cast<int>(index));
+        if (it == streams.end()) continue;  // nothing of that device was copied
+        t.attr("record_stream")(it->second);
+      } catch (nb::python_error& e) {
+        (void)TakePythonError(e);
+        nb::gil_scoped_release release;
+        // A copy's failure is the persist's error too, reported by the ticket.
+        (void)saver_->WaitSnapshot();
+        return;
+      }
+    }
+  }
+
   std::unique_ptr<AsyncSaver> saver_ = std::make_unique<AsyncSaver>();
   // The last save's: the saver may hold pinned memory and streams of it
   // until the next save.

@@ -110,9 +110,10 @@ void AddRngRecords(nb::handle records, Checkpoint* ck) {
 }
 
 Checkpoint CheckpointToSave(nb::handle state, nb::handle rng, nb::dict metadata,
-                            nb::handle origin, std::vector<nb::object>* keep_alive) {
+                            nb::handle origin, std::vector<nb::object>* keep_alive,
+                            std::vector<nb::object>* cuda_tensors) {
   Checkpoint ck;
-  BuildCheckpoint(state, origin, &ck, keep_alive);
+  BuildCheckpoint(state, origin, &ck, keep_alive, nullptr, cuda_tensors);
   AddRngRecords(rng, &ck);
   AddMetadata(metadata, &ck);
   return ck;

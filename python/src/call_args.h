@@ -79,9 +79,12 @@ void AddRngRecords(nb::handle records, Checkpoint* ck);
 
 // The checkpoint a single-process save of `state` writes: its sections,
 // tensors and tree (BuildCheckpoint), its RNG records and its metadata.
-// `keep_alive` holds the Python objects whose memory its tensors view.
+// `keep_alive` holds the Python objects whose memory its tensors view;
+// `cuda_tensors`, when given, receives the state's CUDA tensors
+// (BuildCheckpoint).
 Checkpoint CheckpointToSave(nb::handle state, nb::handle rng, nb::dict metadata,
-                            nb::handle origin, std::vector<nb::object>* keep_alive);
+                            nb::handle origin, std::vector<nb::object>* keep_alive,
+                            std::vector<nb::object>* cuda_tensors = nullptr);
 
 // The inverse: RNG records as tuples (name, kind, origin, bytes).
 nb::list RngTuples(const std::vector<RngRecord>& records);

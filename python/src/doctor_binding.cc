@@ -52,12 +52,33 @@ nb::dict Doctor(const std::string& driver_library) {
       r.pinned_probe.ok() ? nb::none() : nb::object(nb::str(r.pinned_probe.message().c_str()));
   out["host_memory_bytes"] = r.host_memory_bytes;
   out["host_memory_available"] = r.host_memory_available;
+  out["device_pool"] = DevicePoolDict(r.pool);
   return out;
 }
 
 }  // namespace
 
+nb::dict DevicePoolDict(const DevicePoolStats& p) {
+  nb::dict d;
+  d["pinned_bytes"] = p.pinned_bytes;
+  d["pinned_cap"] = p.pinned_cap;
+  d["device_scratch_bytes"] = p.device_scratch_bytes;
+  d["streams"] = p.streams;
+  d["events"] = p.events;
+  d["pinned_allocations"] = p.pinned_allocations;
+  d["device_allocations"] = p.device_allocations;
+  d["streams_created"] = p.streams_created;
+  d["events_created"] = p.events_created;
+  d["unpinned_leases"] = p.unpinned_leases;
+  return d;
+}
+
 void RegisterDoctor(nb::module_& m) {
+  m.def("device_pool_stats", [] { return DevicePoolDict(DefaultRuntime().PoolStats()); });
+  m.def("release_device_pool", [] {
+    nb::gil_scoped_release release;
+    DefaultRuntime().ReleasePool();
+  });
   m.def("doctor", &Doctor, "driver_library"_a = "libcuda.so.1");
 }
 

@@ -126,6 +126,12 @@ nb::dict Load(const std::string& path, nb::handle map_location,
   st["bytes_read"] = stats.bytes_read;
   st["bytes_restored"] = stats.bytes_restored;
   st["seconds"] = stats.seconds;
+  st["staging_high_water"] = stats.staging_high_water;
+  st["staging_capacity"] = stats.staging_capacity;
+  st["device_unshuffled_bytes"] = stats.device_unshuffled_bytes;
+  st["host_unshuffled_bytes"] = stats.host_unshuffled_bytes;
+  st["host_unshuffle_reason"] = stats.host_unshuffle_reason;
+  st["device_pool"] = DevicePoolDict(stats.device_pool);
   out["stats"] = st;
   return out;
 }

@@ -40,8 +40,14 @@ Value BigInt(nb::handle o) {
 class TreeBuilder {
  public:
   // `ck` nullptr: a tree without tensors. `shards` nullptr: no shards.
-  TreeBuilder(Checkpoint* ck, std::vector<nb::object>* keep_alive, ShardLeaves* shards)
-      : api_(Torch()), ck_(ck), keep_alive_(keep_alive), shards_(shards) {}
+  // `cuda_tensors` nullptr: nobody asks for them.
+  TreeBuilder(Checkpoint* ck, std::vector<nb::object>* keep_alive, ShardLeaves* shards,
+              std::vector<nb::object>* cuda_tensors = nullptr)
+      : api_(Torch()),
+        ck_(ck),
+        keep_alive_(keep_alive),
+        shards_(shards),
+        cuda_tensors_(cuda_tensors) {}
 
   void Root(nb::handle state) {
     if (!PyDict_Check(state.ptr())) {
@@ -275,6 +281,7 @@ class TreeBuilder {
     std::string name = convert::UniqueName(*ck_, convert::JoinPath(path), &unused_warnings);
     if (shard_names_.count(name) != 0) TwoKeysForShard(name);
     TensorView view = TorchTensorView(t, name, keep_alive_);
+    if (cuda_tensors_ != nullptr && view.device.is_cuda()) cuda_tensors_->push_back(nb::borrow(t));
     ThrowIfError(ck_->AddTensor(section_, name, view));
     tensors_seen_.emplace(t.ptr(), name);
     return Value::TensorRef(std::move(name));
@@ -294,7 +301,11 @@ class TreeBuilder {
     leaf.name = name;
     leaf.shape = nb::cast<Shape>(s.attr("shape"));
     leaf.offsets = nb::cast<Shape>(s.attr("offsets"));
-    leaf.block = TorchTensorView(s.attr("block"), name, keep_alive_);
+    nb::object block = s.attr("block");
+    leaf.block = TorchTensorView(block, name, keep_alive_);
+    if (cuda_tensors_ != nullptr && leaf.block.device.is_cuda()) {
+      cuda_tensors_->push_back(std::move(block));
+    }
     tensors_seen_.emplace(s.ptr(), name);
     return Value::TensorRef(std::move(name));
   }
@@ -311,6 +322,7 @@ class TreeBuilder {
   Checkpoint* ck_;
   std::vector<nb::object>* keep_alive_;
   ShardLeaves* shards_;
+  std::vector<nb::object>* cuda_tensors_;
   std::string section_;
   std::set<std::string> shard_names_;
   std::unordered_map<PyObject*, std::string> tensors_seen_;
@@ -378,8 +390,9 @@ void ApplyOrigin(nb::handle origin, Checkpoint* ck, ShardLeaves* shards) {
 }  // namespace
 
 void BuildCheckpoint(nb::handle state, nb::handle origin, Checkpoint* ck,
-                     std::vector<nb::object>* keep_alive, ShardLeaves* shards) {
-  TreeBuilder(ck, keep_alive, shards).Root(state);
+                     std::vector<nb::object>* keep_alive, ShardLeaves* shards,
+                     std::vector<nb::object>* cuda_tensors) {
+  TreeBuilder(ck, keep_alive, shards, cuda_tensors).Root(state);
   ApplyOrigin(origin, ck, shards);
 }
 

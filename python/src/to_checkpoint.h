@@ -49,9 +49,13 @@ struct ShardLeaves {
 // of those sections). `shards`: where the state's shards go (nullptr: a
 // shard is a value that cannot be stored). A name that two keys map to is
 // ValueError when one of them is a shard (its name must be the same on
-// every rank). Throws nb::type_error / nb::value_error / StatusError.
+// every rank). `cuda_tensors`, when given, receives every CUDA tensor of the
+// state (the caller's objects, a shard's block included) once, so that an
+// asynchronous save can record them for its copies. Throws nb::type_error /
+// nb::value_error / StatusError.
 void BuildCheckpoint(nb::handle state, nb::handle origin, Checkpoint* ck,
-                     std::vector<nb::object>* keep_alive, ShardLeaves* shards = nullptr);
+                     std::vector<nb::object>* keep_alive, ShardLeaves* shards = nullptr,
+                     std::vector<nb::object>* cuda_tensors = nullptr);
 
 // A tree of values without tensors (a rank's own state in a collective
 // save), converted as a section of `state` is. TypeError naming the key

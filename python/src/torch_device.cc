@@ -69,12 +69,13 @@ nb::object TorchDeviceAllocator::Take(const void* data) {
   return t;
 }
 
-CallerStream TorchCallerStream() {
-  return [](Device d) -> Result<Stream> {
+CallerStream TorchCallerStream(std::map<int, nb::object>* streams) {
+  return [streams](Device d) -> Result<Stream> {
     nb::gil_scoped_acquire gil;
     try {
       nb::object stream = Torch().torch.attr("cuda").attr("current_stream")(d.index);
       const uintptr_t handle = nb::cast<uintptr_t>(stream.attr("cuda_stream"));
+      if (streams != nullptr) (*streams)[d.index] = stream;
       return Stream{reinterpret_cast<void*>(handle)};
     } catch (nb::python_error& e) {
       const std::string what = TakePythonError(e);

@@ -39,8 +39,11 @@ class TorchDeviceAllocator final : public DeviceAllocator {
   std::map<const void*, nb::object> made_;
 };
 
-// torch.cuda.current_stream(device).cuda_stream, taking the GIL.
-CallerStream TorchCallerStream();
+// torch.cuda.current_stream(device).cuda_stream, taking the GIL. With
+// `streams`, each torch.cuda.Stream asked for is also kept there by device
+// index (to record tensors on it); it must outlive the call and be
+// destroyed with the GIL held.
+CallerStream TorchCallerStream(std::map<int, nb::object>* streams = nullptr);
 
 // What model_device "auto" means to a Python caller (LoadOptions::
 // auto_device): torch.cuda.current_device(), cpu when there is no GPU. An

@@ -3,20 +3,23 @@
 // which builds the manifest once, closes the file and renames it.
 #include "distributed/save.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <set>
 #include <string_view>
 
-#include <unistd.h>
-
-#include "distributed/collective.h"
-#include "distributed/shared_file.h"
-#include "distributed/rank_names.h"
 #include "core/shard_geometry.h"
+#include "distributed/collective.h"
+#include "distributed/part_layout.h"
+#include "distributed/rank_names.h"
+#include "distributed/shared_file.h"
 #include "engine/encode.h"
 #include "format/manifest.h"
 #include "format/tree_codec.h"
@@ -49,9 +52,10 @@ class ExtentFile : public WritableFile {
 };
 
 // Copies the bytes [from_offset, from_offset + size) of the local file
-// `from` into the shared file at `offset` through one bounded buffer.
-Status CopyInto(SharedFile& file, uint64_t offset, const std::string& from, uint64_t from_offset,
-                uint64_t size) {
+// `from` through one bounded buffer to `put(done, piece)`.
+template <typename Put>
+Status CopyFrom(const std::string& from, uint64_t from_offset, uint64_t size,
+                Put&& put) {
   constexpr uint64_t kPiece = 8ull << 20;
   RCKPT_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> in, PosixFileSystem().OpenForRead(from));
   std::vector<std::byte> buf(std::min(kPiece, size));
@@ -59,8 +63,19 @@ Status CopyInto(SharedFile& file, uint64_t offset, const std::string& from, uint
     const uint64_t n = std::min<uint64_t>(buf.size(), size - done);
     const std::span<std::byte> piece(buf.data(), n);
     RCKPT_RETURN_IF_ERROR(in->ReadAt(from_offset + done, piece));
-    RCKPT_RETURN_IF_ERROR(file.WriteAt(offset + done, piece));
+    RCKPT_RETURN_IF_ERROR(put(done, std::span<const std::byte>(piece)));
     done += n;
+  }
+  return Status::Ok();
+}
+
+// Appends `n` zero bytes to `file`.
+Status AppendZeros(WritableFile& file, uint64_t n) {
+  static const std::byte kZeros[64 << 10] = {};
+  while (n > 0) {
+    const uint64_t k = std::min<uint64_t>(n, sizeof kZeros);
+    RCKPT_RETURN_IF_ERROR(file.Append({kZeros, k}));
+    n -= k;
   }
   return Status::Ok();
 }
@@ -296,6 +311,15 @@ std::string HostName() {
   return name;
 }
 
+// Adds the names of WholeNames' message `names` to `out`.
+void AddNames(std::string_view names, std::set<std::string, std::less<>>* out) {
+  for (size_t p = 0, q; p < names.size(); p = q + 1) {
+    q = names.find('\0', p);
+    if (q == std::string_view::npos) q = names.size();
+    out->insert(std::string(names.substr(p, q - p)));
+  }
+}
+
 // The steps, each ending in the one collective that both exchanges what the
 // next step needs and agrees on every rank's outcome so far, so no rank
 // waits on a failed one:
@@ -319,13 +343,10 @@ class CollectiveSave {
   Status Run() {
     // Step 1.
     Status s = ValidateSaveOptions(o_);
-    if (s.ok() && path_.empty()) s = Status::InvalidArgument("save path is empty");
-    if (s.ok() && IsObjectStoreUrl(path_)) {
-      s = Status::Unsupported("save to '" + path_ + "': a collective save writes one shared file "
-                              "on a local or parallel file system; object storage (s3://) is "
-                              "not supported for it yet");
-    }
+    if (s.ok() && path_.empty())
+      s = Status::InvalidArgument("save path is empty");
     if (s.ok()) s = CheckShards(rank_, state_);
+    if (IsObjectStoreUrl(path_)) return RunShared(s);
     // Rank 0 owns the temporary: it creates and names it for every rank,
     // removes it on failure (when `target_` goes) and renames it on success.
     if (s.ok() && rank_ == 0) {
@@ -345,18 +366,11 @@ class CollectiveSave {
     for (int r = 0; r < size_; ++r) {
       std::optional<std::vector<std::string_view>> f = Fields((*all)[r], 3);
       if (!f) return Cleanup(Status::IoError("collective save: a malformed message"));
-      if (r < rank_) {
-        for (size_t p = 0, q; p < (*f)[0].size(); p = q + 1) {
-          q = (*f)[0].find('\0', p);
-          lower.insert(std::string((*f)[0].substr(p, q - p)));
-        }
-      }
+      if (r < rank_) AddNames((*f)[0], &lower);
       if ((*f)[1] == host) ++on_this_host;
       if (r == 0) tmp_ = std::string((*f)[2]);
     }
-    // threads = 0 (all cores) shares the machine's cores among its ranks.
-    opts_ = o_;
-    if (opts_.threads <= 0) opts_.threads = std::max(1, ResolveThreads(0) / std::max(1, on_this_host));
+    ResolveRankThreads(on_this_host);
 
     // Step 2, and from there on every rank syncs and closes the file it
     // opened whatever happened, and takes part in every agreement.
@@ -378,7 +392,265 @@ class CollectiveSave {
     return Cleanup(Agree(comm_, renamed));
   }
 
+  // A save to object storage: one multipart upload shared by the ranks
+  // (rckpt/file.h's shared writes) in place of the temporary file:
+  //   1. as above, and rank 0 starts the upload: exchange the whole
+  //      tensors' names, the host names, the upload's id and limits;
+  //   2. every rank sizes its region: exchange the sizes, from which every
+  //      rank computes the same layout of parts (part_layout.h);
+  //   3. every rank uploads its region, padded, as its own parts: gather
+  //      the manifest parts and the parts' ETags on rank 0, which uploads
+  //      manifest and footer as the last part and completes the upload;
+  //   4. agree.
+  // On any failure, a collective's included, every rank that knows the
+  // upload aborts it (an abort after the completion leaves the object).
+  Status RunShared(Status s) {
+    FileSystem& fs = o_.fs != nullptr ? *o_.fs : DefaultFileSystem();
+    std::optional<SharedWrite> write;
+    if (s.ok() && rank_ == 0) {
+      Result<SharedWrite> w = fs.StartSharedWrite(path_);
+      if (w.ok()) write = std::move(*w);
+      s = w.status();
+    }
+    const std::string host = HostName();
+    std::string hello;
+    PutField(&hello, WholeNames(state_));
+    PutField(&hello, host);
+    PutField(&hello, write ? write->id : std::string());
+    PutField(&hello, write ? Limits(*write) : std::string());
+    Result<std::vector<std::string>> all = AgreeAndAllGather(comm_, s, hello);
+    if (!all.ok()) return Abandon(fs, write, all.status());
+    std::set<std::string, std::less<>> lower;
+    int on_this_host = 0;
+    for (int r = 0; r < size_; ++r) {
+      std::optional<std::vector<std::string_view>> f = Fields((*all)[r], 4);
+      if (!f)
+        return Abandon(fs, write,
+                       Status::IoError("collective save: a malformed message"));
+      if (r < rank_) AddNames((*f)[0], &lower);
+      if ((*f)[1] == host) ++on_this_host;
+      if (r == 0 && !write) write = ParseLimits((*f)[2], (*f)[3]);
+    }
+    if (!write)
+      return Abandon(fs, write,
+                     Status::IoError("collective save: a malformed message"));
+    ResolveRankThreads(on_this_host);
+
+    // Step 2.
+    const LocalPlan plan = PlanLocal(state_, lower);
+    const uint64_t start = rank_ == 0 ? kHeaderSize : 0;
+    const bool raw = opts_.codec == Codec::kNone;
+    const std::string spill = raw ? std::string() : TempPathFor(SpillBase());
+    SpillRemover remove_spill{spill};
+    EncodedRegion region;
+    uint64_t size = 0;
+    Status sized;
+    if (raw) {
+      Result<uint64_t> end = RawRegionEnd(plan.sources, opts_, start);
+      if (end.ok()) size = *end - start;
+      sized = end.status();
+    } else {
+      sized = EncodeToSpill(plan, spill, start, &region);
+      size = region.end - start;
+    }
+    const uint64_t length = start + size;
+    Result<std::vector<std::string>> lengths = AgreeAndAllGather(
+        comm_, sized,
+        std::string_view(reinterpret_cast<const char*>(&length),
+                         sizeof length));
+    if (!lengths.ok()) return Abandon(fs, write, lengths.status());
+    std::vector<uint64_t> by_rank;
+    for (const std::string& l : *lengths) {
+      uint64_t n = 0;
+      if (l.size() != sizeof n)
+        return Abandon(fs, write, Status::IoError("size exchange: short"));
+      std::memcpy(&n, l.data(), sizeof n);
+      by_rank.push_back(n);
+    }
+    // Every rank computes the same layout, or the same error.
+    Result<PartLayout> layout = LayOutParts(by_rank, opts_.alignment, *write);
+    if (!layout.ok()) return Abandon(fs, write, layout.status());
+    const RankParts& mine = layout->ranks[rank_];
+
+    // Step 3.
+    std::string receipts;
+    Status up = UploadRegion(fs, *write, mine, plan, spill, start, size,
+                             &region, &receipts);
+    std::string payload;
+    if (up.ok()) {
+      Result<FlatTree> tree = EncodeTree(state_.local.Tree());
+      if (tree.ok()) {
+        PutField(&payload, PartManifest(rank_, state_, plan, region, opts_,
+                                        layout->data_end, *tree));
+        PutField(&payload, receipts);
+      } else {
+        up = tree.status();
+      }
+    }
+    Result<std::vector<std::string>> parts =
+        GatherOutcomes(comm_, 0, up, payload);
+    Status done = parts.status();
+    if (parts.ok() && rank_ == 0)
+      done = CompleteShared(fs, *write, *layout, *parts);
+    // Step 4.
+    Status agreed = Agree(comm_, done);
+    if (!agreed.ok()) return Abandon(fs, write, agreed);
+    return Status::Ok();
+  }
+
  private:
+  // Removes the spill file on every way out.
+  struct SpillRemover {
+    const std::string& path;
+    ~SpillRemover() {
+      if (!path.empty()) (void)RemoveIfExists(PosixFileSystem(), path);
+    }
+  };
+
+  // threads = 0 (all cores) shares the machine's cores among its ranks.
+  void ResolveRankThreads(int on_this_host) {
+    opts_ = o_;
+    if (opts_.threads <= 0) {
+      opts_.threads =
+          std::max(1, rckpt::ResolveThreads(0) / std::max(1, on_this_host));
+    }
+  }
+
+  // Where a compressed save to object storage spills its chunks: the
+  // temporary directory (there is no directory beside an object).
+  std::string SpillBase() const {
+    std::error_code ec;
+    const std::filesystem::path tmp = std::filesystem::temp_directory_path(ec);
+    return (ec ? std::string("/tmp") : tmp.string()) + "/rckpt-spill-" +
+           std::to_string(rank_) + ".rckpt";
+  }
+
+  static std::string Limits(const SharedWrite& w) {
+    return std::to_string(w.min_part_bytes) + " " +
+           std::to_string(w.max_part_bytes) + " " + std::to_string(w.max_parts);
+  }
+
+  static std::optional<SharedWrite> ParseLimits(std::string_view id,
+                                                std::string_view limits) {
+    SharedWrite w;
+    w.id = std::string(id);
+    unsigned long long a = 0, b = 0, c = 0;
+    if (id.empty() || std::sscanf(std::string(limits).c_str(), "%llu %llu %llu",
+                                  &a, &b, &c) != 3) {
+      return std::nullopt;
+    }
+    w.min_part_bytes = a;
+    w.max_part_bytes = b;
+    w.max_parts = c;
+    return w;
+  }
+
+  // This rank's region uploaded as its parts: rank 0's header, the chunks
+  // (raw ones encoded straight into the parts, compressed ones copied from
+  // the spill file), zeros to the region's extent. `receipts`: a field per
+  // part, its number (8 bytes) and ETag.
+  Status UploadRegion(FileSystem& fs, const SharedWrite& write,
+                      const RankParts& mine, const LocalPlan& plan,
+                      const std::string& spill, uint64_t start, uint64_t size,
+                      EncodedRegion* region, std::string* receipts) {
+    RCKPT_ASSIGN_OR_RETURN(std::unique_ptr<SharedWriteRegion> out,
+                           fs.OpenSharedWriteRegion(
+                               path_, write, mine.first_part, mine.part_bytes));
+    if (rank_ == 0) {
+      Header header;
+      header.alignment = opts_.alignment;
+      header.version_minor = static_cast<uint16_t>(kFormatMinorSharded);
+      RCKPT_RETURN_IF_ERROR(out->Append(EncodeHeader(header)));
+    }
+    const uint64_t base = mine.start + start;
+    if (spill.empty()) {
+      RCKPT_RETURN_IF_ERROR(
+          EncodeRegion(plan.sources, opts_, *out, base, region));
+      if (region->end != base + size) {
+        return Status::IoError("rank " + std::to_string(rank_) + " encoded " +
+                               std::to_string(region->end - base) +
+                               " bytes into a region of " +
+                               std::to_string(size));
+      }
+    } else {
+      if (rank_ != 0) {
+        for (ChunkMeta& c : region->chunks) c.offset += base;
+      }
+      RCKPT_RETURN_IF_ERROR(CopyFrom(
+          spill, start, size, [&](uint64_t, std::span<const std::byte> p) {
+            return out->Append(p);
+          }));
+      if (opts_.progress && !opts_.progress(size, size)) {
+        return Status::IoError("save cancelled by the progress callback");
+      }
+    }
+    RCKPT_RETURN_IF_ERROR(AppendZeros(*out, mine.extent - start - size));
+    RCKPT_ASSIGN_OR_RETURN(std::vector<SharedPart> parts, out->Finish());
+    for (const SharedPart& p : parts) {
+      std::string field(reinterpret_cast<const char*>(&p.number),
+                        sizeof p.number);
+      PutField(receipts, field + p.tag);
+    }
+    return Status::Ok();
+  }
+
+  // Rank 0, once every rank's region is uploaded: the manifest from every
+  // rank's part, uploaded with the footer as the last part; then the
+  // upload completed with every part's ETag in part order.
+  Status CompleteShared(FileSystem& fs, const SharedWrite& write,
+                        const PartLayout& layout,
+                        const std::vector<std::string>& payloads) {
+    std::vector<std::string> manifests;
+    std::vector<SharedPart> all;
+    for (int r = 0; r < size_; ++r) {
+      std::optional<std::vector<std::string_view>> f = Fields(payloads[r], 2);
+      const size_t count = layout.ranks[r].part_bytes.size();
+      std::optional<std::vector<std::string_view>> receipts =
+          f ? Fields((*f)[1], count) : std::nullopt;
+      if (!receipts)
+        return Status::IoError("collective save: a malformed message");
+      manifests.emplace_back((*f)[0]);
+      for (std::string_view e : *receipts) {
+        SharedPart p;
+        if (e.size() < sizeof p.number)
+          return Status::IoError("collective save: a short ETag");
+        std::memcpy(&p.number, e.data(), sizeof p.number);
+        p.tag = std::string(e.substr(sizeof p.number));
+        all.push_back(std::move(p));
+      }
+    }
+    const std::string writer =
+        opts_.writer.empty() ? std::string("rckpt ") + RCKPT_VERSION_STRING
+                             : opts_.writer;
+    RCKPT_ASSIGN_OR_RETURN(
+        std::vector<uint8_t> manifest,
+        MergeParts(manifests, state_, opts_, layout.data_end, writer));
+    Header header;
+    header.version_minor = static_cast<uint16_t>(kFormatMinorSharded);
+    const Footer footer =
+        FooterFor(layout.data_end, manifest, header.version_minor);
+    std::string tail(footer.manifest_offset - layout.data_end, '\0');
+    tail.append(reinterpret_cast<const char*>(manifest.data()),
+                manifest.size());
+    const auto foot = EncodeFooter(footer);
+    tail.append(reinterpret_cast<const char*>(foot.data()), foot.size());
+    RCKPT_ASSIGN_OR_RETURN(std::unique_ptr<SharedWriteRegion> last,
+                           fs.OpenSharedWriteRegion(
+                               path_, write, layout.last_part, {tail.size()}));
+    RCKPT_RETURN_IF_ERROR(
+        last->Append(std::as_bytes(std::span<const char>(tail))));
+    RCKPT_ASSIGN_OR_RETURN(std::vector<SharedPart> parts, last->Finish());
+    all.insert(all.end(), parts.begin(), parts.end());
+    return fs.CommitSharedWrite(path_, write, all);
+  }
+
+  // The upload aborted by this rank (when it knows it), and `s` returned.
+  Status Abandon(FileSystem& fs, const std::optional<SharedWrite>& write,
+                 const Status& s) {
+    if (write) (void)fs.AbortSharedWrite(path_, *write);
+    return Cleanup(s);
+  }
+
   // Steps 2 and 3: this rank's extent, its data, the metadata. A rank's
   // chunks stream to the file through the encoder's bounded buffers: raw
   // chunks straight into its extent, whose size is known before encoding;
@@ -399,12 +671,7 @@ class CollectiveSave {
     // the next save to this path does not clean up; any other way out of
     // here removes it.
     const std::string spill = raw ? std::string() : TempPathFor(path_);
-    struct SpillRemover {
-      const std::string& path;
-      ~SpillRemover() {
-        if (!path.empty()) (void)RemoveIfExists(PosixFileSystem(), path);
-      }
-    } remove_spill{spill};
+    SpillRemover remove_spill{spill};
     Status sized = opened;
     if (sized.ok() && raw) {
       Result<uint64_t> end = RawRegionEnd(plan.sources, opts_, start);
@@ -442,7 +709,10 @@ class CollectiveSave {
       if (rank_ != 0) {
         for (ChunkMeta& c : region.chunks) c.offset += base;
       }
-      s = CopyInto(*file, base, spill, start, size);
+      s = CopyFrom(spill, start, size,
+                   [&](uint64_t done, std::span<const std::byte> piece) {
+                     return file->WriteAt(base + done, piece);
+                   });
       if (s.ok() && opts_.progress && !opts_.progress(size, size)) {
         s = Status::IoError("save cancelled by the progress callback");
       }

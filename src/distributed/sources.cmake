@@ -4,5 +4,6 @@
 target_sources(rckpt PRIVATE
   ${RCKPT_SRC}/distributed/collective.cc
   ${RCKPT_SRC}/distributed/load.cc
+  ${RCKPT_SRC}/distributed/part_layout.cc
   ${RCKPT_SRC}/distributed/save.cc
   ${RCKPT_SRC}/distributed/shared_file.cc)

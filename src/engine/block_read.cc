@@ -6,6 +6,7 @@
 #include <string>
 
 #include "engine/caller_streams.h"
+#include "runtime/device_pool.h"
 
 namespace rckpt {
 namespace {
@@ -183,17 +184,20 @@ PipelineOptions PipelineOptionsOf(const LoadOptions& o, DeviceRuntime& rt,
   p.threads = o.threads;
   p.staging_bytes = o.staging_bytes;
   p.progress = o.progress;
+  p.device_allocator = o.device_allocator;
   return p;
 }
 
 Status UploadToDevice(DeviceRuntime& runtime, CallerStreams* caller, Device device, void* dst,
                       const std::byte* src, uint64_t n) {
-  RCKPT_ASSIGN_OR_RETURN(Stream stream, runtime.CreateStream(device));
+  PoolFor pool(runtime);
+  RCKPT_ASSIGN_OR_RETURN(DevicePool::Lease lease, pool->LeaseStream(device));
+  const Stream stream = lease.stream();
   Status s = caller != nullptr ? caller->WaitForCaller(device, stream) : Status::Ok();
   if (s.ok()) s = runtime.CopyToDeviceAsync(device, stream, dst, src, n);
-  if (s.ok()) s = runtime.Synchronize(device, stream);
-  runtime.DestroyStream(device, stream);
-  return s;
+  // Waits for the copy even after a failure: the stream goes back idle.
+  Status done = runtime.Synchronize(device, stream);
+  return s.ok() ? done : s;
 }
 
 }  // namespace rckpt

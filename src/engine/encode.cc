@@ -13,11 +13,13 @@
 #include <vector>
 
 #include <map>
+#include <set>
 
 #include "codec/codec.h"
 #include "engine/caller_streams.h"
 #include "format/writer.h"
 #include "rckpt/runtime.h"
+#include "runtime/device_pool.h"
 #include "util/free_list.h"
 #include "util/host_memory.h"
 #include "util/thread_pool.h"
@@ -52,8 +54,9 @@ struct EncodedChunk {
 // The working memory of one batch in flight.
 struct Slot {
   std::byte* staging = nullptr;  // device-to-host landing area (pinned)
-  Stream stream;                 // for copies from `stream_device`
-  std::optional<Device> stream_device;
+  // A stream per device the slot's batches read from, leased from the
+  // runtime's pool when first needed; each has waited for the caller's work.
+  std::map<Device, DevicePool::Lease> streams;
   ScratchBuffer compressed;      // the batch's zstd frames
   std::vector<EncodedChunk> chunks;
   Status status;
@@ -188,9 +191,54 @@ class RegionEncoder {
     slot.status = EncodeBatch(batch, slot, runtime);
   }
 
+  // The batch's device chunks copied into the slot's staging: every copy
+  // enqueued first, then one wait per stream (a blocking event: the worker
+  // sleeps), whatever failed, so that no copy still writes into the staging
+  // once the batch is done.
+  Status StageDeviceChunks(const Batch& batch, Slot& slot, DeviceRuntime& rt) {
+    std::set<Device> used;
+    Status status;
+    uint64_t pos = 0;
+    for (size_t j = batch.first_job; j < batch.end_job && status.ok(); ++j) {
+      const ChunkJob& job = jobs_[j];
+      const Tensor& t = *sources_[job.source].tensor;
+      if (!t.device().is_cpu()) {
+        Result<Stream> stream = StreamOf(rt, slot, t.device());
+        status = stream.status();
+        if (status.ok()) {
+          used.insert(t.device());
+          status = rt.CopyToHostAsync(t.device(), *stream, slot.staging + pos,
+                                      static_cast<const std::byte*>(t.data()) + job.tensor_offset,
+                                      job.raw_size);
+        }
+      }
+      pos += job.raw_size;
+    }
+    for (const Device& d : used) {
+      Status s = rt.Synchronize(d, slot.streams.at(d).stream());
+      if (status.ok()) status = s;
+    }
+    return status;
+  }
+
+  // The slot's stream on `device`, leased on first use; it first waits for
+  // the caller's work on that device (ready_: an event after it).
+  Result<Stream> StreamOf(DeviceRuntime& rt, Slot& slot, Device device) {
+    auto it = slot.streams.find(device);
+    if (it != slot.streams.end()) return it->second.stream();
+    RCKPT_ASSIGN_OR_RETURN(DevicePool::Lease lease, (*pool_)->LeaseStream(device));
+    const Stream stream = lease.stream();
+    slot.streams.emplace(device, std::move(lease));
+    if (auto e = ready_.find(device); e != ready_.end()) {
+      RCKPT_RETURN_IF_ERROR(rt.StreamWaitEvent(device, stream, e->second));
+    }
+    return stream;
+  }
+
   Status EncodeBatch(const Batch& batch, Slot& slot, DeviceRuntime* runtime) {
     const bool zstd = o_.codec == Codec::kZstd;
     if (zstd && !slot.compressed.Reserve(max_batch_bound_)) return WorkBufferOom(max_batch_bound_);
+    if (runtime != nullptr) RCKPT_RETURN_IF_ERROR(StageDeviceChunks(batch, slot, *runtime));
     std::unique_ptr<ScratchBuffer> scratch;  // the shuffle's output, taken when needed
     uint64_t pos = 0;                  // of this chunk's raw bytes in the batch
     uint64_t frame_pos = 0;            // of its frame in slot.compressed
@@ -203,8 +251,6 @@ class RegionEncoder {
       if (t.device().is_cpu()) {
         raw = {static_cast<const std::byte*>(t.data()) + job.tensor_offset, job.raw_size};
       } else {
-        status = CopyFromDevice(*runtime, t, job, slot.staging + pos, slot, ready_);
-        if (!status.ok()) break;
         raw = {slot.staging + pos, job.raw_size};
       }
       EncodedChunk& out = slot.chunks.emplace_back();
@@ -250,44 +296,23 @@ class RegionEncoder {
     return status;
   }
 
-  // Copies one chunk into `dst`, in the slot's pinned buffer, on the slot's stream,
-  // which is created once per device the slot meets and first waits for the
-  // caller's work on that device (`ready`: an event after it, per device).
-  static Status CopyFromDevice(DeviceRuntime& rt, const Tensor& t, const ChunkJob& job,
-                               std::byte* dst, Slot& slot, const std::map<Device, Event>& ready) {
-    if (slot.stream_device != t.device()) {
-      if (slot.stream_device) rt.DestroyStream(*slot.stream_device, slot.stream);
-      slot.stream_device.reset();
-      RCKPT_ASSIGN_OR_RETURN(slot.stream, rt.CreateStream(t.device()));
-      slot.stream_device = t.device();
-      if (auto it = ready.find(t.device()); it != ready.end()) {
-        RCKPT_RETURN_IF_ERROR(rt.StreamWaitEvent(t.device(), slot.stream, it->second));
-      }
-    }
-    RCKPT_RETURN_IF_ERROR(rt.CopyToHostAsync(
-        t.device(), slot.stream, dst,
-        static_cast<const std::byte*>(t.data()) + job.tensor_offset, job.raw_size));
-    return rt.Synchronize(t.device(), slot.stream);
-  }
-
   Status WriteChunks(ChunkWriter& out) {
     int threads = ResolveThreads(o_.threads);
     size_t window = static_cast<size_t>(threads) * 2 + 2;
     DeviceRuntime* runtime = nullptr;
-    std::vector<std::byte*> staging;
     if (has_device_tensor_) {
       runtime = o_.runtime ? o_.runtime : &DefaultRuntime();
-      // The pinned ring bounds host memory for device tensors.
+      pool_.emplace(*runtime);
+      // The pinned staging bounds host memory for device tensors.
       window = std::clamp<size_t>(o_.staging_bytes / std::max<uint64_t>(max_chunk_, 1), 1, window);
     }
     window = std::min(window, std::max<size_t>(batches_.size(), 1));
+    // Every slot's staging is a share of one lease from the runtime's pool,
+    // returned (with the slots' streams) when the save ends.
+    DevicePool::Lease staging;
     std::vector<Slot> slots(window);
     Status status;
     auto free_staging = [&] {
-      for (std::byte* p : staging) runtime->FreePinned(p);
-      for (Slot& slot : slots) {
-        if (slot.stream_device) runtime->DestroyStream(*slot.stream_device, slot.stream);
-      }
       for (const auto& [device, event] : ready_) runtime->DestroyEvent(event);
       ready_.clear();
     };
@@ -305,15 +330,13 @@ class RegionEncoder {
         }
         ready_.emplace(d, *e);
       }
-      for (auto& slot : slots) {
-        auto p = runtime->AllocatePinned(first_device_, max_chunk_);
-        if (!p.ok()) {
-          free_staging();
-          return p.status().WithContext("pinned staging buffer");
-        }
-        slot.staging = static_cast<std::byte*>(*p);
-        staging.push_back(slot.staging);
+      Result<DevicePool::Lease> lease = (*pool_)->LeasePinned(first_device_, window * max_chunk_);
+      if (!lease.ok()) {
+        free_staging();
+        return lease.status().WithContext("pinned staging buffer");
       }
+      staging = std::move(*lease);
+      for (size_t i = 0; i < slots.size(); ++i) slots[i].staging = staging.data() + i * max_chunk_;
     }
     {
       std::mutex mu;
@@ -377,6 +400,7 @@ class RegionEncoder {
   bool has_device_tensor_ = false;
   Device first_device_;  // of the first device tensor (whose context pins the staging)
   std::map<Device, Event> ready_;  // written before the workers start
+  std::optional<PoolFor> pool_;    // the runtime's, when a tensor is on a device
   // Shuffle output buffers are per worker, not per slot: a worker needs one
   // only while it encodes, and there are fewer workers than slots.
   FreeList<ScratchBuffer> shuffle_buffers_;

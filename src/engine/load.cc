@@ -134,8 +134,10 @@ Status AssembleSharded(const FileReader& reader, const std::vector<ShardedDest>&
 
 void FillStats(const LoadOptions& o, const FileReader& reader,
                const PipelineStats& ps,
-               std::chrono::steady_clock::time_point start, uint64_t extra) {
+               std::chrono::steady_clock::time_point start, uint64_t extra,
+               DeviceRuntime& runtime) {
   if (o.stats == nullptr) return;
+  o.stats->device_pool = runtime.PoolStats();
   o.stats->bytes_read =
       ps.bytes_read + reader.manifest().manifest_size + kFrameBytes;
   o.stats->bytes_restored = ps.bytes_restored + extra;
@@ -146,6 +148,7 @@ void FillStats(const LoadOptions& o, const FileReader& reader,
   o.stats->staging_capacity = ps.staging_capacity;
   o.stats->device_unshuffled_bytes = ps.device_unshuffled_bytes;
   o.stats->host_unshuffled_bytes = ps.host_unshuffled_bytes;
+  o.stats->host_unshuffle_reason = ps.host_unshuffle_reason;
 }
 
 // The device tensors of a plan from the options' allocator, all at once on
@@ -301,7 +304,7 @@ Result<Checkpoint> Load(const std::string& path, const LoadOptions& options) {
   }
   uint64_t rng_bytes = 0;
   for (const RngRecord& r : m.rng) rng_bytes += r.bytes.size();
-  FillStats(options, *f.reader, ps, f.start, rng_bytes);
+  FillStats(options, *f.reader, ps, f.start, rng_bytes, *f.runtime);
   return ck;
 }
 
@@ -404,7 +407,7 @@ Status LoadInto(const std::string& path, const std::vector<LoadTarget>& targets,
   const PipelineOptions po = PipelineOptionsOf(options, *f.runtime, mapping.get(), &caller);
   RCKPT_RETURN_IF_ERROR(RunLoadPipeline(*f.reader, dests, po, &ps));
   RCKPT_RETURN_IF_ERROR(AssembleSharded(*f.reader, sharded, po, &ps));
-  FillStats(options, *f.reader, ps, f.start, 0);
+  FillStats(options, *f.reader, ps, f.start, 0, *f.runtime);
   return Status::Ok();
 }
 
@@ -452,7 +455,7 @@ Result<std::vector<TensorEntry>> ReadTensors(
     e.origin = t.origin;
     out.push_back(std::move(e));
   }
-  FillStats(options, *f.reader, ps, f.start, 0);
+  FillStats(options, *f.reader, ps, f.start, 0, *f.runtime);
   return out;
 }
 

@@ -8,12 +8,15 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <span>
 #include <string>
 
 #include "codec/codec.h"
 #include "engine/caller_streams.h"
+#include "engine/device_alloc.h"
 #include "engine/staging_ring.h"
+#include "runtime/device_pool.h"
 #include "util/free_list.h"
 #include "util/host_memory.h"
 #include "util/thread_pool.h"
@@ -47,15 +50,24 @@ constexpr uint64_t kBatchGapBytes = 4096;
 // (and at the end or on failure), not after every chunk.
 constexpr uint64_t kProgressStep = 4ull << 20;
 
+// One device's share of a load: a stream and the un-shuffle scratch, both
+// leased from the runtime's pool (the scratch from the caller's
+// DeviceAllocator when there is one), returned when the load ends.
 struct DeviceLane {
   Device device;
   Stream stream;
   bool has_stream = false;
+  DevicePool::Lease stream_lease;
+  DevicePool::Lease scratch_lease;
+  Tensor scratch_tensor;          // the allocator's scratch
   bool device_unshuffle = false;  // UnshuffleAsync runs on this device
   bool has_shuffled = false;      // a shuffled chunk goes to this device
+  std::string why_host;           // why the host un-shuffles, when !device_unshuffle
   std::mutex mu;
   void* scratch = nullptr;        // one slot; made by SetUpDevices
 };
+
+constexpr std::string_view kScratchName = "(device un-shuffle scratch)";
 
 // Host work space of one worker: stored (compressed) bytes and decode
 // scratch. Borrowed per job from a FreeList, so as many exist as workers
@@ -91,6 +103,7 @@ class LoadRun {
   Status CopyFromSlot(DeviceLane& lane, std::byte* dst, StagingRing::Slot slot,
                       uint32_t shuffle_elem);
   void Fail(Status s);
+  void NoteHostUnshuffle(const std::string& why);
 
   const ChunkMeta& ChunkOf(const Item& it) const {
     return it.dest->tensor->chunks[it.chunk];
@@ -103,6 +116,7 @@ class LoadRun {
 
   const FileReader& reader_;
   const PipelineOptions& options_;
+  std::optional<PoolFor> pool_;  // before what it leases: it outlives it
   std::unique_ptr<StagingRing> ring_;
   std::map<int, std::unique_ptr<DeviceLane>> lanes_;
   FreeList<Buffers> buffers_;
@@ -111,6 +125,7 @@ class LoadRun {
   std::atomic<uint64_t> bytes_read_{0};
   std::atomic<uint64_t> device_unshuffled_{0};
   std::atomic<uint64_t> host_unshuffled_{0};
+  std::string host_unshuffle_reason_;  // the first one; guarded by mu_
   std::atomic<bool> failed_{false};
   std::mutex mu_;
   std::condition_variable cv_;
@@ -120,6 +135,11 @@ class LoadRun {
   uint64_t bytes_done_ = 0;
   uint64_t bytes_woken_ = 0;  // bytes_done_ when the caller was last woken
 };
+
+void LoadRun::NoteHostUnshuffle(const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (host_unshuffle_reason_.empty()) host_unshuffle_reason_ = why;
+}
 
 void LoadRun::Fail(Status s) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -224,6 +244,15 @@ Status LoadRun::DeviceChunk(const TensorDest& dest, size_t ci,
   // The device un-shuffles a chunk that fits a slot; the host every other.
   const bool shuffled = c.shuffle_elem >= 2 && lane.device_unshuffle && fits_slot;
   if (c.shuffle_elem >= 2) (shuffled ? device_unshuffled_ : host_unshuffled_) += c.raw_size;
+  if (c.shuffle_elem >= 2 && !shuffled) {
+    NoteHostUnshuffle(!lane.device_unshuffle
+                          ? lane.why_host
+                          : "a chunk of " + std::to_string(c.raw_size) +
+                                " bytes is larger than a staging slot (" +
+                                std::to_string(ring_->slot_bytes()) +
+                                " bytes): staging_bytes of at least twice the largest chunk "
+                                "keep every chunk on the device");
+  }
   if (fits_slot) {
     RCKPT_ASSIGN_OR_RETURN(StagingRing::Slot slot, ring_->Acquire(c.raw_size));
     Status s = Decode(t, ci, {slot.data, c.raw_size}, Mapped(c), shuffled,
@@ -372,32 +401,56 @@ Status LoadRun::SetUpDevices(const std::vector<TensorDest>& dests) {
     }
   }
   if (lanes_.empty()) return Status::Ok();
+  pool_.emplace(*options_.runtime);
+  DevicePool& pool = **pool_;
   for (auto& [index, lane] : lanes_) {
-    Result<Stream> stream = options_.runtime->CreateStream(lane->device);
-    if (!stream.ok()) return stream.status();
-    lane->stream = *stream;
+    RCKPT_ASSIGN_OR_RETURN(lane->stream_lease, pool.LeaseStream(lane->device));
+    lane->stream = lane->stream_lease.stream();
     lane->has_stream = true;
     if (options_.caller != nullptr) {
       RCKPT_RETURN_IF_ERROR(options_.caller->WaitForCaller(lane->device, lane->stream));
     }
-    lane->device_unshuffle =
-        options_.device_unshuffle && options_.runtime->CanUnshuffle(lane->device, nullptr);
+    std::string why_not;
+    lane->device_unshuffle = options_.device_unshuffle &&
+                             options_.runtime->CanUnshuffle(lane->device, &why_not);
+    if (!options_.device_unshuffle) {
+      lane->why_host = "device_unshuffle is off";
+    } else if (!lane->device_unshuffle) {
+      lane->why_host = lane->device.ToString() + " cannot un-shuffle: " + why_not;
+    }
   }
   RCKPT_ASSIGN_OR_RETURN(
-      ring_, StagingRing::Create(*options_.runtime, lanes_.begin()->second->device,
+      ring_, StagingRing::Create(pool, *options_.runtime, lanes_.begin()->second->device,
                                  options_.staging_bytes, std::max<uint64_t>(max_chunk, 1)));
   // The device un-shuffle lands each chunk in a scratch slot first. A device
   // too full for it (a training process whose caching allocator holds the
   // rest) un-shuffles on the host instead: slower, never a failed load.
   for (auto& [index, lane] : lanes_) {
     if (!lane->device_unshuffle || !lane->has_shuffled) continue;
-    Result<void*> scratch = options_.runtime->Allocate(lane->device, ring_->slot_bytes());
-    if (scratch.ok()) {
-      lane->scratch = *scratch;
-    } else if (scratch.status().code() == StatusCode::kOutOfMemory) {
-      lane->device_unshuffle = false;
+    Status scratch;
+    if (options_.device_allocator != nullptr) {
+      const DeviceAllocator::Request r{kScratchName, lane->device, DType::kU8,
+                                       {static_cast<int64_t>(ring_->slot_bytes())}};
+      Result<std::vector<Tensor>> made = AllocateDeviceTensors(*options_.device_allocator, {&r, 1});
+      if (made.ok()) {
+        lane->scratch_tensor = std::move(made->front());
+        lane->scratch = lane->scratch_tensor.data();
+      }
+      scratch = made.status();
     } else {
-      return scratch.status().WithContext("device un-shuffle scratch");
+      Result<DevicePool::Lease> lease = pool.LeaseScratch(lane->device, ring_->slot_bytes());
+      if (lease.ok()) {
+        lane->scratch_lease = std::move(*lease);
+        lane->scratch = lane->scratch_lease.data();
+      }
+      scratch = lease.status();
+    }
+    if (scratch.code() == StatusCode::kOutOfMemory) {
+      lane->device_unshuffle = false;
+      lane->why_host = "no room on " + lane->device.ToString() + " for the un-shuffle scratch (" +
+                       std::to_string(ring_->slot_bytes()) + " bytes)";
+    } else if (!scratch.ok()) {
+      return scratch.WithContext("device un-shuffle scratch");
     }
   }
   return Status::Ok();
@@ -410,11 +463,9 @@ Status LoadRun::TearDownDevices() {
     if (!lane->has_stream) continue;
     Status s = options_.runtime->Synchronize(lane->device, lane->stream);
     if (first.ok()) first = s;
-    if (lane->scratch != nullptr) {
-      options_.runtime->Free(lane->device, lane->scratch);
-    }
-    options_.runtime->DestroyStream(lane->device, lane->stream);
   }
+  // The stream and scratch, idle now, go back to the pool (the allocator's
+  // scratch to its owner).
   lanes_.clear();
   return first;
 }
@@ -481,6 +532,7 @@ Status LoadRun::Run(const std::vector<TensorDest>& dests,
     stats->staging_capacity = ring_ ? ring_->capacity() : 0;
     stats->device_unshuffled_bytes = device_unshuffled_;
     stats->host_unshuffled_bytes = host_unshuffled_;
+    stats->host_unshuffle_reason = host_unshuffle_reason_;
   }
   ring_.reset();
   if (!error_.ok()) return error_;
@@ -492,8 +544,14 @@ Status LoadRun::Run(const std::vector<TensorDest>& dests,
 Status RunLoadPipeline(const FileReader& reader,
                        const std::vector<TensorDest>& dests,
                        const PipelineOptions& options, PipelineStats* stats) {
-  LoadRun run(reader, options);
-  return run.Run(dests, stats);
+  DevicePool* pool = options.runtime != nullptr ? options.runtime->pool() : nullptr;
+  const uint64_t resets = pool != nullptr ? pool->device_resets() : 0;
+  Status s = LoadRun(reader, options).Run(dests, stats);
+  if (s.ok() || pool == nullptr || pool->device_resets() == resets) return s;
+  // A device was reset (cudaDeviceReset) since the pool last served it: the
+  // runtime dropped the stale streams, buffers and kernels, and a second run
+  // makes them anew.
+  return LoadRun(reader, options).Run(dests, stats);
 }
 
 }  // namespace rckpt

@@ -6,11 +6,17 @@
 //   decode : zstd on the same worker; host destinations are decoded (or, for
 //            raw chunks, read) in place, with no staging copy
 //   stage  : device destinations decode into a slot of the load's single
-//            pinned StagingRing (staging_bytes, allocated once)
-//   copy   : async host-to-device copy on one stream per device; an event
-//            after it returns the slot to the ring
+//            pinned StagingRing (staging_bytes, leased from the runtime's
+//            pool: runtime/device_pool.h)
+//   copy   : async host-to-device copy on one stream per device (leased
+//            from the pool); an event after it returns the slot to the ring
+//
+// Nothing on a load's path frees device or pinned memory or makes a stream
+// once the pool holds what the load needs: no call waits for the whole
+// device.
 //   shuffle: byte-shuffled chunks stay shuffled through the ring, land in a
-//            per-device scratch buffer of one slot, and the device
+//            per-device scratch buffer of one slot (the caller's
+//            DeviceAllocator's, or the pool's), and the device
 //            un-shuffles them into the destination (UnshuffleAsync), so the
 //            CPU runs only zstd for them; where the device cannot
 //            (DeviceRuntime::CanUnshuffle) or has no memory left for the
@@ -26,6 +32,7 @@
 #define RCKPT_SRC_ENGINE_PIPELINE_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "format/file_reader.h"
@@ -62,6 +69,10 @@ struct PipelineOptions {
   CallerStreams* caller = nullptr;
   // false: shuffled chunks bound for a device are un-shuffled on the host.
   bool device_unshuffle = true;
+  // Makes the device un-shuffle scratch (one slot per device) when set, as
+  // it makes the load's tensors (torch's caching allocator in Python);
+  // otherwise it is leased from the runtime's pool.
+  DeviceAllocator* device_allocator = nullptr;
 };
 
 struct PipelineStats {
@@ -71,13 +82,16 @@ struct PipelineStats {
   uint64_t staging_capacity = 0;  // 0 when no device destination
   uint64_t device_unshuffled_bytes = 0;  // shuffled bytes a device un-shuffled
   uint64_t host_unshuffled_bytes = 0;    // shuffled bytes bound for a device the host un-shuffled
+  std::string host_unshuffle_reason;     // why, when host_unshuffled_bytes > 0
 };
 
 // Fills every destination. On success all copies have completed. On failure
 // (read error, Corruption, a failed copy, cancellation) the first error is
-// returned after all outstanding work has stopped; the pipeline frees what
-// it allocated (ring, streams, events, scratch) either way, and the
-// destinations' contents are unspecified.
+// returned after all outstanding work has stopped; the pipeline returns
+// what it leased (ring, streams, scratch) either way, and the destinations'
+// contents are unspecified. A load that fails because a device was reset
+// while the pool held its streams or memory (cudaDeviceReset) runs once
+// more with fresh ones.
 Status RunLoadPipeline(const FileReader& reader,
                        const std::vector<TensorDest>& dests,
                        const PipelineOptions& options, PipelineStats* stats);

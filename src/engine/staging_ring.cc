@@ -4,26 +4,32 @@
 
 namespace rckpt {
 
-Result<std::unique_ptr<StagingRing>> StagingRing::Create(DeviceRuntime& runtime, Device device,
+Result<std::unique_ptr<StagingRing>> StagingRing::Create(DevicePool& pool, DeviceRuntime& runtime,
+                                                         Device device,
                                                          uint64_t capacity,
                                                          uint64_t max_piece) {
   if (capacity == 0) {
     return Status::InvalidArgument("staging_bytes: 0, expected at least 1");
   }
-  uint64_t slot = std::max<uint64_t>(capacity / 2, 1);
-  if (max_piece > 0) slot = std::min(slot, max_piece);
-  // Alignment keeps slots on separate cache lines and DMA-friendly.
+  // Alignment keeps slots on separate cache lines and DMA-friendly. The
+  // largest piece is rounded up, never down: a slot a few bytes short of it
+  // would send that piece (and its un-shuffle) through the host.
   constexpr uint64_t kSlotAlign = 4096;
-  if (slot > kSlotAlign) slot = slot / kSlotAlign * kSlotAlign;
-  const uint64_t count = capacity / slot;
-  RCKPT_ASSIGN_OR_RETURN(void* base, runtime.AllocatePinned(device, slot * count));
-  return std::unique_ptr<StagingRing>(new StagingRing(
-      runtime, static_cast<std::byte*>(base), slot, static_cast<int>(count)));
+  uint64_t half = std::max<uint64_t>(capacity / 2, 1);
+  if (half > kSlotAlign) half = half / kSlotAlign * kSlotAlign;
+  uint64_t piece = max_piece > 0 ? max_piece : half;
+  if (piece > kSlotAlign) piece = (piece + kSlotAlign - 1) / kSlotAlign * kSlotAlign;
+  const uint64_t slot = std::min(piece, half);
+  const uint64_t count = std::max<uint64_t>(capacity / slot, 1);
+  RCKPT_ASSIGN_OR_RETURN(DevicePool::Lease memory, pool.LeasePinned(device, slot * count));
+  return std::unique_ptr<StagingRing>(
+      new StagingRing(runtime, std::move(memory), slot, static_cast<int>(count)));
 }
 
-StagingRing::StagingRing(DeviceRuntime& runtime, std::byte* base,
-                         uint64_t slot_bytes, int slot_count)
-    : runtime_(runtime), base_(base), slot_bytes_(slot_bytes) {
+StagingRing::StagingRing(DeviceRuntime& runtime, DevicePool::Lease memory, uint64_t slot_bytes,
+                         int slot_count)
+    : runtime_(runtime), memory_(std::move(memory)), slot_bytes_(slot_bytes) {
+  std::byte* const base = memory_.data();
   slots_.reserve(slot_count);
   for (int i = 0; i < slot_count; ++i) {
     slots_.push_back(Slot{i, base + slot_bytes * i, 0});
@@ -31,10 +37,7 @@ StagingRing::StagingRing(DeviceRuntime& runtime, std::byte* base,
   }
 }
 
-StagingRing::~StagingRing() {
-  Status ignored = Drain();
-  runtime_.FreePinned(base_);
-}
+StagingRing::~StagingRing() { Status ignored = Drain(); }
 
 uint64_t StagingRing::high_water() const {
   std::lock_guard<std::mutex> lock(mu_);

@@ -1,5 +1,6 @@
-// StagingRing: the pinned host staging memory of one load, allocated once,
-// cut into equal slots. A worker acquires a slot, fills it, enqueues an
+// StagingRing: the pinned host staging memory of one load, leased from its
+// runtime's pool (runtime/device_pool.h) for the load and cut into equal
+// slots. A worker acquires a slot, fills it, enqueues an
 // async copy from it and retires it with an event; the slot becomes free
 // again when that event has completed.
 //
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "rckpt/runtime.h"
+#include "runtime/device_pool.h"
 
 namespace rckpt {
 
@@ -28,15 +30,19 @@ class StagingRing {
     uint64_t bytes = 0;  // in use, <= slot_bytes()
   };
 
-  // Slot size: the smallest of `max_piece` and capacity / 2 (so that at
-  // least two slots overlap filling and copying), never 0; the slot count is
-  // capacity / slot size. One AllocatePinned (by `device`'s context; usable
-  // by copies of every device) of slot count * slot size <= capacity bytes.
-  // OutOfMemory when it fails.
-  static Result<std::unique_ptr<StagingRing>> Create(DeviceRuntime& runtime, Device device,
+  // Slot size: `max_piece` (above 4 KiB rounded up to a multiple of 4 KiB,
+  // so that the largest piece always fits a slot), capped at capacity / 2
+  // (above 4 KiB rounded down to 4 KiB), so that at least two slots overlap
+  // filling and copying; never 0. The slot count is capacity / slot size.
+  // One lease of slot count * slot size <= capacity bytes from `pool`
+  // (pinned by `device`'s context, usable by copies of every device; past
+  // the pool's cap, ordinary host memory), returned when the ring goes.
+  // OutOfMemory when it cannot be had.
+  static Result<std::unique_ptr<StagingRing>> Create(DevicePool& pool, DeviceRuntime& runtime,
+                                                     Device device,
                                                      uint64_t capacity,
                                                      uint64_t max_piece);
-  ~StagingRing();  // REQUIRES: Drain() has returned; frees the memory
+  ~StagingRing();  // waits for what is in flight; returns the memory to the pool
   StagingRing(const StagingRing&) = delete;
   StagingRing& operator=(const StagingRing&) = delete;
 
@@ -62,7 +68,7 @@ class StagingRing {
     Slot slot;
     Event event;
   };
-  StagingRing(DeviceRuntime& runtime, std::byte* base, uint64_t slot_bytes,
+  StagingRing(DeviceRuntime& runtime, DevicePool::Lease memory, uint64_t slot_bytes,
               int slot_count);
   void FreeLocked(const Slot& slot);
   // Waits (unlocked) for the oldest in-flight slot and frees it; records its
@@ -70,7 +76,7 @@ class StagingRing {
   void RecycleOldest(std::unique_lock<std::mutex>& lock);
 
   DeviceRuntime& runtime_;
-  std::byte* const base_;
+  DevicePool::Lease memory_;
   const uint64_t slot_bytes_;
   std::vector<Slot> slots_;
 

@@ -109,4 +109,36 @@ Status FileSystem::AbortIncomplete(const IncompleteWrite& write) {
   return Remove(write.id);
 }
 
+namespace {
+
+Status NoSharedWrites(const std::string& path) {
+  return Status::Unsupported(
+      "'" + path +
+      "': this file system has no shared writes (parts "
+      "uploaded by several processes); they are object storage's");
+}
+
+}  // namespace
+
+Result<SharedWrite> FileSystem::StartSharedWrite(const std::string& path) {
+  return NoSharedWrites(path);
+}
+
+Result<std::unique_ptr<SharedWriteRegion>> FileSystem::OpenSharedWriteRegion(
+    const std::string& path, const SharedWrite& /*write*/,
+    uint64_t /*first_part*/, std::vector<uint64_t> /*part_bytes*/) {
+  return NoSharedWrites(path);
+}
+
+Status FileSystem::CommitSharedWrite(const std::string& path,
+                                     const SharedWrite& /*write*/,
+                                     std::span<const SharedPart> /*parts*/) {
+  return NoSharedWrites(path);
+}
+
+Status FileSystem::AbortSharedWrite(const std::string& path,
+                                    const SharedWrite& /*write*/) {
+  return NoSharedWrites(path);
+}
+
 }  // namespace rckpt

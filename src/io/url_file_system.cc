@@ -107,6 +107,32 @@ Status UrlFileSystem::RenameNoReplace(const std::string& from, const std::string
   return fs->RenameNoReplace(from, to);
 }
 
+Result<SharedWrite> UrlFileSystem::StartSharedWrite(const std::string& path) {
+  RCKPT_ASSIGN_OR_RETURN(FileSystem * fs, For(path));
+  return fs->StartSharedWrite(path);
+}
+
+Result<std::unique_ptr<SharedWriteRegion>> UrlFileSystem::OpenSharedWriteRegion(
+    const std::string& path, const SharedWrite& write, uint64_t first_part,
+    std::vector<uint64_t> part_bytes) {
+  RCKPT_ASSIGN_OR_RETURN(FileSystem * fs, For(path));
+  return fs->OpenSharedWriteRegion(path, write, first_part,
+                                   std::move(part_bytes));
+}
+
+Status UrlFileSystem::CommitSharedWrite(const std::string& path,
+                                        const SharedWrite& write,
+                                        std::span<const SharedPart> parts) {
+  RCKPT_ASSIGN_OR_RETURN(FileSystem * fs, For(path));
+  return fs->CommitSharedWrite(path, write, parts);
+}
+
+Status UrlFileSystem::AbortSharedWrite(const std::string& path,
+                                       const SharedWrite& write) {
+  RCKPT_ASSIGN_OR_RETURN(FileSystem * fs, For(path));
+  return fs->AbortSharedWrite(path, write);
+}
+
 FileSystem& DefaultFileSystem() {
   // Never destroyed: saves may run on other threads while the process exits.
   static UrlFileSystem* fs = new UrlFileSystem(PosixFileSystem(), NewEnvironmentS3FileSystem);

@@ -48,6 +48,14 @@ class UrlFileSystem final : public FileSystem {
   Result<std::unique_ptr<AtomicWritableFile>> OpenForAtomicCreate(const std::string& path,
                                                                   uint64_t expected_size) override;
   Status RenameNoReplace(const std::string& from, const std::string& to) override;
+  Result<SharedWrite> StartSharedWrite(const std::string& path) override;
+  Result<std::unique_ptr<SharedWriteRegion>> OpenSharedWriteRegion(
+      const std::string& path, const SharedWrite& write, uint64_t first_part,
+      std::vector<uint64_t> part_bytes) override;
+  Status CommitSharedWrite(const std::string& path, const SharedWrite& write,
+                           std::span<const SharedPart> parts) override;
+  Status AbortSharedWrite(const std::string& path,
+                          const SharedWrite& write) override;
 
  private:
   // The file system serving `path`.

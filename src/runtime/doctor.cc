@@ -35,6 +35,7 @@ DoctorReport RunDoctor(const CudaRuntimeOptions& options) {
   if (page > 0 && pages > 0) r.host_memory_bytes = uint64_t(page) * uint64_t(pages);
   if (page > 0 && available > 0) r.host_memory_available = uint64_t(page) * uint64_t(available);
   ExamineCuda(options, &r);
+  r.pool = DefaultRuntime().PoolStats();
   return r;
 }
 

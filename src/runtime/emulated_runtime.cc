@@ -16,10 +16,12 @@
 #include <vector>
 
 #include "codec/codec.h"
+#include "runtime/device_pool.h"
 
 namespace rckpt {
 
-bool EmulatedRuntime::NothingLive() const {
+bool EmulatedRuntime::NothingLive() {
+  ReleasePool();
   for (int d = 0; d < device_count(); ++d) {
     if (LiveAllocations(d) != 0) return false;
   }
@@ -116,6 +118,7 @@ class EmulatedRuntimeImpl final : public EmulatedRuntime {
         live_bytes_(options.device_count, 0) {}
 
   ~EmulatedRuntimeImpl() override {
+    pool_.Release();  // through this runtime, while it still works
     current_device_.erase(id_);
     // Streams first (events hold them too): their workers may still touch
     // device memory.
@@ -131,6 +134,7 @@ class EmulatedRuntimeImpl final : public EmulatedRuntime {
   }
 
   std::string_view name() const override { return name_; }
+  DevicePool* pool() override { return &pool_; }
   Result<int> DeviceCount() override { return options_.device_count; }
   std::string NoDeviceReason() override {
     return options_.device_count == 0 ? "the emulated runtime has 0 devices" : "";
@@ -484,6 +488,7 @@ class EmulatedRuntimeImpl final : public EmulatedRuntime {
   static inline std::atomic<uint64_t> next_id_{0};
   const uint64_t id_ = next_id_++;
   static thread_local std::map<uint64_t, int> current_device_;
+  DevicePool pool_{*this, kDefaultPinnedPoolBytes};
 };
 
 thread_local std::map<uint64_t, int> EmulatedRuntimeImpl::current_device_;

@@ -56,8 +56,9 @@ class EmulatedRuntime : public DeviceRuntime {
   // kernel would. For tests of ordering against a caller's stream.
   virtual std::shared_ptr<void> HoldStream(Device device, Stream stream) = 0;
 
-  // True when nothing allocated through this runtime is still alive.
-  bool NothingLive() const;
+  // True when nothing allocated through this runtime is still alive once
+  // its pool (what loads and saves keep for the next call) is released.
+  bool NothingLive();
 };
 
 std::unique_ptr<EmulatedRuntime> NewEmulatedRuntimeForTesting(

@@ -168,6 +168,55 @@ class S3FileSystem final : public FileSystem {
     return client_->Execute(c).status();
   }
 
+  Result<SharedWrite> StartSharedWrite(const std::string& path) override {
+    RCKPT_ASSIGN_OR_RETURN(S3Url url, ParseS3Url(path));
+    RCKPT_ASSIGN_OR_RETURN(std::string id, CreateUpload(*client_, url));
+    return SharedWrite{std::move(id), kMinPartBytes, kMaxPartBytes, kMaxParts};
+  }
+
+  Result<std::unique_ptr<SharedWriteRegion>> OpenSharedWriteRegion(
+      const std::string& path, const SharedWrite& write, uint64_t first_part,
+      std::vector<uint64_t> part_bytes) override {
+    RCKPT_ASSIGN_OR_RETURN(S3Url url, ParseS3Url(path));
+    const uint64_t end = first_part + part_bytes.size();
+    if (first_part < 1 || end - 1 > kMaxParts) {
+      return Status::InvalidArgument(
+          "shared write to '" + path + "': parts " +
+          std::to_string(first_part) + " to " + std::to_string(end - 1) +
+          " are outside S3's 1 to " + std::to_string(kMaxParts));
+    }
+    for (uint64_t n : part_bytes) {
+      if (n == 0 || n > kMaxPartBytes) {
+        return Status::InvalidArgument(
+            "shared write to '" + path + "': a part of " + std::to_string(n) +
+            " bytes (S3 takes 1 to " + std::to_string(kMaxPartBytes) + ")");
+      }
+    }
+    return NewS3RegionWriter(client_, std::move(url), write.id, first_part,
+                             std::move(part_bytes));
+  }
+
+  Status CommitSharedWrite(const std::string& path, const SharedWrite& write,
+                           std::span<const SharedPart> parts) override {
+    RCKPT_ASSIGN_OR_RETURN(S3Url url, ParseS3Url(path));
+    std::vector<std::string> etags;
+    for (const SharedPart& p : parts) {
+      if (p.number != etags.size() + 1) {
+        return Status::InvalidArgument(
+            "shared write to '" + path + "': part " + std::to_string(p.number) +
+            " where part " + std::to_string(etags.size() + 1) + " was due");
+      }
+      etags.push_back(p.tag);
+    }
+    return CompleteParts(*client_, url, write.id, etags);
+  }
+
+  Status AbortSharedWrite(const std::string& path,
+                          const SharedWrite& write) override {
+    RCKPT_ASSIGN_OR_RETURN(S3Url url, ParseS3Url(path));
+    return AbortUpload(*client_, url, write.id);
+  }
+
  private:
   // ListObjectsV2 page by page.
   template <typename Fn>

@@ -59,6 +59,131 @@ std::string CompositeEtag(const std::vector<std::string>& etags) {
   return out + "-" + std::to_string(etags.size()) + "\"";
 }
 
+// Parts uploaded in the background, at most `in_flight_max` at a time, each
+// reporting its ETag; the buffers of finished parts are kept for reuse.
+class PartUploads {
+ public:
+  PartUploads(std::shared_ptr<S3Client> client, const S3Url& url,
+              int in_flight_max)
+      : client_(std::move(client)), url_(url), in_flight_max_(in_flight_max) {}
+
+  ~PartUploads() {
+    Wait(0);
+    pool_.reset();  // joins its threads before the state they use goes
+  }
+
+  // The upload the parts go to; set before the first Send.
+  void SetUploadId(std::string id) {
+    upload_id_ = std::move(id);
+    if (pool_ == nullptr) pool_ = std::make_unique<ThreadPool>(in_flight_max_);
+  }
+
+  S3Call UploadCall(const char* op, const char* method) const {
+    S3Call c;
+    c.op = op;
+    c.method = method;
+    c.bucket = url_.bucket;
+    c.key = url_.key;
+    c.query = {{"uploadId", upload_id_}};
+    return c;
+  }
+
+  Status FirstError() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return error_;
+  }
+
+  // Waits until at most `at_most` parts are in flight.
+  void Wait(int at_most) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return in_flight_ <= at_most; });
+  }
+
+  // A buffer of `want` bytes: a returned one when it has that size.
+  Result<PartBuffer> Buffer(uint64_t want) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      while (!spare_.empty()) {
+        PartBuffer b = std::move(spare_.back());
+        spare_.pop_back();
+        if (b.capacity == want) {
+          b.used = 0;
+          return b;
+        }
+      }
+    }
+    PartBuffer b;
+    b.data.reset(new (std::nothrow) std::byte[want]);
+    if (b.data == nullptr) {
+      return Status::OutOfMemory("save to '" + url_.ToString() + "': " + std::to_string(want) +
+                                 " bytes of host memory for a part");
+    }
+    b.capacity = want;
+    return b;
+  }
+
+  // Uploads `part` as part `number` in the background, once fewer than
+  // in_flight_max parts are in flight; its ETag goes to etags()[number -
+  // first].
+  Status Send(uint64_t number, PartBuffer part, uint64_t first = 1) {
+    Wait(in_flight_max_ - 1);
+    RCKPT_RETURN_IF_ERROR(FirstError());
+    const size_t index = number - first;
+    auto shared = std::make_shared<PartBuffer>(std::move(part));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (etags_.size() <= index) etags_.resize(index + 1);
+      ++in_flight_;
+    }
+    pool_->Submit([this, number, index, shared] {
+      S3Call c = UploadCall("UploadPart", "PUT");
+      c.query.emplace_back("partNumber", std::to_string(number));
+      c.body = {shared->data.get(), shared->used};
+      Result<HttpResponse> r = client_->Execute(c);
+      Status s = r.status();
+      std::string etag;
+      if (r.ok()) {
+        const std::string* e = r->Header("etag");
+        if (e == nullptr || e->empty()) {
+          s = Status::IoError("UploadPart '" + url_.ToString() + "' part " +
+                              std::to_string(number) +
+                              ": the answer carries no ETag");
+        } else {
+          etag = *e;
+        }
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      etags_[index] = std::move(etag);
+      if (!s.ok() && error_.ok()) error_ = s;
+      spare_.push_back(std::move(*shared));
+      --in_flight_;
+      cv_.notify_all();
+    });
+    return Status::Ok();
+  }
+
+  // The ETags of the parts sent, once Wait(0) returned.
+  const std::vector<std::string>& etags() const { return etags_; }
+  size_t sent() const { return etags_.size(); }
+  const std::string& upload_id() const { return upload_id_; }
+  void ForgetUpload() { upload_id_.clear(); }
+  S3Client& client() const { return *client_; }
+
+ private:
+  const std::shared_ptr<S3Client> client_;
+  const S3Url url_;
+  const int in_flight_max_;
+  std::string upload_id_;
+  std::unique_ptr<ThreadPool> pool_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int in_flight_ = 0;               // guarded by mu_
+  Status error_;                    // guarded by mu_: the first part's failure
+  std::vector<PartBuffer> spare_;   // guarded by mu_
+  std::vector<std::string> etags_;  // guarded by mu_ while parts are in flight
+};
+
 // The ETag S3 gives an object put whole: its MD5, quoted.
 std::string Md5Etag(std::span<const std::byte> body) {
   unsigned char md5[EVP_MAX_MD_SIZE];
@@ -73,47 +198,68 @@ std::string Md5Etag(std::span<const std::byte> body) {
   return out + "\"";
 }
 
+// Whether the object at `url` exists with ETag `expected` (never for "").
+bool HasEtag(S3Client& client, const S3Url& url, const std::string& expected) {
+  if (expected.empty()) return false;
+  S3Call head;
+  head.op = "HeadObject";
+  head.method = "HEAD";
+  head.bucket = url.bucket;
+  head.key = url.key;
+  Result<HttpResponse> h = client.Execute(head);
+  return h.ok() && h->Header("etag") != nullptr && *h->Header("etag") == expected;
+}
+
+// Copies `data` into `*current` (a buffer from `buffer(size)` when it has
+// none) and calls `send` each time it is full.
+template <typename BufferFn, typename SendFn>
+Status FillParts(std::span<const std::byte> data, PartBuffer* current,
+                 BufferFn&& buffer, SendFn&& send) {
+  while (!data.empty()) {
+    if (current->data == nullptr) {
+      RCKPT_ASSIGN_OR_RETURN(*current, buffer());
+    }
+    const uint64_t n =
+        std::min<uint64_t>(data.size(), current->capacity - current->used);
+    std::memcpy(current->data.get() + current->used, data.data(), n);
+    current->used += n;
+    data = data.subspan(n);
+    if (current->used == current->capacity) RCKPT_RETURN_IF_ERROR(send());
+  }
+  return Status::Ok();
+}
+
 class S3Writer final : public AtomicWritableFile {
  public:
   S3Writer(std::shared_ptr<S3Client> client, S3Url url, uint64_t expected_size, bool if_absent)
-      : client_(std::move(client)),
-        url_(std::move(url)),
+      : url_(std::move(url)),
         expected_(expected_size),
         if_absent_(if_absent),
-        in_flight_max_(client_->options().upload_parts_in_flight) {}
+        parts_(client, url_, client->options().upload_parts_in_flight) {}
 
-  ~S3Writer() override {
-    (void)Abort();
-    pool_.reset();  // joins its threads before the state they use goes
-  }
+  ~S3Writer() override { (void)Abort(); }
 
   Status Append(std::span<const std::byte> data) override {
     if (ended_) return Ended("append to");
-    while (!data.empty()) {
-      RCKPT_RETURN_IF_ERROR(FirstError());
-      if (current_.data == nullptr) RCKPT_RETURN_IF_ERROR(NewCurrent());
-      const uint64_t n = std::min<uint64_t>(data.size(), current_.capacity - current_.used);
-      std::memcpy(current_.data.get() + current_.used, data.data(), n);
-      current_.used += n;
-      data = data.subspan(n);
-      if (current_.used == current_.capacity) RCKPT_RETURN_IF_ERROR(SendCurrent());
-    }
-    return Status::Ok();
+    RCKPT_RETURN_IF_ERROR(parts_.FirstError());
+    return FillParts(
+        data, &current_, [&] { return NewBuffer(); },
+        [&] { return SendCurrent(); });
   }
 
   // The parts sent so far are uploaded (or one failed).
   Status Sync() override {
     if (ended_) return Ended("sync");
-    WaitForParts(0);
-    return FirstError();
+    parts_.Wait(0);
+    return parts_.FirstError();
   }
 
   Status Close() override { return ended_ ? Ended("close") : Status::Ok(); }
 
   Status Commit() override {
     if (ended_) return Ended("commit");
-    Status s = FirstError();
-    if (s.ok()) s = upload_id_.empty() ? PutWhole() : CompleteUpload();
+    Status s = parts_.FirstError();
+    if (s.ok()) s = parts_.upload_id().empty() ? PutWhole() : CompleteUpload();
     if (!s.ok()) {
       (void)Abort();
       return s;
@@ -125,125 +271,40 @@ class S3Writer final : public AtomicWritableFile {
   Status Abort() override {
     if (ended_) return Status::Ok();
     ended_ = true;
-    WaitForParts(0);
+    parts_.Wait(0);
     current_ = PartBuffer{};
-    if (upload_id_.empty()) return Status::Ok();
-    S3Call c = UploadCall("AbortMultipartUpload", "DELETE");
-    Result<HttpResponse> r = client_->Execute(c);
-    if (!r.ok() && r.status().code() == StatusCode::kNotFound) return Status::Ok();
-    return r.status();
+    if (parts_.upload_id().empty()) return Status::Ok();
+    return AbortUpload(parts_.client(), url_, parts_.upload_id());
   }
 
  private:
-  S3Call UploadCall(const char* op, const char* method) const {
-    S3Call c;
-    c.op = op;
-    c.method = method;
-    c.bucket = url_.bucket;
-    c.key = url_.key;
-    c.query = {{"uploadId", upload_id_}};
-    return c;
-  }
-
   Status Ended(std::string_view op) const {
-    return Status::InvalidArgument("cannot " + std::string(op) + " the upload of '" +
-                                   url_.ToString() + "': it was committed or aborted");
+    return Status::InvalidArgument("cannot " + std::string(op) +
+                                   " the upload of '" + url_.ToString() +
+                                   "': it was committed or aborted");
   }
 
-  Status FirstError() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return error_;
-  }
-
-  // Waits until at most `at_most` parts are in flight.
-  void WaitForParts(int at_most) {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return in_flight_ <= at_most; });
-  }
-
-  // The buffer for the next part: a returned one when it is large enough.
-  Status NewCurrent() {
-    const uint64_t want = PartBytes(etags_.size() + 1, expected_, client_->options().part_bytes);
-    if (etags_.size() >= kMaxParts) {
-      return Status::IoError("save to '" + url_.ToString() + "': more than " +
-                             std::to_string(kMaxParts) +
-                             " parts (S3's limit): give S3Options::part_bytes larger parts");
+  Result<PartBuffer> NewBuffer() {
+    if (parts_.sent() >= kMaxParts) {
+      return Status::IoError(
+          "save to '" + url_.ToString() + "': more than " +
+          std::to_string(kMaxParts) +
+          " parts (S3's limit): give S3Options::part_bytes larger parts");
     }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      while (!spare_.empty()) {
-        PartBuffer b = std::move(spare_.back());
-        spare_.pop_back();
-        if (b.capacity == want) {
-          current_ = std::move(b);
-          current_.used = 0;
-          return Status::Ok();
-        }
-      }
-    }
-    current_.data.reset(new (std::nothrow) std::byte[want]);
-    if (current_.data == nullptr) {
-      return Status::OutOfMemory("save to '" + url_.ToString() + "': " + std::to_string(want) +
-                                 " bytes of host memory for a part");
-    }
-    current_.capacity = want;
-    current_.used = 0;
-    return Status::Ok();
+    return parts_.Buffer(PartBytes(parts_.sent() + 1, expected_,
+                                   parts_.client().options().part_bytes));
   }
 
   // Uploads the full current buffer as the next part, in the background.
   Status SendCurrent() {
-    if (upload_id_.empty()) {
-      S3Call c;
-      c.op = "CreateMultipartUpload";
-      c.method = "POST";
-      c.bucket = url_.bucket;
-      c.key = url_.key;
-      c.query = {{"uploads", ""}};
-      c.headers = EncryptionHeaders(client_->options());
-      c.idempotent = false;
-      RCKPT_ASSIGN_OR_RETURN(HttpResponse r, client_->Execute(c));
-      Result<std::string> id = ParseUploadId(r.body);
-      if (!id.ok()) {
-        return id.status().WithContext("CreateMultipartUpload '" + url_.ToString() + "'");
-      }
-      upload_id_ = std::move(*id);
-      pool_ = std::make_unique<ThreadPool>(in_flight_max_);
+    if (parts_.upload_id().empty()) {
+      RCKPT_ASSIGN_OR_RETURN(std::string id,
+                             CreateUpload(parts_.client(), url_));
+      parts_.SetUploadId(std::move(id));
     }
-    WaitForParts(in_flight_max_ - 1);
-    RCKPT_RETURN_IF_ERROR(FirstError());
-    const size_t index = etags_.size();
-    auto part = std::make_shared<PartBuffer>(std::move(current_));
+    PartBuffer part = std::move(current_);
     current_ = PartBuffer{};
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      etags_.emplace_back();  // the parts in flight write their own entries
-      ++in_flight_;
-    }
-    pool_->Submit([this, index, part] {
-      S3Call c = UploadCall("UploadPart", "PUT");
-      c.query.emplace_back("partNumber", std::to_string(index + 1));
-      c.body = {part->data.get(), part->used};
-      Result<HttpResponse> r = client_->Execute(c);
-      Status s = r.status();
-      std::string etag;
-      if (r.ok()) {
-        const std::string* e = r->Header("etag");
-        if (e == nullptr || e->empty()) {
-          s = Status::IoError("UploadPart '" + url_.ToString() + "' part " +
-                              std::to_string(index + 1) + ": the answer carries no ETag");
-        } else {
-          etag = *e;
-        }
-      }
-      std::lock_guard<std::mutex> lock(mu_);
-      etags_[index] = std::move(etag);
-      if (!s.ok() && error_.ok()) error_ = s;
-      spare_.push_back(std::move(*part));
-      --in_flight_;
-      cv_.notify_all();
-    });
-    return Status::Ok();
+    return parts_.Send(parts_.sent() + 1, std::move(part));
   }
 
   // An object smaller than a part: one PutObject.
@@ -253,72 +314,107 @@ class S3Writer final : public AtomicWritableFile {
     c.method = "PUT";
     c.bucket = url_.bucket;
     c.key = url_.key;
-    c.headers = EncryptionHeaders(client_->options());
+    c.headers = EncryptionHeaders(parts_.client().options());
     c.body = {current_.data.get(), current_.used};
     c.if_none_match = if_absent_;
-    Status s = client_->Execute(c).status();
+    Status s = parts_.client().Execute(c).status();
     // A retried put finds the key taken when an earlier try wrote it and
     // its answer was lost: the object then has this body's MD5 as its ETag.
-    if (s.code() == StatusCode::kAlreadyExists && HasEtag(Md5Etag(c.body))) s = Status::Ok();
+    if (s.code() == StatusCode::kAlreadyExists && HasEtag(parts_.client(), url_, Md5Etag(c.body))) {
+      s = Status::Ok();
+    }
     RCKPT_RETURN_IF_ERROR(s);
     current_ = PartBuffer{};
     return Status::Ok();
   }
 
-  // Whether the object at url_ exists with ETag `expected` (never for "").
-  bool HasEtag(const std::string& expected) {
-    if (expected.empty()) return false;
-    S3Call head;
-    head.op = "HeadObject";
-    head.method = "HEAD";
-    head.bucket = url_.bucket;
-    head.key = url_.key;
-    Result<HttpResponse> h = client_->Execute(head);
-    return h.ok() && h->Header("etag") != nullptr && *h->Header("etag") == expected;
-  }
-
   Status CompleteUpload() {
     if (current_.used > 0) RCKPT_RETURN_IF_ERROR(SendCurrent());
-    WaitForParts(0);
-    RCKPT_RETURN_IF_ERROR(FirstError());
-    const std::string body = CompleteMultipartUploadBody(etags_);
-    S3Call c = UploadCall("CompleteMultipartUpload", "POST");
-    c.body = std::as_bytes(std::span<const char>(body.data(), body.size()));
-    c.body_sha256 = Sha256Hex(body);
-    c.error_in_200 = true;
-    c.if_none_match = if_absent_;
-    Result<HttpResponse> r = client_->Execute(c);
-    if (r.ok()) return Status::Ok();
-    // A retried Complete finds no upload (or, conditional, the key taken)
-    // when an earlier try completed it and its answer was lost: the object
-    // with the parts' ETag is there.
-    const bool lost_answer = (r.status().code() == StatusCode::kNotFound &&
-                              r.status().message().find("NoSuchUpload") != std::string::npos) ||
-                             r.status().code() == StatusCode::kAlreadyExists;
-    if (lost_answer && HasEtag(CompositeEtag(etags_))) {
-      upload_id_.clear();  // nothing left to abort
-      return Status::Ok();
-    }
-    return r.status();
+    parts_.Wait(0);
+    RCKPT_RETURN_IF_ERROR(parts_.FirstError());
+    Status s = CompleteParts(parts_.client(), url_, parts_.upload_id(),
+                             parts_.etags(), if_absent_);
+    if (s.ok()) parts_.ForgetUpload();  // nothing left to abort
+    return s;
   }
 
-  const std::shared_ptr<S3Client> client_;
   const S3Url url_;
   const uint64_t expected_;
   const bool if_absent_;
-  const int in_flight_max_;
-
-  std::string upload_id_;
+  PartUploads parts_;
   PartBuffer current_;
-  std::vector<std::string> etags_;  // one per part sent; filled as they finish
-  std::unique_ptr<ThreadPool> pool_;
   bool ended_ = false;
+};
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int in_flight_ = 0;              // guarded by mu_
-  Status error_;                   // guarded by mu_: the first part's failure
-  std::vector<PartBuffer> spare_;  // guarded by mu_
+// A process's parts of a shared write (rckpt/file.h): part `first_` on, of
+// the sizes planned.
+class S3RegionWriter final : public SharedWriteRegion {
+ public:
+  S3RegionWriter(std::shared_ptr<S3Client> client, S3Url url,
+                 std::string upload_id, uint64_t first_part,
+                 std::vector<uint64_t> sizes)
+      : url_(std::move(url)),
+        first_(first_part),
+        sizes_(std::move(sizes)),
+        parts_(client, url_, client->options().upload_parts_in_flight) {
+    parts_.SetUploadId(std::move(upload_id));
+  }
+
+  Status Append(std::span<const std::byte> data) override {
+    if (finished_)
+      return Status::InvalidArgument("append to a finished region");
+    RCKPT_RETURN_IF_ERROR(parts_.FirstError());
+    return FillParts(
+        data, &current_,
+        [&]() -> Result<PartBuffer> {
+          if (parts_.sent() >= sizes_.size()) {
+            return Status::InvalidArgument(
+                "shared write to '" + url_.ToString() +
+                "': more bytes than parts " + std::to_string(first_) + " to " +
+                std::to_string(first_ + sizes_.size() - 1) + " hold");
+          }
+          return parts_.Buffer(sizes_[parts_.sent()]);
+        },
+        [&] { return SendCurrent(); });
+  }
+
+  Status Sync() override { return Status::Ok(); }
+  Status Close() override { return Status::Ok(); }
+
+  Result<std::vector<SharedPart>> Finish() override {
+    finished_ = true;
+    const bool short_last = current_.data != nullptr && current_.used > 0 &&
+                            parts_.sent() + 1 == sizes_.size();
+    if (short_last) RCKPT_RETURN_IF_ERROR(SendCurrent());
+    parts_.Wait(0);
+    RCKPT_RETURN_IF_ERROR(parts_.FirstError());
+    if (parts_.sent() != sizes_.size()) {
+      return Status::InvalidArgument(
+          "shared write to '" + url_.ToString() + "': parts " +
+          std::to_string(first_) + " on were given " +
+          std::to_string(parts_.sent()) + " of their " +
+          std::to_string(sizes_.size()) + " parts' bytes");
+    }
+    std::vector<SharedPart> out;
+    for (size_t i = 0; i < parts_.etags().size(); ++i) {
+      out.push_back(SharedPart{first_ + i, parts_.etags()[i]});
+    }
+    return out;
+  }
+
+ private:
+  Status SendCurrent() {
+    PartBuffer part = std::move(current_);
+    current_ = PartBuffer{};
+    return parts_.Send(first_ + parts_.sent(), std::move(part), first_);
+  }
+
+  const S3Url url_;
+  const uint64_t first_;
+  const std::vector<uint64_t> sizes_;
+  PartUploads parts_;
+  PartBuffer current_;
+  bool finished_ = false;
 };
 
 }  // namespace
@@ -333,6 +429,72 @@ uint64_t PartBytes(uint64_t number, uint64_t expected_size, uint64_t fixed) {
     base = base >= (kMaxPartBytes >> doublings) ? kMaxPartBytes : base << doublings;
   }
   return std::min(base, kMaxPartBytes);
+}
+
+Result<std::string> CreateUpload(S3Client& client, const S3Url& url) {
+  S3Call c;
+  c.op = "CreateMultipartUpload";
+  c.method = "POST";
+  c.bucket = url.bucket;
+  c.key = url.key;
+  c.query = {{"uploads", ""}};
+  c.headers = EncryptionHeaders(client.options());
+  c.idempotent = false;
+  RCKPT_ASSIGN_OR_RETURN(HttpResponse r, client.Execute(c));
+  Result<std::string> id = ParseUploadId(r.body);
+  if (!id.ok())
+    return id.status().WithContext("CreateMultipartUpload '" + url.ToString() +
+                                   "'");
+  return id;
+}
+
+Status CompleteParts(S3Client& client, const S3Url& url,
+                     const std::string& upload_id,
+                     const std::vector<std::string>& etags,
+                     bool if_none_match) {
+  const std::string body = CompleteMultipartUploadBody(etags);
+  S3Call c;
+  c.op = "CompleteMultipartUpload";
+  c.method = "POST";
+  c.bucket = url.bucket;
+  c.key = url.key;
+  c.query = {{"uploadId", upload_id}};
+  c.body = std::as_bytes(std::span<const char>(body.data(), body.size()));
+  c.body_sha256 = Sha256Hex(body);
+  c.error_in_200 = true;
+  c.if_none_match = if_none_match;
+  Result<HttpResponse> r = client.Execute(c);
+  if (r.ok()) return Status::Ok();
+  // A retried Complete finds no upload (or, conditional, the key taken) when
+  // an earlier try completed it and its answer was lost: the object with the
+  // parts' ETag is there.
+  const bool lost_answer = (r.status().code() == StatusCode::kNotFound &&
+                            r.status().message().find("NoSuchUpload") != std::string::npos) ||
+                           r.status().code() == StatusCode::kAlreadyExists;
+  if (lost_answer && HasEtag(client, url, CompositeEtag(etags))) return Status::Ok();
+  return r.status();
+}
+
+Status AbortUpload(S3Client& client, const S3Url& url,
+                   const std::string& upload_id) {
+  S3Call c;
+  c.op = "AbortMultipartUpload";
+  c.method = "DELETE";
+  c.bucket = url.bucket;
+  c.key = url.key;
+  c.query = {{"uploadId", upload_id}};
+  Result<HttpResponse> r = client.Execute(c);
+  if (!r.ok() && r.status().code() == StatusCode::kNotFound)
+    return Status::Ok();
+  return r.status();
+}
+
+std::unique_ptr<SharedWriteRegion> NewS3RegionWriter(
+    std::shared_ptr<S3Client> client, S3Url url, std::string upload_id,
+    uint64_t first_part, std::vector<uint64_t> part_bytes) {
+  return std::make_unique<S3RegionWriter>(std::move(client), std::move(url),
+                                          std::move(upload_id), first_part,
+                                          std::move(part_bytes));
 }
 
 std::unique_ptr<AtomicWritableFile> NewS3Writer(std::shared_ptr<S3Client> client, S3Url url,

@@ -10,6 +10,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "rckpt/file.h"
 #include "s3/client.h"
@@ -37,6 +39,25 @@ uint64_t PartBytes(uint64_t number, uint64_t expected_size, uint64_t fixed);
 // Commit fails with AlreadyExists, and aborts, when the key exists then.
 std::unique_ptr<AtomicWritableFile> NewS3Writer(std::shared_ptr<S3Client> client, S3Url url,
                                                 uint64_t expected_size, bool if_absent = false);
+
+// The multipart upload's steps, for the writers above and for shared writes
+// (rckpt/file.h). CompleteParts takes the ETags of parts 1..N; a retried
+// Complete whose first answer was lost is recognised by the object's ETag;
+// with `if_none_match` it is sent with `If-None-Match: *` (AlreadyExists when
+// the key exists). AbortUpload is OK when the upload is gone already.
+Result<std::string> CreateUpload(S3Client& client, const S3Url& url);
+Status CompleteParts(S3Client& client, const S3Url& url,
+                     const std::string& upload_id,
+                     const std::vector<std::string>& etags,
+                     bool if_none_match = false);
+Status AbortUpload(S3Client& client, const S3Url& url,
+                   const std::string& upload_id);
+
+// Parts first_part, first_part + 1, ... of the upload `upload_id`, of the
+// sizes given (SharedWriteRegion).
+std::unique_ptr<SharedWriteRegion> NewS3RegionWriter(
+    std::shared_ptr<S3Client> client, S3Url url, std::string upload_id,
+    uint64_t first_part, std::vector<uint64_t> part_bytes);
 
 // The headers asking for the server-side encryption of S3Options, if any.
 KeyValues EncryptionHeaders(const S3Options& options);

@@ -7,12 +7,17 @@
 // complete late on each stream's own thread; a host buffer changed while a
 // copy from it is pending, a stream, event or pointer used with another
 // device, a call without a current context, a context left pushed, and a
-// free of an unknown pointer are each recorded as a violation; it counts
-// what is live, and injects the faults below. Each process starts from the
+// free of an unknown pointer, and an event made without
+// CU_EVENT_BLOCKING_SYNC (its waiters would spin) are each recorded as a
+// violation; it counts what is live and the calls that cost a real device
+// dearly, and injects the faults below. In a child forked after cuInit,
+// every call is CUDA_ERROR_NOT_INITIALIZED, as on a real driver. Each process starts from the
 // environment (RCKPT_STANDIN_DEVICES, RCKPT_STANDIN_DRIVER_VERSION,
 // RCKPT_STANDIN_INIT_ERROR, RCKPT_STANDIN_KERNEL_ERROR, RCKPT_STANDIN_MIG,
 // RCKPT_STANDIN_MEMORY) and, at exit, fails (exit status 97) printing every
-// violation and leak it saw.
+// violation and leak it saw; with RCKPT_STANDIN_COUNTS=FILE it first writes
+// the counts of the calls a real device makes costly (pinned and device
+// allocations and frees, stream and event creations, synchronisations).
 #ifndef RCKPT_TESTS_CUDA_STANDIN_STANDIN_CONTROL_H_
 #define RCKPT_TESTS_CUDA_STANDIN_STANDIN_CONTROL_H_
 
@@ -48,6 +53,15 @@ struct RckptStandinStats {
   int bad_frees;
   int violations;
   int init_calls;  // cuInit calls since the last configure
+  // Calls since the last configure (successful or not).
+  uint64_t mem_host_allocs;   // cuMemHostAlloc
+  uint64_t mem_allocs;        // cuMemAlloc
+  uint64_t mem_frees;         // cuMemFree
+  uint64_t mem_host_frees;    // cuMemFreeHost
+  uint64_t stream_creates;    // cuStreamCreate
+  uint64_t event_creates;     // cuEventCreate
+  uint64_t ctx_syncs;         // cuCtxSynchronize
+  uint64_t stream_syncs;      // cuStreamSynchronize
 };
 
 // Replaces the configuration and clears every counter and violation.
@@ -65,9 +79,17 @@ void rckpt_standin_set_current_device(int d);
 // The device whose live allocation holds `p`, or -1.
 int rckpt_standin_device_of(const void* p);
 // Holds a stream (null: `device`'s default stream): work queued on it from
-// now on runs once rckpt_standin_release is called with the returned gate.
+// now on runs once rckpt_standin_release is called with the returned gate,
+// as work behind a long kernel would. cuMemFree, cuMemFreeHost and
+// cuCtxSynchronize wait for every stream of their context's device, as a
+// real device's do, so a call that makes them waits for a held stream too.
 void* rckpt_standin_hold_stream(void* stream, int device);
 void rckpt_standin_release(void* gate);
+// As cudaDeviceReset of device `d`: its streams, events, modules and memory
+// (device memory and pinned memory its context allocated) are gone. Later
+// use of them is CUDA_ERROR_INVALID_HANDLE (or INVALID_VALUE for memory),
+// not a violation: the caller could not have known.
+void rckpt_standin_reset_device(int d);
 }
 
 #endif  // RCKPT_TESTS_CUDA_STANDIN_STANDIN_CONTROL_H_

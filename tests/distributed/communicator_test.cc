@@ -14,100 +14,20 @@
 #include <thread>
 
 #include "distributed/collective.h"
+#include "distributed/part_layout.h"
 #include "distributed/save.h"
 #include "distributed/shared_file.h"
 #include "mpi_state.h"
 #include "rckpt/distributed.h"
 #include "rckpt/io.h"
 #include "test_util.h"
+#include "thread_communicator.h"
 
 namespace rckpt::testing {
 namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
-
-// Threads that meet at every collective: each deposits its bytes, the last
-// to come completes the round, every one takes all the bytes. A rank that
-// does not come within `timeout` makes the others fail the collective.
-class ThreadGroup {
- public:
-  ThreadGroup(int size, std::chrono::milliseconds timeout) : size_(size), timeout_(timeout) {}
-
-  Result<std::vector<std::string>> Exchange(int rank, std::string_view bytes) {
-    std::unique_lock lock(mu_);
-    if (broken_) return Status::IoError("rank " + std::to_string(rank) + ": group is broken");
-    const uint64_t round = round_;
-    if (pending_.empty()) pending_.resize(size_);
-    pending_[rank] = std::string(bytes);
-    if (++arrived_ == size_) {
-      done_ = std::move(pending_);
-      pending_.clear();
-      arrived_ = 0;
-      ++round_;
-      cv_.notify_all();
-      return done_;
-    }
-    if (!cv_.wait_for(lock, timeout_, [&] { return round_ != round || broken_; }) || broken_) {
-      broken_ = true;
-      cv_.notify_all();
-      return Status::IoError("rank " + std::to_string(rank) + ": allgather timed out");
-    }
-    return done_;
-  }
-
-  int size() const { return size_; }
-
- private:
-  const int size_;
-  const std::chrono::milliseconds timeout_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::string> pending_, done_;
-  int arrived_ = 0;
-  uint64_t round_ = 0;
-  bool broken_ = false;
-};
-
-class ThreadCommunicator : public Communicator {
- public:
-  ThreadCommunicator(ThreadGroup& group, int rank) : group_(group), rank_(rank) {}
-  int rank() const override { return rank_; }
-  int size() const override { return group_.size(); }
-  Result<std::vector<std::string>> AllGather(std::string_view bytes) override {
-    ++collectives_;
-    return group_.Exchange(rank_, bytes);
-  }
-  Result<std::string> Broadcast(int root, std::string_view bytes) override {
-    RCKPT_ASSIGN_OR_RETURN(std::vector<std::string> all, AllGather(bytes));
-    return all[root];
-  }
-  int collectives() const { return collectives_; }
-
- private:
-  ThreadGroup& group_;
-  int rank_;
-  int collectives_ = 0;
-};
-
-// Runs fn(comm) on `size` threads, one rank each; their results by rank.
-template <typename T>
-std::vector<T> OnRanks(int size, const std::function<T(Communicator&)>& fn,
-                       std::chrono::milliseconds timeout = 60s) {
-  ThreadGroup group(size, timeout);
-  std::vector<std::optional<T>> results(size);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r) {
-    threads.emplace_back([&, r] {
-      ThreadCommunicator comm(group, r);
-      results[r].emplace(fn(comm));
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  std::vector<T> out;
-  for (std::optional<T>& r : results) out.push_back(std::move(*r));
-  return out;
-}
 
 // The state rank `rank` of `world` saves: every global tensor split by rows
 // (or replicated), its RNG record and its own tree.
@@ -399,6 +319,49 @@ TEST(CommunicatorTest, DefaultGatherAndBarrierGoThroughAllGather) {
   EXPECT_TRUE(out[0].empty());
   EXPECT_EQ(out[1], (std::vector<std::string>{"r0", "r1", "r2"}));
   EXPECT_TRUE(out[2].empty());
+}
+
+// The layout of a collective save to object storage (part_layout.h): each
+// rank's region whole parts of its own, small ones padded to S3's minimum.
+TEST(PartLayoutTest, EveryRegionIsWholePartsOfAtLeastTheMinimum) {
+  constexpr uint64_t kMiB = 1ull << 20;
+  const SharedWrite s3{"id", 5 * kMiB, 5ull << 30, 10000};
+  Result<PartLayout> l =
+      LayOutParts({64, 5 * kMiB + 1, 20 * kMiB + 100, 0}, 4096, s3);
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  ASSERT_EQ(l->ranks.size(), 4u);
+  uint64_t start = 0, part = 1;
+  for (const RankParts& r : l->ranks) {
+    EXPECT_EQ(r.start, start);
+    EXPECT_EQ(r.first_part, part);
+    EXPECT_EQ(r.extent % 4096, 0u);
+    uint64_t sum = 0;
+    for (uint64_t n : r.part_bytes) {
+      EXPECT_GE(n, 5 * kMiB);
+      EXPECT_LT(n, 16 * kMiB);
+      sum += n;
+    }
+    EXPECT_EQ(sum, r.extent);
+    start += r.extent;
+    part += r.part_bytes.size();
+  }
+  EXPECT_EQ(l->ranks[0].extent, 5 * kMiB);  // 64 bytes padded
+  EXPECT_EQ(l->ranks[1].extent, 5 * kMiB + 4096);
+  EXPECT_EQ(l->ranks[2].part_bytes.size(), 2u);  // 8 MiB and the rest
+  EXPECT_EQ(l->ranks[3].extent, 5 * kMiB);  // nothing to save: one padded part
+  EXPECT_EQ(l->data_end, start);
+  EXPECT_EQ(l->last_part, part);
+  // A large save: parts grow so that all of them fit 10,000.
+  Result<PartLayout> big = LayOutParts({100000 * 8 * kMiB, 8 * kMiB}, 4096, s3);
+  ASSERT_TRUE(big.ok()) << big.status().ToString();
+  EXPECT_LE(big->last_part, 10000u);
+  EXPECT_LE(big->ranks[0].part_bytes.back(), 5ull << 30);
+  // More ranks than parts: refused, saying why.
+  Result<PartLayout> wide =
+      LayOutParts(std::vector<uint64_t>(10000, 1), 4096, s3);
+  EXPECT_EQ(wide.status().code(), StatusCode::kIoError);
+  EXPECT_NE(wide.status().message().find("10000 parts"), std::string::npos)
+      << wide.status().ToString();
 }
 
 }  // namespace

@@ -314,6 +314,7 @@ TEST_F(DeviceOrderTest, ShuffledChunksAreUnshuffledOnTheHostWhereTheDeviceCannot
   }
   EXPECT_EQ(without.device_unshuffled_bytes, 0u);
   EXPECT_EQ(without.host_unshuffled_bytes, with_kernel.device_unshuffled_bytes);
+  EXPECT_EQ(without.host_unshuffle_reason, "device_unshuffle is off");
   // A chunk larger than a staging slot is decoded whole on the host, so its
   // un-shuffle is the host's too, and the stats say so.
   LoadStats small_ring;
@@ -327,6 +328,34 @@ TEST_F(DeviceOrderTest, ShuffledChunksAreUnshuffledOnTheHostWhereTheDeviceCannot
   EXPECT_EQ(small_ring.device_unshuffled_bytes + small_ring.host_unshuffled_bytes,
             with_kernel.device_unshuffled_bytes);
   EXPECT_GT(small_ring.host_unshuffled_bytes, 0u);
+  EXPECT_THAT(small_ring.host_unshuffle_reason,
+              ::testing::HasSubstr("larger than a staging slot"));
+}
+
+// A 1000 x 1000 float32 tensor is 4,000,000 bytes, not a multiple of 4 KiB.
+// As the largest chunk (alone, and before a tail chunk) it fits its staging
+// slot, so the device un-shuffles every byte of it.
+TEST_F(DeviceOrderTest, AnOddSizedLargestChunkIsUnshuffledOnTheDevice) {
+  for (const bool tail : {false, true}) {
+    Checkpoint saved;
+    ASSERT_OK(saved.AddTensor("model", "w",
+                              SmoothTensor(DType::kF32, {tail ? 1100 : 1000, 1000}, 9)));
+    SaveFile(saved, SaveOptions{.codec = Codec::kZstd,
+                                .chunk_bytes = 4000000,
+                                .shuffle = Shuffle::kOn});
+    LoadStats stats;
+    LoadOptions o = Options();
+    o.map_location = MapLocation::To(kCuda0);
+    o.stats = &stats;
+    {
+      ASSERT_OK_AND_ASSIGN(Checkpoint ck, Load(kPath, o));
+      EXPECT_TRUE(BytesOf(*rt_, ck.FindTensor("w")->tensor) == HostBytes(saved.FindTensor("w")->tensor))
+          << (tail ? "with a tail chunk" : "one chunk");
+    }
+    EXPECT_EQ(stats.host_unshuffled_bytes, 0u) << stats.host_unshuffle_reason;
+    EXPECT_EQ(stats.host_unshuffle_reason, "");
+    EXPECT_EQ(stats.device_unshuffled_bytes, tail ? 4400000u : 4000000u);
+  }
 }
 
 TEST(DeviceOrderNoKernelTest, ARuntimeWithoutTheKernelUnshufflesOnTheHost) {
@@ -346,6 +375,7 @@ TEST(DeviceOrderNoKernelTest, ARuntimeWithoutTheKernelUnshufflesOnTheHost) {
   ASSERT_OK_AND_ASSIGN(Checkpoint ck, Load(kPath, o));
   ExpectSameBytes(*rt, saved, ck);
   EXPECT_GT(stats.host_unshuffled_bytes, 0u);
+  EXPECT_THAT(stats.host_unshuffle_reason, ::testing::HasSubstr("cuda:0 cannot un-shuffle"));
   EXPECT_EQ(rt->UnshufflesExecuted(), 0u);
 }
 
@@ -382,6 +412,7 @@ TEST(DeviceOrderFullDeviceTest, NoRoomForTheUnshuffleScratchUnshufflesOnTheHost)
     EXPECT_EQ(DevicesOf(ck)["model.layer1.weight"], kCuda0);
   }
   EXPECT_GT(stats.host_unshuffled_bytes, 0u);
+  EXPECT_THAT(stats.host_unshuffle_reason, ::testing::HasSubstr("no room on cuda:0"));
   EXPECT_EQ(stats.device_unshuffled_bytes, 0u);
   EXPECT_EQ(rt->UnshufflesExecuted(), 0u);
   EXPECT_TRUE(rt->NothingLive());

@@ -13,21 +13,40 @@ namespace {
 
 TEST(StagingRingTest, SlotsFitInsideCapacity) {
   auto rt = NewTestRuntime({.device_count = 1});
-  ASSERT_OK_AND_ASSIGN(auto ring, StagingRing::Create(*rt, Device::Cuda(0), 1 << 20, 300000));
-  EXPECT_LE(ring->slot_bytes(), 300000u);
+  ASSERT_OK_AND_ASSIGN(auto ring, StagingRing::Create(*rt->pool(), *rt, Device::Cuda(0), 1 << 20, 300000));
+  EXPECT_GE(ring->slot_bytes(), 300000u) << "the largest piece fits a slot";
+  EXPECT_EQ(ring->slot_bytes() % 4096, 0u);
   EXPECT_LE(ring->capacity(), 1u << 20);
   EXPECT_GE(ring->capacity() / ring->slot_bytes(), 2u);
-  ASSERT_OK_AND_ASSIGN(auto tiny, StagingRing::Create(*rt, Device::Cuda(0), 1, 1 << 20));
+  ASSERT_OK_AND_ASSIGN(auto tiny, StagingRing::Create(*rt->pool(), *rt, Device::Cuda(0), 1, 1 << 20));
   EXPECT_EQ(tiny->slot_bytes(), 1u);
   ring.reset();
   tiny.reset();
+  rt->ReleasePool();
+  EXPECT_EQ(rt->LivePinned(), 0);
+}
+
+// A 1000 x 1000 float32 tensor is 4,000,000 bytes, not a multiple of 4 KiB:
+// its slot is rounded up to hold it, so it never takes the host's path.
+TEST(StagingRingTest, AnOddSizedLargestPieceFitsItsSlot) {
+  auto rt = NewTestRuntime({.device_count = 1});
+  ASSERT_OK_AND_ASSIGN(auto ring, StagingRing::Create(*rt->pool(), *rt, Device::Cuda(0), 64 << 20, 4000000));
+  EXPECT_EQ(ring->slot_bytes(), 4001792u);  // 977 pages
+  EXPECT_GE(ring->capacity() / ring->slot_bytes(), 2u);
+  // Capped at half the capacity (rounded down to 4 KiB), two slots at least.
+  ASSERT_OK_AND_ASSIGN(auto capped, StagingRing::Create(*rt->pool(), *rt, Device::Cuda(0), 6000000, 4000000));
+  EXPECT_EQ(capped->slot_bytes(), 2998272u);
+  EXPECT_EQ(capped->capacity() / capped->slot_bytes(), 2u);
+  ring.reset();
+  capped.reset();
+  rt->ReleasePool();
   EXPECT_EQ(rt->LivePinned(), 0);
 }
 
 TEST(StagingRingTest, AcquireRecyclesTheOldestSlotOnceItsCopyIsDone) {
   auto rt = NewTestRuntime({.device_count = 1});
   const Device d = Device::Cuda(0);
-  ASSERT_OK_AND_ASSIGN(auto ring, StagingRing::Create(*rt, Device::Cuda(0), 8192, 4096));
+  ASSERT_OK_AND_ASSIGN(auto ring, StagingRing::Create(*rt->pool(), *rt, Device::Cuda(0), 8192, 4096));
   ASSERT_OK_AND_ASSIGN(Stream s, rt->CreateStream(d));
   ASSERT_OK_AND_ASSIGN(void* dev, rt->Allocate(d, 4096 * 3));
   for (int i = 0; i < 3; ++i) {
@@ -56,7 +75,7 @@ TEST(StagingRingTest, FailedCopyIsStickyForLaterAcquires) {
   auto rt =
       NewTestRuntime({.device_count = 1, .fail_after_copies = 1});
   const Device d = Device::Cuda(0);
-  ASSERT_OK_AND_ASSIGN(auto ring, StagingRing::Create(*rt, Device::Cuda(0), 2, 1));
+  ASSERT_OK_AND_ASSIGN(auto ring, StagingRing::Create(*rt->pool(), *rt, Device::Cuda(0), 2, 1));
   ASSERT_OK_AND_ASSIGN(Stream s, rt->CreateStream(d));
   ASSERT_OK_AND_ASSIGN(void* dev, rt->Allocate(d, 1));
   for (int i = 0; i < 2; ++i) {
@@ -77,7 +96,7 @@ TEST(StagingRingTest, FailedCopyIsStickyForLaterAcquires) {
 TEST(StagingRingTest, ManyWorkersNeverExceedCapacity) {
   auto rt = NewTestRuntime({.device_count = 1});
   const Device d = Device::Cuda(0);
-  ASSERT_OK_AND_ASSIGN(auto ring, StagingRing::Create(*rt, Device::Cuda(0), 4 * 1024, 1024));
+  ASSERT_OK_AND_ASSIGN(auto ring, StagingRing::Create(*rt->pool(), *rt, Device::Cuda(0), 4 * 1024, 1024));
   ASSERT_OK_AND_ASSIGN(Stream s, rt->CreateStream(d));
   ASSERT_OK_AND_ASSIGN(void* dev, rt->Allocate(d, 1024));
   std::vector<std::thread> workers;

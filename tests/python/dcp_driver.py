@@ -7,6 +7,9 @@
     dcp_driver.py load OUT DIR   any number of ranks load DIR/ck.rckpt and DIR/async.rckpt
                                  with rckpt.dcp.Reader, and DIR/ref with FileSystemReader,
                                  into DTensors sharded another way, and compare
+    dcp_driver.py s3 OUT PREFIX  dcp.save to PREFIX + "ck.rckpt" and dcp.async_save to
+                                 PREFIX + "async.rckpt" (s3:// URLs, as checkpoint_id),
+                                 then dcp.load of both resharded (test_s3_dcp.py)
 
 Every rank checks its own tensors against the global ones (an assertion
 failure fails the job) and writes what it saw to OUT/<rank>.jsonl.
@@ -147,6 +150,25 @@ def scenario_load(rank, world, directory):
     report(rank=rank, world=world, loaded=True)
 
 
+def scenario_s3(rank, world, prefix):
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.device_mesh import init_device_mesh
+
+    import rckpt.dcp
+    mesh = init_device_mesh("cpu", (world,))
+    sd = state_dict(mesh, lambda name: TENSORS[name][2])
+    dcp.save(sd, checkpoint_id=prefix + "ck.rckpt", storage_writer=rckpt.dcp.Writer())
+    future = dcp.async_save(sd, checkpoint_id=prefix + "async.rckpt",
+                            storage_writer=rckpt.dcp.Writer(codec="zstd"))
+    future.result()
+    other = {0: 1, 1: 0, None: None}
+    for name in ("ck.rckpt", "async.rckpt"):
+        back = empty_like_state(mesh, lambda n: other[TENSORS[n][2]])
+        dcp.load(back, checkpoint_id=prefix + name, storage_reader=rckpt.dcp.Reader())
+        check(back, name)
+    report(rank=rank, world=world, saved=True, loaded=True)
+
+
 def main(argv):
     import torch.distributed as dist
     global _results
@@ -154,7 +176,7 @@ def main(argv):
     rank, world = dist.get_rank(), dist.get_world_size()
     try:
         _results = open(os.path.join(argv[2], f"{rank}.jsonl"), "w")
-        {"save": scenario_save, "load": scenario_load}[argv[1]](rank, world, *argv[3:])
+        {"save": scenario_save, "load": scenario_load, "s3": scenario_s3}[argv[1]](rank, world, *argv[3:])
     except BaseException:  # noqa: BLE001  (end the whole job)
         sys.stderr.write(f"rank {rank}: FAIL\n{traceback.format_exc()}")
         sys.stderr.flush()

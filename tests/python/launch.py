@@ -24,13 +24,17 @@ def end_gloo_job():
     """Ends a process of a gloo job that succeeded: destroys the default group
     and exits with status 0 without the interpreter's finalisation.
 
-    gloo's worker threads release a finished collective's tensors a moment
-    after the collective returns; when that moment falls into the
-    interpreter's shutdown, the release takes the GIL there and the process
-    aborts ("terminate called without an active exception", status -6) after
-    everything succeeded: a torch bug (ProcessGroupGloo::runLoop, seen with
-    torch 1.13 and 2.15; destroy_process_group() does not stop it while a
-    device mesh still holds the group). The job's output must be flushed.
+    The destroy ends gloo's worker threads while the interpreter is whole:
+    a worker that lets go of a finished collective's tensors during the
+    shutdown takes the GIL there and aborts the process ("terminate called
+    without an active exception", status -6) after everything succeeded, a
+    torch bug (docs/DISTRIBUTED.md, "From Python"). The threads outlive the
+    destroy while something still holds the group (a DeviceMesh, DTensors
+    on it), and DCP's own collectives leave tensors behind as
+    rckpt.distributed's do not: hence no finalisation at all. The job's
+    output must be flushed. A job that failed leaves with os._exit(1) and
+    no destroy: the other ranks may wait in a collective, and so would the
+    destroy.
     """
     import torch.distributed as dist
     dist.destroy_process_group()

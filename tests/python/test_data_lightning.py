@@ -1,8 +1,12 @@
 """rckpt.data under Lightning's own fit loop: a run checkpointed in the middle of an epoch
 (ModelCheckpoint(every_n_train_steps=...)), or on the last batch of one, and resumed with
 trainer.fit(ckpt_path=...) trains the full length and ends with the global_step, the losses and
-the weights of the run that never stopped, with 0 and 2 workers."""
+the weights of the run that never stopped, with 0 and 2 workers; and so does a 2-process DDP fit
+on the CPU with Lightning's default flags, where Lightning injects its DistributedSampler and
+the loader takes a ResumableSampler of the rank in its place (lightning_ddp_driver.py)."""
 
+import importlib
+import importlib.util
 import warnings
 
 import pytest
@@ -15,7 +19,10 @@ pytest.importorskip("lightning", reason="Lightning is not installed (pip install
 import lightning as L  # noqa: E402
 import rckpt.lightning  # noqa: E402  (needs Lightning)
 from lightning.pytorch.callbacks import ModelCheckpoint  # noqa: E402
-from rckpt.data import ResumableDataLoader  # noqa: E402
+from lightning.fabric.utilities.distributed import DistributedSamplerWrapper  # noqa: E402
+from lightning.pytorch.overrides.distributed import (  # noqa: E402
+    UnrepeatedDistributedSamplerWrapper)
+from rckpt.data import ResumableDataLoader, ResumableSampler  # noqa: E402
 
 SAMPLES, BATCH, EPOCHS, EVERY = 32, 4, 4, 4  # 8 batches an epoch, a checkpoint every 4 steps
 
@@ -112,3 +119,107 @@ def test_resumed_fit_trains_the_full_length_bit_for_bit(tmp_path, reference, sto
     assert t.current_epoch == EPOCHS
     assert_same(resumed.losses, losses[stop_step:], "losses after the resume")
     assert_same(resumed.state_dict(), weights, "weights")
+
+
+DDP_STOP = 6  # lightning_ddp_driver.py's: 4 batches an epoch on each of 2 ranks, 3 epochs
+
+
+@pytest.fixture(scope="module")
+def ddp(tmp_path_factory):
+    """What the two ranks of the driver's fits saw: (run, rank) -> global step, losses,
+    weights, training sampler; and the directory."""
+    from lightning_ddp_driver import run_ranks  # it imports this module
+    out = tmp_path_factory.mktemp("ddp")
+    problem = run_ranks(str(out))
+    assert not problem, problem
+    runs = {}
+    for name in ("reference", "uninjected", "passed.stopped", "passed.resumed",
+                 "hooked.stopped", "hooked.resumed"):
+        for rank in (0, 1):
+            runs[name, rank] = torch.load(out / f"{name}.{rank}.pt", weights_only=False)
+    return runs, out
+
+
+def test_ddp_ranks_train_on_resumable_samplers_of_their_share(ddp):
+    runs, _ = ddp
+    for (name, rank), run in runs.items():
+        # The loader's seed (5) kept, Lightning's rank and world size taken.
+        assert run["sampler"] == ("ResumableSampler", 2, rank, 5), (name, rank)
+    first, second = runs["reference", 0], runs["reference", 1]
+    assert first["global_step"] == second["global_step"] == 12
+    assert not torch.equal(torch.stack(first["losses"]), torch.stack(second["losses"])), \
+        "both ranks trained on the same batches"
+    assert_same(first["weights"], second["weights"], "weights of the two ranks")
+    # Lightning's default flags train as use_distributed_sampler=False with the loader made
+    # in train_dataloader() does.
+    for rank in (0, 1):
+        assert_same(runs["uninjected", rank]["losses"], runs["reference", rank]["losses"],
+                    f"rank {rank}'s losses")
+        assert_same(runs["uninjected", rank]["weights"], runs["reference", rank]["weights"])
+
+
+@pytest.mark.parametrize("how", ["passed", "hooked"],
+                         ids=["loader handed to fit", "loader made in train_dataloader"])
+def test_ddp_fit_stopped_mid_epoch_resumes_bit_for_bit(ddp, how):
+    runs, out = ddp
+    saved = rckpt.load(out / how / f"epoch=1-step={DDP_STOP}.ckpt")
+    loader_state = saved["loops"]["fit_loop"]["state_dict"]["combined_loader"][0]
+    assert (loader_state["epoch"], loader_state["position"], loader_state["num_replicas"]) == \
+        (1, 8, 2), "not a checkpoint in the middle of epoch 1"
+    for rank in (0, 1):
+        reference = runs["reference", rank]
+        stopped, resumed = runs[f"{how}.stopped", rank], runs[f"{how}.resumed", rank]
+        assert stopped["global_step"] == DDP_STOP
+        assert_same(stopped["losses"], reference["losses"][:DDP_STOP],
+                    f"rank {rank}'s losses before the stop")
+        assert resumed["global_step"] == 12, "the resumed run trained short"
+        assert_same(resumed["losses"], reference["losses"][DDP_STOP:],
+                    f"rank {rank}'s losses after the resume")
+        assert_same(resumed["weights"], reference["weights"], f"rank {rank}'s weights")
+
+
+def test_lightnings_sampler_over_the_loaders_becomes_a_resumable_one_of_its_rank():
+    """What Lightning's injection does to a loader (its rebuild, in one process): the
+    DistributedSamplerWrapper over the loader's ResumableSampler is replaced by a
+    ResumableSampler with the loader's order and state and the wrapper's rank and world."""
+    from lightning.pytorch.utilities.data import _update_dataloader
+    original = loader(0)
+    original.load_state_dict(dict(original.state_dict(), epoch=2))  # a finished epoch
+    wrapper = DistributedSamplerWrapper(original.sampler, num_replicas=2, rank=1, seed=99)
+    rebuilt = _update_dataloader(original, wrapper)
+    assert type(rebuilt) is ResumableDataLoader
+    # The user's data set, in one wrapper (loader.dataset), not in two.
+    assert rebuilt.dataset.dataset is original.dataset.dataset  # type: ignore[attr-defined]
+    s = rebuilt.sampler
+    assert type(s) is ResumableSampler
+    assert (s.seed, s.shuffle, s.num_replicas, s.rank, s.epoch, s.position) == \
+        (5, True, 2, 1, 2, 0)
+    assert len(rebuilt) == SAMPLES // 2 // BATCH
+    # pytorch_lightning's Trainer puts lightning_fabric's wrapper in (where it is installed).
+    if importlib.util.find_spec("lightning_fabric") is not None:
+        fabric = importlib.import_module("lightning_fabric.utilities.distributed")
+        other = _update_dataloader(original, fabric.DistributedSamplerWrapper(
+            original.sampler, num_replicas=2, rank=0))
+        assert (type(other.sampler), other.sampler.rank) == (ResumableSampler, 0)
+    # A rank's share cannot come out of an unsharded position in the middle of an epoch.
+    original.load_state_dict(dict(original.state_dict(), position=8))
+    with pytest.raises(ValueError, match="num_replicas: saved 1 in the middle of epoch 2"):
+        _update_dataloader(original, DistributedSamplerWrapper(original.sampler,
+                                                               num_replicas=2, rank=1))
+    # A sampler sharded for another world is the user's choice, not Lightning's to change.
+    sharded = ResumableDataLoader(Augmented(), batch_size=BATCH,
+                                  sampler=ResumableSampler(SAMPLES, num_replicas=4, rank=3))
+    with pytest.raises(ValueError, match=r"rank 3 of 4, and Lightning runs this process as "
+                                         r"rank 1 of 2.*use_distributed_sampler=False"):
+        _update_dataloader(sharded, DistributedSamplerWrapper(sharded.sampler,
+                                                              num_replicas=2, rank=1))
+
+
+def test_a_sampler_it_does_not_know_is_refused_with_the_hint():
+    original = loader(0)
+    for sampler in (UnrepeatedDistributedSamplerWrapper(original.sampler, num_replicas=2,
+                                                        rank=0),
+                    torch.utils.data.DistributedSampler(Augmented(), num_replicas=2, rank=0)):
+        with pytest.raises(TypeError, match=rf"got {type(sampler).__name__} .*"
+                                            r"use_distributed_sampler=False"):
+            ResumableDataLoader(Augmented(), batch_size=BATCH, sampler=sampler)

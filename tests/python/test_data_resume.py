@@ -287,7 +287,8 @@ def test_loader_refuses_what_it_cannot_resume():
     data = Augmented()
     with pytest.raises(TypeError, match="RandomSampler draws its seed from the global RNG"):
         ResumableDataLoader(data, sampler=torch.utils.data.RandomSampler(data))
-    # What Lightning's distributed sampler injection would make (the loader's seed kept).
+    # A torch DistributedSampler of the user's (Lightning's over the loader's own sampler is
+    # replaced: test_data_lightning.py).
     with pytest.raises(TypeError, match=r"got DistributedSampler .*use_distributed_sampler=False"):
         ResumableDataLoader(data, sampler=torch.utils.data.DistributedSampler(
             data, num_replicas=2, rank=0), seed=3)
@@ -340,32 +341,35 @@ sys.path.insert(0, sys.argv[3])
 from test_data_resume import Augmented, seed_everything
 dist.init_process_group("gloo", init_method="file://" + sys.argv[1], rank=int(sys.argv[2]),
                         world_size=2)
-rank = dist.get_rank()
-def loader():  # num_replicas and rank from torch.distributed
-    return ResumableDataLoader(Augmented(), batch_size=5, shuffle=True, seed=7, num_workers=2)
-def epochs(ld, stop=None):
-    seen = []
-    while ld.epoch < 2:
-        for x, i, extra in ld:
-            seen.append(torch.cat([x.flatten(), i.double(), extra.flatten()]))
-            if len(seen) == stop:
-                return seen
-    return seen
-seed_everything(0)
-reference = epochs(loader())
-ld = loader()
-head = epochs(ld, stop=3)
-rckpt.save(f"{sys.argv[1]}.{rank}.rckpt", {"data": {"loader": ld.state_dict()}})
-ld = loader()
-ld.load_state_dict(rckpt.load(f"{sys.argv[1]}.{rank}.rckpt")["data"]["loader"])
-rest = epochs(ld)
-assert len(reference) == 8 and len(head) + len(rest) == 8
-assert all(torch.equal(a, b) for a, b in zip(head + rest, reference)), "resumed batches differ"
-share = torch.tensor(ld.sampler.indices(0))
-shares = [torch.empty_like(share) for _ in range(2)]
-dist.all_gather(shares, share)
-assert sorted(torch.cat(shares).tolist()) == list(range(38)), "the ranks do not cover the epoch"
-print("rank", rank, "resumed", len(rest), "batches of", len(reference), flush=True)
+try:
+    rank = dist.get_rank()
+    def loader():  # num_replicas and rank from torch.distributed
+        return ResumableDataLoader(Augmented(), batch_size=5, shuffle=True, seed=7, num_workers=2)
+    def epochs(ld, stop=None):
+        seen = []
+        while ld.epoch < 2:
+            for x, i, extra in ld:
+                seen.append(torch.cat([x.flatten(), i.double(), extra.flatten()]))
+                if len(seen) == stop:
+                    return seen
+        return seen
+    seed_everything(0)
+    reference = epochs(loader())
+    ld = loader()
+    head = epochs(ld, stop=3)
+    rckpt.save(f"{sys.argv[1]}.{rank}.rckpt", {"data": {"loader": ld.state_dict()}})
+    ld = loader()
+    ld.load_state_dict(rckpt.load(f"{sys.argv[1]}.{rank}.rckpt")["data"]["loader"])
+    rest = epochs(ld)
+    assert len(reference) == 8 and len(head) + len(rest) == 8
+    assert all(torch.equal(a, b) for a, b in zip(head + rest, reference)), "resumed batches differ"
+    share = torch.tensor(ld.sampler.indices(0))
+    shares = [torch.empty_like(share) for _ in range(2)]
+    dist.all_gather(shares, share)
+    assert sorted(torch.cat(shares).tolist()) == list(range(38)), "the ranks do not cover the epoch"
+    print("rank", rank, "resumed", len(rest), "batches of", len(reference), flush=True)
+finally:
+    dist.destroy_process_group()
 """
 
 

@@ -30,12 +30,20 @@ def optional(module):
         pytest.skip(str(e))
 
 
-def test_checkpoint_manager_refuses_an_s3_directory():
+def test_checkpoint_manager_refuses_an_s3_directory_with_a_communicator():
     with pytest.raises(rckpt.InvalidArgumentError) as refused:
-        rckpt.CheckpointManager("s3://ckpts/run", async_save=False)
-    assert str(refused.value) == ("CheckpointManager: directory 's3://ckpts/run' " +
-                                  NOT_YET.format("CheckpointManager") + " system path")
+        rckpt.CheckpointManager("s3://ckpts/run", async_save=False, comm=rckpt.distributed.LOCAL)
+    assert str(refused.value).startswith(
+        "CheckpointManager: comm= with the object storage directory 's3://ckpts/run' is not "
+        "supported yet")
     assert isinstance(refused.value, ValueError)
+
+
+@pytest.mark.parametrize("url", ["s3://", "s3:///run"])
+def test_checkpoint_manager_refuses_an_s3_url_without_a_bucket(url):
+    with pytest.raises(rckpt.InvalidArgumentError,
+                       match=f"directory '{url}' names no bucket: expected s3://BUCKET/PREFIX"):
+        rckpt.CheckpointManager(url)
 
 
 def test_checkpoint_manager_refuses_an_s3_url_that_pathlib_collapsed():
@@ -62,40 +70,43 @@ def test_a_local_path_that_only_contains_a_scheme_is_a_path():
     shutil.rmtree("runs")
 
 
-def test_distributed_save_and_load_refuse_s3_paths():
+def test_distributed_save_and_load_refuse_other_urls_and_collapsed_s3_paths():
+    # s3:// URLs are objects (test_s3_distributed.py); other schemes, and an
+    # s3 URL that pathlib collapsed, are refused before anything is made.
     local = rckpt.distributed.LOCAL
     with pytest.raises(rckpt.InvalidArgumentError,
-                       match=r"rckpt.distributed.save: path 's3://ckpts/x.rckpt' " +
-                             NOT_YET.format("rckpt.distributed.save")):
-        rckpt.distributed.save(local, "s3://ckpts/x.rckpt", {"m": {"w": torch.ones(2)}})
+                       match=r"rckpt.distributed.save: path 'gs://ckpts/x.rckpt' is a gs:// URL"):
+        rckpt.distributed.save(local, "gs://ckpts/x.rckpt", {"m": {"w": torch.ones(2)}})
     with pytest.raises(rckpt.InvalidArgumentError,
-                       match=r"rckpt.distributed.load: path 's3://ckpts/x.rckpt' " +
-                             NOT_YET.format("rckpt.distributed.load")):
-        rckpt.distributed.load(local, "s3://ckpts/x.rckpt", {"m.w": None})
+                       match=r"rckpt.distributed.load: path 's3:/ckpts/x.rckpt' \(an s3:// URL "
+                             r"whose '//' pathlib collapsed"):
+        rckpt.distributed.load(local, pathlib.Path("s3://ckpts/x.rckpt"), {"m.w": None})
 
 
-def test_dcp_writer_and_reader_refuse_s3_checkpoint_ids():
+def test_dcp_writer_and_reader_refuse_other_urls():
     dcp = optional("rckpt.dcp")
     for cls in (dcp.Writer, dcp.Reader):
         who = f"rckpt.dcp.{cls.__name__}"
         with pytest.raises(rckpt.InvalidArgumentError,
-                           match=f"{who}: path 's3://ckpts/step1.rckpt' " + NOT_YET.format(who)):
-            cls("s3://ckpts/step1.rckpt")
-        with pytest.raises(rckpt.InvalidArgumentError, match=f"{who}: path 's3://ckpts/step2"):
-            cls().reset("s3://ckpts/step2.rckpt")  # what dcp.save(checkpoint_id=...) calls
+                           match=f"{who}: path 'gs://ckpts/step1.rckpt' is a gs:// URL"):
+            cls("gs://ckpts/step1.rckpt")
+        with pytest.raises(rckpt.InvalidArgumentError, match=f"{who}: path 'hf://ckpts/step2"):
+            cls().reset("hf://ckpts/step2.rckpt")  # what dcp.save(checkpoint_id=...) calls
+        with pytest.raises(rckpt.InvalidArgumentError, match="names a prefix"):
+            cls("s3://ckpts/run/")
 
 
-def test_lightning_plugins_refuse_s3_paths():
+def test_lightning_plugins_refuse_other_urls():
     lightning = optional("rckpt.lightning")
     state = {"state_dict": {"w": torch.ones(2)}}
     for io in (lightning.CheckpointIO(), lightning.AsyncCheckpointIO()):
         with pytest.raises(rckpt.InvalidArgumentError,
-                           match="rckpt.lightning: path 's3://ckpts/epoch=0.ckpt' " +
-                                 NOT_YET.format("rckpt.lightning")):
-            io.save_checkpoint(state, "s3://ckpts/epoch=0.ckpt")
-        with pytest.raises(rckpt.InvalidArgumentError, match="path 's3://ckpts/last.ckpt'"):
-            io.load_checkpoint("s3://ckpts/last.ckpt")
-        with pytest.raises(rckpt.InvalidArgumentError, match="path 's3://ckpts/old.ckpt'"):
-            io.remove_checkpoint("s3://ckpts/old.ckpt")
+                           match="rckpt.lightning: path 'gs://ckpts/epoch=0.ckpt' is a gs:// "
+                                 "URL"):
+            io.save_checkpoint(state, "gs://ckpts/epoch=0.ckpt")
+        with pytest.raises(rckpt.InvalidArgumentError, match="path 'gs://ckpts/last.ckpt'"):
+            io.load_checkpoint("gs://ckpts/last.ckpt")
+        with pytest.raises(rckpt.InvalidArgumentError, match="path 's3:/ckpts/old.ckpt'"):
+            io.remove_checkpoint(pathlib.Path("s3://ckpts/old.ckpt"))
         if hasattr(io, "teardown"):
             io.teardown()

@@ -108,6 +108,39 @@ def test_load_gives_numpys_own_state_and_restore_rng_restores_it(tmp):
         assert same(np.random.get_state(), original["numpy"])
 
 
+@pytest.mark.parametrize("name", ["numpy", "numpy.global"])
+def test_restore_rng_puts_a_legacy_record_named_numpy_or_numpy_global_into_numpys_globals(
+        tmp, name):
+    """Read from a file under Trainer's name or capture_rng's (a tree {"numpy": {"global":
+    ...}}), from the .pt and from its .rckpt; other records of NumPy are left alone."""
+    np.random.seed(5)
+    np.random.standard_normal()  # a cached Gaussian
+    original = np.random.get_state()
+    expected = np.random.standard_normal(3)
+    pcg = generator("PCG64")
+    tree = {"numpy": original} if name == "numpy" else {"numpy": {"global": original}}
+    torch.save({**tree, "cpu": torch.get_rng_state(),
+                "saved": {"numpy": np.random.RandomState(9).get_state(),  # not the globals'
+                          "pcg": pcg.bit_generator.state}}, tmp / "rng.pth")
+    rckpt.convert(tmp / "rng.pth", tmp / "rng.rckpt")
+    for path in (tmp / "rng.pth", tmp / "rng.rckpt"):
+        ck = rckpt.load(path)
+        assert ck.rng[name].kind == "numpy", path
+        np.random.seed(1)
+        report = rckpt.restore_rng(ck.rng)
+        assert name in report.restored, path
+        assert {"saved.numpy", "saved.pcg"} <= set(report.skipped), path
+        assert same(np.random.get_state(), original), path
+        assert np.array_equal(np.random.standard_normal(3), expected), path
+    # A bit generator's record under the global's name has no legacy state to give it.
+    rng = rckpt.capture_rng({"pcg": pcg}, python=False, numpy=False, torch=False)
+    np.random.seed(1)
+    before = np.random.get_state()
+    report = rckpt.restore_rng(rckpt.RngState({name: rng["numpy.pcg"]}))
+    assert report == rckpt.RestoreReport([], [name])
+    assert same(np.random.get_state(), before)
+
+
 def test_every_bit_generators_state_round_trips(tmp):
     gens = {name.lower(): generator(name) for name in BIT_GENERATORS}
     states = {k: g.bit_generator.state for k, g in gens.items()}

@@ -30,7 +30,8 @@ import json, sys, threading, time
 sys.path.insert(0, {here!r})
 import torch
 import rckpt
-from fake_torch_cuda import Driver, FakeCudaTensor, FakeTorchCuda
+from fake_torch_cuda import (CudaBlocks, Driver, FakeCudaTensor, FakeSavedCuda, FakeTorchCuda,
+                             UnrecordedCuda)
 
 driver = Driver()
 state = {{"model": {{"w": torch.arange(24, dtype=torch.float32).reshape(4, 6),
@@ -181,3 +182,115 @@ def test_torch_out_of_memory_is_rckpts_out_of_memory_and_nothing_is_left_allocat
     """)
     assert r["error"] is not None and "torch.empty" in r["error"] and "out of memory" in r["error"]
     assert r["is_memory_error"]
+
+
+SIDE_STREAM_SAVE = """
+    fake = FakeTorchCuda(driver, current=0)
+    fake.install()
+    blocks = CudaBlocks(driver)
+    side = driver.create_stream(0)            # an all-gather stream, a user's side stream
+    values = torch.arange(1024, dtype=torch.float32)
+    t = blocks.tensor(values, 0, side, cls={cls})
+    release = driver.hold_default_stream(0)   # torch's current stream is busy: the snapshot
+    fut = rckpt.save_async(PATH + ".async", {{"model": {{"t": t}}}})   # copy is held back
+    out["recorded"] = list(t.recorded)
+    freed = t.data_ptr()
+    blocks.free(t)                            # freed right after the call ...
+    del t
+    reused = blocks.fill(values.numel() * 4, 0, side, 0xFF)   # ... and its memory asked for again
+    out["handed_out_at_once"] = reused == freed
+    release()
+    fut.result()
+    got = rckpt.load(PATH + ".async", map_location="cpu")["model"]["t"]
+    out["saved_intact"] = bool(torch.equal(got, values))
+    out["changed"] = int((got != values).sum())
+    blocks.close()
+    driver.destroy_stream(0, side)
+"""
+
+
+def test_save_async_records_every_cuda_tensor_on_the_stream_its_copies_were_ordered_against(
+        tmp_path):
+    r = run_child(tmp_path, """
+        fake = FakeTorchCuda(driver, current=1)
+        fake.install()
+        blocks = CudaBlocks(driver)
+        sides = [driver.create_stream(0), driver.create_stream(1)]
+        tensors = {"a0": blocks.tensor(torch.ones(64), 0, sides[0]),
+                   "a1": blocks.tensor(torch.full((5, 3), 2.0), 1, sides[1]),
+                   "b1": blocks.tensor(torch.zeros(16, dtype=torch.float64), 1, sides[1]),
+                   "empty0": blocks.tensor(torch.zeros(0), 0, sides[0])}
+        release = driver.hold_default_stream(0)
+        fut = rckpt.save_async(PATH + ".async", {"model": dict(tensors), "host": {"h": torch.ones(3)}})
+        out["recorded"] = {k: list(t.recorded) for k, t in tensors.items()}
+        out["done_at_return"] = fut.done()
+        out["streams_asked"] = sorted(set(fake.stream_calls))
+        release()
+        fut.result()
+        ck = rckpt.load(PATH + ".async", map_location="cpu")
+        out["equal"] = {k: bool(torch.equal(ck["model"][k], torch.Tensor.as_subclass(t, torch.Tensor)))
+                        for k, t in tensors.items()}
+        for t in tensors.values():
+            blocks.free(t)
+        blocks.close()
+        for d, s in enumerate(sides):
+            driver.destroy_stream(d, s)
+    """)
+    # Each tensor is recorded once, before save_async returns (its copy still held back), on
+    # torch's current stream of its own device: the stream rckpt's copies were ordered against
+    # (the fake's is the default stream, handle 0). An empty one too (torch ignores that).
+    assert r["done_at_return"] is False
+    assert r["streams_asked"] == [0, 1]
+    assert r["recorded"] == {"a0": [0], "a1": [0], "b1": [0], "empty0": [0]}, r["recorded"]
+    assert all(r["equal"].values()), r["equal"]
+
+
+def test_a_side_stream_tensor_freed_right_after_save_async_is_saved_intact(tmp_path):
+    r = run_child(tmp_path, SIDE_STREAM_SAVE.format(cls="FakeSavedCuda"))
+    assert r["recorded"] == [0]
+    # The allocator held the block until torch's stream passed the copies.
+    assert r["handed_out_at_once"] is False
+    assert r["saved_intact"], f"{r['changed']} values changed"
+
+
+def test_without_the_record_the_same_free_corrupts_the_snapshot(tmp_path):
+    # The hazard the record prevents, reproduced by the stand-in's allocator: the check above
+    # can fail.
+    r = run_child(tmp_path, SIDE_STREAM_SAVE.format(cls="UnrecordedCuda"))
+    assert r["recorded"] == []
+    assert r["handed_out_at_once"] is True
+    assert not r["saved_intact"] and r["changed"] == 1024, r
+
+
+def test_loads_lease_from_the_device_pool_and_take_their_scratch_from_torch(tmp_path):
+    r = run_child(tmp_path, """
+        fake = FakeTorchCuda(driver, current=0)
+        fake.install()
+        big = PATH + ".zstd"
+        rckpt.save(big, {"model": {"w": torch.linspace(0, 1, 50000)}}, codec="zstd")
+        stats = []
+        for _ in range(4):
+            ck = rckpt.load(big, map_location="cuda:0")
+            stats.append(ck.stats)
+            del ck
+        out["stats"] = stats
+        out["pool"] = rckpt.device_pool_stats()
+        out["scratch_calls"] = [c for c in fake.empty_calls if c[1] == "torch.uint8"]
+        rckpt.release_device_pool()
+        out["released"] = rckpt.device_pool_stats()
+    """)
+    first, last = r["stats"][0], r["stats"][-1]
+    # Every shuffled byte was un-shuffled on the device, none on the host.
+    assert last["device_unshuffled_bytes"] == 200000 and last["host_unshuffled_bytes"] == 0
+    assert last["host_unshuffle_reason"] == ""
+    # One pinned block and the same streams and events for every load after the first; the
+    # un-shuffle scratch is torch's (one torch.empty of bytes per load), never the pool's.
+    for key in ("pinned_allocations", "streams_created", "events_created"):
+        assert last["device_pool"][key] == first["device_pool"][key], key
+    assert last["device_pool"]["pinned_allocations"] == 1
+    assert last["device_pool"]["device_allocations"] == 0
+    assert len(r["scratch_calls"]) == 4
+    pool = r["pool"]
+    assert 0 < pool["pinned_bytes"] <= pool["pinned_cap"] == 512 << 20
+    released = r["released"]
+    assert (released["pinned_bytes"], released["streams"], released["events"]) == (0, 0, 0)

@@ -163,6 +163,10 @@ TEST(CliTest, LoadOnEmulatedDevicesReportsPlacementAndStaging) {
   CliRun r = Cli("load --json --emulate-devices 2 " + kGolden + "v1.0-training-state.rckpt");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("\"staging_high_water\":"), std::string::npos);
+  EXPECT_NE(r.out.find("\"host_unshuffle_reason\":\"\""), std::string::npos) << r.out;
+  // The staging the load leased stays in the runtime's pool.
+  EXPECT_EQ(r.out.find("\"device_pool\":{\"pinned_bytes\":0,"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"device_pool\":{\"pinned_bytes\":"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\"origin\":\"cuda:1\",\"target\":\"cuda:1\""), std::string::npos) << r.out;
   CliRun moved = Cli("load --model-device cuda:0 --emulate-devices 1 " + kGolden +
                   "v1.0-training-state.rckpt");
@@ -491,6 +495,11 @@ TEST(CliTest, DoctorWithoutADriverSaysWhyAndExitsZero) {
   EXPECT_EQ(json.code, 0);
   EXPECT_NE(json.out.find("\"schema_version\":1"), std::string::npos) << json.out;
   EXPECT_NE(json.out.find("\"usable\":true"), std::string::npos) << json.out;
+  // A fresh process's pool holds nothing; its cap is the default.
+  EXPECT_NE(json.out.find("\"device_pool\":{\"pinned_bytes\":0,\"pinned_cap\":536870912,"),
+            std::string::npos)
+      << json.out;
+  EXPECT_NE(r.out.find("device pool: 0 B pinned of a 512.0 MiB cap"), std::string::npos) << r.out;
   EXPECT_EQ(Cli("doctor FILE").code, 2);
 }
 

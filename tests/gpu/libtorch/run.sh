@@ -16,13 +16,16 @@
 # then runs libtorch_gpu_test, and the `train` example on cuda stopped and
 # resumed against one that never stopped (`rckpt diff`: identical).
 # Without a GPU it says SKIPPED and exits 0; --require-gpu makes that exit 1.
-# OUT defaults to $OUT/libtorch-gpu or build-gpu-libtorch/.
+# OUT (the builds and the runs' checkpoints) defaults to build-gpu-libtorch/,
+# or on the device machine (where $OUT is set: only what is left there comes
+# back, 8 files at most) /tmp/rckpt-gpu-libtorch; tests/gpu/proof.sh
+# --libtorch passes its scratch folder.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../../.." && pwd)"
 require=()
 rckpt_build=""
 deps="$root/gpu-carry/deps"
-out="${OUT:+$OUT/libtorch-gpu}"
+out="${OUT:+/tmp/rckpt-gpu-libtorch}"
 out="${out:-$root/build-gpu-libtorch}"
 while [ $# -gt 0 ]; do
   case "$1" in

@@ -1,0 +1,284 @@
+"""CheckpointManager on an object storage prefix, rckpt.storage and conditional writes,
+against the real S3 server (label s3; tests/python/s3_env.py): the pointer, keep, the
+fallback past damaged and missing steps, the abort of stale uploads, two jobs on one
+step, and SIGKILL of the manager's process between Complete and the pointer."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+import torch
+
+from s3_env import S3Env, s3_env_or_skip, s3_prefix, s3_server  # noqa: F401
+
+ENV = s3_env_or_skip()
+# rckpt's S3 file system is made at the process's first s3:// path, from the
+# AWS variables: this process's are the test server's.
+os.environ.update(ENV.aws_environ())
+
+import rckpt  # noqa: E402
+from rckpt import storage  # noqa: E402
+
+MiB = 1 << 20
+
+
+def state(step, n=64):
+    return {"model": {"w": torch.full((n,), float(step)), "step": step}}
+
+
+def honours_if_none_match(s3, key):
+    """Whether the server refuses a second PutObject with If-None-Match: *."""
+    s3.put_object(ENV.bucket, key, b"first", headers={"If-None-Match": "*"})
+    again = s3.request("PUT", ENV.bucket, key, headers={"If-None-Match": "*"}, body=b"second")
+    s3.delete_object(ENV.bucket, key)
+    return again.status == 412
+
+
+@pytest.fixture
+def conditional(s3_prefix):
+    """Skips, saying why, where the server ignores If-None-Match."""
+    with ENV.client() as s3:
+        if not honours_if_none_match(s3, s3_prefix + "probe"):
+            pytest.skip("this S3 server ignores If-None-Match: * (a second conditional "
+                        "PutObject replaced the object): create-if-absent is not enforced here")
+
+
+def keys(prefix):
+    with ENV.client() as s3:
+        return sorted(k[len(prefix):] for k in s3.list_objects(ENV.bucket, prefix))
+
+
+def uploads(prefix):
+    with ENV.client() as s3:
+        return s3.list_multipart_uploads(ENV.bucket, prefix)
+
+
+# -- rckpt.storage ---------------------------------------------------------------------------
+
+def test_storage_reads_writes_lists_and_deletes_objects(s3_prefix):
+    base = ENV.url(s3_prefix)
+    storage.write(base + "a/x", b"one")
+    storage.write(base + "a/x", b"two")  # replaces
+    storage.write(base + "b", b"")
+    assert storage.read(base + "a/x") == b"two"
+    assert storage.exists(base + "a/x") and storage.exists(base + "a")
+    assert [(f.path, f.size) for f in storage.list_files(base)] == [(base + "a/x", 3),
+                                                                   (base + "b", 0)]
+    storage.delete(base + "a/x")
+    assert not storage.exists(base + "a/x")
+    with pytest.raises(rckpt.NotFoundError, match="does not exist"):
+        storage.read(base + "a/x")
+    with pytest.raises(rckpt.UnsupportedError, match="object storage has no rename"):
+        storage.rename(base + "b", base + "c")
+
+
+def test_storage_write_if_absent_never_replaces(s3_prefix, conditional):
+    small = ENV.url(s3_prefix + "small")
+    storage.write(small, b"first", if_absent=True)
+    with pytest.raises(rckpt.AlreadyExistsError, match="already exists") as taken:
+        storage.write(small, b"second", if_absent=True)
+    assert isinstance(taken.value, FileExistsError)
+    assert storage.read(small) == b"first"
+    # A multipart upload (over one 8 MiB part) is completed with the condition too, and the
+    # refused upload is aborted, not left behind.
+    big = ENV.url(s3_prefix + "big.rckpt")
+    rckpt.save(big, {"m": {"w": torch.ones(9 * MiB // 4)}}, if_absent=True)
+    with pytest.raises(rckpt.AlreadyExistsError, match="big.rckpt"):
+        rckpt.save(big, {"m": {"w": torch.zeros(9 * MiB // 4)}}, if_absent=True)
+    assert torch.equal(rckpt.load(big)["m"]["w"], torch.ones(9 * MiB // 4))
+    assert uploads(s3_prefix) == []
+
+
+def test_storage_aborts_stale_uploads_it_is_asked_to(s3_prefix):
+    with ENV.client() as s3:
+        s3.create_multipart_upload(ENV.bucket, s3_prefix + "mine")
+        s3.create_multipart_upload(ENV.bucket, s3_prefix + "other")
+    aborted = storage.abort_stale(ENV.url(s3_prefix), lambda p: p.endswith("/mine"))
+    assert [w.path for w in aborted] == [ENV.url(s3_prefix + "mine")]
+    assert [k for k, _ in uploads(s3_prefix)] == [s3_prefix + "other"]
+
+
+# -- the manager on a prefix -----------------------------------------------------------------
+
+@pytest.mark.parametrize("async_save", [False, True])
+def test_manager_keeps_steps_as_objects_with_a_pointer(s3_prefix, async_save):
+    directory = ENV.url(s3_prefix + "run")
+    with rckpt.CheckpointManager(directory + "/", keep=2, async_save=async_save) as mgr:
+        assert mgr.directory == directory and mgr.steps() == []
+        for step in (10, 20, 30):
+            mgr.save(step, state(step))
+            mgr.wait()
+        assert mgr.steps() == [20, 30]
+        assert storage.read(directory + "/latest") == b"30\n"
+        ck = mgr.load()
+        assert (mgr.loaded_step, ck.step) == (30, 30)
+        assert torch.equal(ck["model"]["w"], state(30)["model"]["w"])
+        with pytest.raises(ValueError, match="step 30 is already saved"):
+            mgr.save(30, state(30))
+    assert keys(s3_prefix) == ["run/latest", "run/step-000020.rckpt", "run/step-000030.rckpt"]
+    assert uploads(s3_prefix) == []
+    # Another manager (a resumed job) sees the same steps and loads a chosen one.
+    again = rckpt.CheckpointManager(directory, async_save=False)
+    assert again.latest_step() == 30
+    assert again.load(20)["model"]["step"] == 20
+    with pytest.raises(rckpt.NotFoundError, match="step 10 is not saved"):
+        again.load(10)
+
+
+def test_load_falls_back_past_damaged_and_missing_steps(s3_prefix):
+    directory = ENV.url(s3_prefix + "run")
+    mgr = rckpt.CheckpointManager(directory, keep=None, async_save=False)
+    for step in (1, 2, 3):
+        mgr.save(step, state(step, n=4096))
+    with ENV.client() as s3:
+        # Step 3's object truncated, step 2's damaged in its data.
+        whole = s3.get_object(ENV.bucket, s3_prefix + "run/step-000003.rckpt")
+        s3.put_object(ENV.bucket, s3_prefix + "run/step-000003.rckpt", whole[:len(whole) // 2])
+        two = bytearray(s3.get_object(ENV.bucket, s3_prefix + "run/step-000002.rckpt"))
+        two[4096 + 100] ^= 0xFF
+        s3.put_object(ENV.bucket, s3_prefix + "run/step-000002.rckpt", bytes(two))
+    with pytest.warns(UserWarning) as caught:
+        ck = mgr.load()
+    assert ck.step == 1 and torch.equal(ck["model"]["w"], state(1, n=4096)["model"]["w"])
+    skipped = [str(w.message) for w in caught]
+    assert any("step-000003.rckpt" in m for m in skipped), skipped
+    assert any("step-000002.rckpt" in m for m in skipped), skipped
+    # The pointer naming a step whose object is gone: the newest one there loads.
+    with ENV.client() as s3:
+        s3.put_object(ENV.bucket, s3_prefix + "run/latest", b"4\n")
+    with pytest.warns(UserWarning) as caught:
+        assert mgr.load().step == 1
+    assert re.search(r"skipping step 4, which .*latest names: its object .*step-000004.rckpt "
+                     r"is missing", str(caught[0].message)), [str(w.message) for w in caught]
+    # A pointer that holds no step number: the listed steps stand in for it, with a warning.
+    with ENV.client() as s3:
+        s3.put_object(ENV.bucket, s3_prefix + "run/latest", b"\x00garbage")
+    with pytest.warns(UserWarning, match=r"latest does not hold a step number"):
+        assert mgr.steps() == [1, 2, 3]
+
+
+def test_opening_aborts_its_own_stale_uploads_and_uncommitted_steps(s3_prefix):
+    directory = ENV.url(s3_prefix + "run")
+    rckpt.CheckpointManager(directory, async_save=False).save(1, state(1))
+    with ENV.client() as s3:
+        s3.create_multipart_upload(ENV.bucket, s3_prefix + "run/step-000002.rckpt")
+        s3.create_multipart_upload(ENV.bucket, s3_prefix + "run/latest")
+        s3.create_multipart_upload(ENV.bucket, s3_prefix + "run/notes.txt")  # not its own
+        s3.create_multipart_upload(ENV.bucket, s3_prefix + "run/sub/step-000002.rckpt")
+        # A step completed and never committed (newer than the pointer).
+        s3.put_object(ENV.bucket, s3_prefix + "run/step-000005.rckpt", b"leftover")
+    mgr = rckpt.CheckpointManager(directory, async_save=False)
+    assert mgr.removed_uncommitted == [5]
+    assert sorted(k for k, _ in uploads(s3_prefix)) == [s3_prefix + "run/notes.txt",
+                                                        s3_prefix + "run/sub/step-000002.rckpt"]
+    assert keys(s3_prefix + "run/") == ["latest", "step-000001.rckpt"]
+    assert mgr.steps() == [1]
+
+
+def test_two_jobs_cannot_overwrite_the_same_step(s3_prefix, conditional):
+    directory = ENV.url(s3_prefix + "run")
+    first = rckpt.CheckpointManager(directory, async_save=False)
+    second = rckpt.CheckpointManager(directory, async_save=False)
+    async_second = rckpt.CheckpointManager(directory, async_save=True)
+    first.save(1, state(1))
+    with pytest.raises(ValueError, match="step 1 is already saved"):
+        second.save(1, state(100))
+    # The other job's step 2 is complete but not yet committed when this one saves it.
+    with ENV.client() as s3:
+        s3.put_object(ENV.bucket, s3_prefix + "run/step-000002.rckpt", b"the other job's")
+    with pytest.raises(rckpt.AlreadyExistsError,
+                       match="step 2 was written to .* by another job meanwhile"):
+        second.save(2, state(2))
+    with ENV.client() as s3:
+        s3.put_object(ENV.bucket, s3_prefix + "run/step-000003.rckpt", b"the other job's")
+    with pytest.raises(rckpt.AlreadyExistsError, match="step-000003.rckpt' already exists"):
+        async_second.save(3, state(3)).result()
+    with ENV.client() as s3:
+        assert s3.get_object(ENV.bucket, s3_prefix + "run/step-000002.rckpt") == \
+            b"the other job's"
+        assert s3.get_object(ENV.bucket, s3_prefix + "run/step-000003.rckpt") == \
+            b"the other job's"
+    assert storage.read(directory + "/latest") == b"1\n"
+    assert uploads(s3_prefix) == []
+
+
+KILLED_SAVE = textwrap.dedent("""
+    import os, signal, sys
+    import torch
+    import rckpt
+    from rckpt import manager
+
+    directory, async_save = sys.argv[1], sys.argv[2] == "async"
+    write_pointer = manager.CheckpointManager._write_pointer
+
+    def killed_before_the_pointer(self, step):
+        if step == 2:  # step 2's object is complete: the process dies before the pointer
+            print("completed", flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+        write_pointer(self, step)
+
+    manager.CheckpointManager._write_pointer = killed_before_the_pointer
+    mgr = rckpt.CheckpointManager(directory, keep=1, async_save=async_save)
+    for step in (1, 2):
+        mgr.save(step, {"model": {"w": torch.full((3 << 20,), float(step)), "step": step}})
+        mgr.wait()
+    print("not killed", flush=True)
+""")
+
+
+def test_sigkill_between_complete_and_the_pointer_keeps_the_previous_step(s3_prefix):
+    # Sync and async saves, each in a process of its own, run at once (the interpreter's
+    # start is most of their time).
+    runs = {mode: subprocess.Popen([sys.executable, "-c", KILLED_SAVE,
+                                    ENV.url(f"{s3_prefix}{mode}"), mode],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   env=dict(os.environ))
+            for mode in ("sync", "async")}
+    for mode, run in runs.items():
+        out, err = run.communicate(timeout=240)
+        assert run.returncode == -signal.SIGKILL, (mode, err)
+        assert out.split() == ["completed"], (mode, out, err)
+    for mode in runs:
+        prefix, directory = f"{s3_prefix}{mode}/", ENV.url(f"{s3_prefix}{mode}")
+        # Step 2's object is complete (12 MiB: a multipart upload), step 1 is still
+        # committed and pruning never ran; nothing is partial.
+        assert keys(prefix) == ["latest", "step-000001.rckpt", "step-000002.rckpt"], mode
+        assert uploads(prefix) == [], mode
+        assert storage.read(directory + "/latest") == b"1\n", mode
+        mgr = rckpt.CheckpointManager(directory, keep=1, async_save=False)
+        assert mgr.removed_uncommitted == [2] and mgr.steps() == [1], mode
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ck = mgr.load()
+        skipped = [str(w.message) for w in caught if "CheckpointManager" in str(w.message)]
+        assert skipped == [], mode  # the previous step loads and verifies at once
+        assert ck.step == 1 and ck["model"]["step"] == 1, mode
+        assert torch.equal(ck["model"]["w"], torch.full((3 << 20,), 1.0)), mode
+        # The resumed job saves step 2 again: nothing stands in its way.
+        mgr.save(2, {"model": {"w": torch.zeros(4), "step": 2}})
+        assert mgr.steps() == [2] and keys(prefix) == ["latest", "step-000002.rckpt"], mode
+
+
+# -- the Lightning plug-in's paths ------------------------------------------------------------
+
+@pytest.mark.parametrize("plugin", ["CheckpointIO", "AsyncCheckpointIO"])
+def test_lightning_plugins_save_load_and_remove_s3_objects(s3_prefix, plugin):
+    try:
+        import rckpt.lightning as rl
+    except ImportError as e:
+        pytest.skip(str(e))
+    io = getattr(rl, plugin)(rng=False)
+    path = ENV.url(s3_prefix + "ckpt/epoch=0-step=10.ckpt")
+    io.save_checkpoint({"state_dict": {"w": torch.arange(6.0)}, "global_step": 10}, path)
+    io.remove_checkpoint(path + ".missing")  # nothing there: nothing happens
+    loaded = io.load_checkpoint(path)
+    assert loaded["global_step"] == 10 and torch.equal(loaded["state_dict"]["w"], torch.arange(6.0))
+    io.remove_checkpoint(path)
+    if hasattr(io, "teardown"):
+        io.teardown()
+    assert keys(s3_prefix) == [] and uploads(s3_prefix) == []

@@ -1,0 +1,256 @@
+// Collective saves to object storage against the real server: the ranks
+// (threads of this process, tests/distributed/thread_communicator.h) write
+// ONE object with one multipart upload, any world size loads it by ranged
+// reads, and a failure on any rank, a throttling storm or a rank that never
+// comes leaves the previous object and no incomplete upload. Objects are
+// about 10 MiB: two ranks' regions padded to S3's 5 MiB part minimum.
+#include <cstring>
+#include <regex>
+
+#include "distributed/mpi_state.h"
+#include "distributed/thread_communicator.h"
+#include "rckpt/distributed.h"
+#include "rckpt/inspect.h"
+#include "rckpt/s3.h"
+#include "s3/s3_test_env.h"
+
+namespace rckpt {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FaultProxy;
+using testing::GlobalTensor;
+using testing::GlobalTensors;
+using testing::GlobalValue;
+using testing::OnRanks;
+using testing::PartOf;
+using testing::S3TestServer;
+using testing::Slice;
+
+// Rank `rank` of `world`'s state at step `step`: every global tensor split
+// by rows (or replicated), its RNG record, its own tree.
+RankState StateOf(int rank, int world, int step) {
+  RankState s;
+  for (const GlobalTensor& g : GlobalTensors()) {
+    const Tensor global = GlobalValue(g);
+    if (g.split_dim < 0) {
+      EXPECT_OK(s.local.AddTensor(g.section, g.name, global));
+      continue;
+    }
+    const Block b = PartOf(g.shape, g.split_dim, rank, world);
+    s.shards.push_back(ShardPart{
+        g.section, g.name, g.shape, b.offsets, Slice(global, b), {}, {}});
+  }
+  EXPECT_OK(s.local.AddRng("cuda", RngKind::kTorchCuda,
+                           testing::RankRngBytes(rank, step)));
+  s.local.Tree() = testing::RankTree(rank, step);
+  s.common_tree = testing::CommonTree(step);
+  return s;
+}
+
+std::string Bytes(const Tensor& t) {
+  auto b = t.host_bytes();
+  return std::string(reinterpret_cast<const char*>(b.data()), b.size());
+}
+
+int Count(const std::string& stats, const std::string& name) {
+  const std::regex re("\"" + name + "\": *([0-9]+)");
+  std::smatch m;
+  return std::regex_search(stats, m, re) ? std::stoi(m[1]) : 0;
+}
+
+class S3DistributedTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = S3TestServer::FromEnvironment();
+    if (!server_) {
+      GTEST_SKIP() << "no S3 test server: RCKPT_TEST_S3_ENDPOINT is not set "
+                      "(start one with "
+                      "`bash tests/s3/s3_server.sh start DIR` and `set -a; . "
+                      "DIR/s3.env`)";
+    }
+    std::string why;
+    proxy_ = FaultProxy::Start(*server_, &why);
+    if (proxy_ == nullptr) GTEST_SKIP() << "no fault proxy: " << why;
+    Result<std::unique_ptr<FileSystem>> fs =
+        NewS3FileSystem(server_->Options(proxy_->endpoint()));
+    ASSERT_OK(fs.status());
+    fs_ = std::move(*fs);
+    url_ = server_->UniquePrefix() + "ck.rckpt";
+  }
+
+  // Saves step `step` from `world` ranks; every rank's outcome.
+  std::vector<Status> Save(int world, int step, SaveOptions o = {},
+                           std::chrono::milliseconds timeout = 60s) {
+    o.fs = fs_.get();
+    return OnRanks<Status>(
+        world,
+        [&](Communicator& comm) {
+          return SaveDistributed(comm, url_, StateOf(comm.rank(), world, step),
+                                 o);
+        },
+        timeout);
+  }
+
+  // The object's bytes, read whole.
+  std::string ObjectBytes() {
+    Result<std::unique_ptr<RandomAccessFile>> f = fs_->OpenForRead(url_);
+    EXPECT_OK(f.status());
+    if (!f.ok()) return "";
+    std::string out((*f)->Size(), '\0');
+    EXPECT_OK((*f)->ReadAt(0, std::as_writable_bytes(std::span<char>(out))));
+    return out;
+  }
+
+  // What is under the test's prefix: its objects' and incomplete uploads'
+  // counts.
+  std::pair<size_t, size_t> UnderPrefix() {
+    const std::string prefix = url_.substr(0, url_.rfind('/') + 1);
+    Result<std::vector<FileInfo>> objects = fs_->List(prefix);
+    Result<std::vector<IncompleteWrite>> pending = fs_->ListIncomplete(prefix);
+    EXPECT_OK(objects.status());
+    EXPECT_OK(pending.status());
+    return {objects.ok() ? objects->size() : 0,
+            pending.ok() ? pending->size() : 0};
+  }
+
+  // Loads every global tensor at `world` ranks, each rank its rows, and
+  // checks them and the trees of step `step`.
+  void ExpectLoads(int world, int saved_world, int step) {
+    LoadOptions o;
+    o.fs = fs_.get();
+    const auto out = OnRanks<Result<RankLoad>>(world, [&](Communicator& comm) {
+      std::vector<BlockRequest> wants;
+      for (const GlobalTensor& g : GlobalTensors()) {
+        const int dim = g.shape.empty() ? -1 : 0;
+        if (dim < 0) {
+          wants.push_back({g.name, {}, {}, std::nullopt});
+        } else {
+          const Block b = PartOf(g.shape, dim, comm.rank(), world);
+          wants.push_back({g.name, b.offsets, b.sizes, std::nullopt});
+        }
+      }
+      return LoadDistributed(comm, url_, wants, o);
+    });
+    for (int r = 0; r < world; ++r) {
+      ASSERT_OK(out[r].status());
+      const RankLoad& back = *out[r];
+      EXPECT_EQ(back.saved_world_size, saved_world);
+      EXPECT_EQ(back.common_tree, testing::CommonTree(step));
+      ASSERT_EQ(back.rank_trees.size(), static_cast<size_t>(saved_world));
+      EXPECT_EQ(back.rank_trees[1], testing::RankTree(1, step));
+      // Raw chunks of 4 MiB at most hold these small tensors whole: a rank
+      // reads its rows' chunks, never the padding or the other regions.
+      EXPECT_LE(back.bytes_read, 3 * back.bytes_needed + (64 << 10))
+          << "rank " << r;
+      size_t k = 0;
+      for (const GlobalTensor& g : GlobalTensors()) {
+        const Tensor global = GlobalValue(g);
+        const Tensor want = g.shape.empty()
+                                ? global
+                                : Slice(global, PartOf(g.shape, 0, r, world));
+        EXPECT_EQ(Bytes(back.blocks[k++].tensor), Bytes(want))
+            << g.name << " at rank " << r;
+      }
+    }
+  }
+
+  std::optional<S3TestServer> server_;
+  std::unique_ptr<FaultProxy> proxy_;
+  std::unique_ptr<FileSystem> fs_;
+  std::string url_;
+};
+
+TEST_F(S3DistributedTest, TwoRanksWriteOneObjectThatEveryWorldSizeLoads) {
+  for (const Status& s : Save(2, 1)) ASSERT_OK(s);
+  EXPECT_EQ(UnderPrefix(), std::make_pair(size_t{1}, size_t{0}));
+  const std::string stats = *proxy_->Stats();
+  EXPECT_EQ(Count(stats, "CreateMultipartUpload"), 1) << stats;
+  // A part per rank (each region padded to 5 MiB) and the manifest's.
+  EXPECT_EQ(Count(stats, "UploadPart"), 3) << stats;
+  EXPECT_EQ(Count(stats, "CompleteMultipartUpload"), 1) << stats;
+  VerifyReport report;
+  ASSERT_OK(VerifyRckpt(url_, &report, {}, fs_.get()));
+  EXPECT_EQ(report.tensors, GlobalTensors().size());
+  for (int world : {1, 2, 3})
+    ASSERT_NO_FATAL_FAILURE(ExpectLoads(world, 2, 1)) << world;
+  // Compressed chunks (spilled locally, then uploaded) replace it whole.
+  for (const Status& s : Save(2, 2, {.codec = Codec::kZstd})) ASSERT_OK(s);
+  ASSERT_NO_FATAL_FAILURE(ExpectLoads(2, 2, 2));
+  EXPECT_EQ(UnderPrefix(), std::make_pair(size_t{1}, size_t{0}));
+}
+
+TEST_F(S3DistributedTest,
+       AFailureOnOneRankAbortsTheUploadAndKeepsThePreviousObject) {
+  for (const Status& s : Save(2, 1)) ASSERT_OK(s);
+  const std::string before = ObjectBytes();
+  // Rank 1 cancels mid-upload (its progress callback), after its parts began.
+  const std::vector<Status> out = OnRanks<Status>(2, [&](Communicator& comm) {
+    SaveOptions o;
+    o.fs = fs_.get();
+    o.chunk_bytes = 4096;
+    if (comm.rank() == 1)
+      o.progress = [](uint64_t done, uint64_t) { return done < 8192; };
+    return SaveDistributed(comm, url_, StateOf(comm.rank(), 2, 2), o);
+  });
+  for (const Status& s : out) {
+    EXPECT_EQ(s.code(), StatusCode::kIoError) << s.ToString();
+    EXPECT_NE(s.message().find("rank 1: "), std::string::npos) << s.ToString();
+    EXPECT_NE(s.message().find("cancelled"), std::string::npos) << s.ToString();
+  }
+  EXPECT_EQ(ObjectBytes(), before);
+  EXPECT_EQ(UnderPrefix(), std::make_pair(size_t{1}, size_t{0}));
+}
+
+TEST_F(S3DistributedTest,
+       SlowDownStormsOnEveryRanksPartsAreRetriedOrAbortEverywhere) {
+  for (const Status& s : Save(2, 1)) ASSERT_OK(s);
+  const std::string before = ObjectBytes();
+  // A storm that passes: every rank's parts are refused a few times.
+  ASSERT_OK(proxy_->ResetStats());
+  ASSERT_OK(proxy_->AddRules(
+      R"([{"match": {"operation": "UploadPart", "query": "partNumber=1"},
+      "times": 2, "action": {"status": 503, "code": "SlowDown"}},
+    {"match": {"operation": "UploadPart", "query": "partNumber=2"},
+      "times": 2, "action": {"status": 503, "code": "SlowDown"}}])"));
+  for (const Status& s : Save(2, 2)) ASSERT_OK(s);
+  EXPECT_EQ(Count(*proxy_->Stats(), "status"), 4) << *proxy_->Stats();
+  ASSERT_NO_FATAL_FAILURE(ExpectLoads(2, 2, 2));
+  const std::string second = ObjectBytes();
+  EXPECT_NE(second, before);
+  // A storm that does not: every part refused past the retries, on every
+  // rank; every rank fails, nothing of the save remains.
+  ASSERT_OK(
+      proxy_->AddRules(R"([{"match": {"operation": "UploadPart"}, "times": -1,
+      "action": {"status": 503, "code": "SlowDown"}}])"));
+  const std::vector<Status> out = Save(2, 3);
+  for (const Status& s : out) {
+    EXPECT_EQ(s.code(), StatusCode::kIoError) << s.ToString();
+    EXPECT_NE(s.message().find("UploadPart"), std::string::npos)
+        << s.ToString();
+    EXPECT_NE(s.message().find("503"), std::string::npos) << s.ToString();
+  }
+  ASSERT_OK(proxy_->ClearRules());
+  EXPECT_EQ(ObjectBytes(), second);
+  EXPECT_EQ(UnderPrefix(), std::make_pair(size_t{1}, size_t{0}));
+}
+
+TEST_F(S3DistributedTest,
+       ARankThatNeverComesTimesTheOthersOutAndTheyAbortTheUpload) {
+  const std::vector<Status> out = OnRanks<Status>(
+      2,
+      [&](Communicator& comm) {
+        if (comm.rank() == 1) return Status::Ok();  // never calls the save
+        SaveOptions o;
+        o.fs = fs_.get();
+        return SaveDistributed(comm, url_, StateOf(0, 2, 1), o);
+      },
+      2s);
+  EXPECT_EQ(out[0].code(), StatusCode::kIoError) << out[0].ToString();
+  EXPECT_NE(out[0].message().find("timed out"), std::string::npos)
+      << out[0].ToString();
+  EXPECT_EQ(UnderPrefix(), std::make_pair(size_t{0}, size_t{0}));
+}
+
+}  // namespace
+}  // namespace rckpt
