@@ -31,7 +31,9 @@ using CallerStream = std::function<Result<Stream>(Device device)>;
 
 // Device memory for the tensors a load hands back, from an allocator the
 // caller chooses (the Python package passes torch's caching allocator, so
-// freeing a loaded tensor never synchronises the device). Without one, a load
+// freeing a loaded tensor never synchronises the device), and for the
+// device un-shuffle's scratch (one uint8 tensor of a staging slot per device
+// that gets byte-shuffled chunks, named "(device un-shuffle scratch)"). Without one, a load
 // allocates with its runtime (DeviceRuntime::Allocate, freed through it when
 // the last copy of the tensor goes: the CUDA runtime's cuMemFree synchronises
 // the device).
@@ -45,7 +47,9 @@ class DeviceAllocator {
     Shape shape;            // the tensor's, or its block's in a distributed load
   };
   // Called once per load, on the calling thread, before any byte is read,
-  // with every device tensor the load will return. Appends one tensor per
+  // with every device tensor the load will return; then, on the same
+  // thread, once per device whose chunks the device un-shuffles, for its
+  // scratch (OutOfMemory there un-shuffles on the host instead). Appends one tensor per
   // request to `out`, in order, of its device, dtype and shape and owning its
   // memory (a Tensor::Adopt whose owner frees it). An error fails the load:
   // nothing has been read, and the tensors already made are released.

@@ -94,8 +94,8 @@ class PoolTest : public ::testing::Test {
   // a load un-shuffles on the devices (and so needs their scratch).
   Checkpoint DeviceState(float scale = 1.0f) {
     Checkpoint ck;
-    EXPECT_OK(ck.AddTensor("model", "w0", OnDevice(kCuda0, Floats(300000, scale))));
-    EXPECT_OK(ck.AddTensor("model", "w1", OnDevice(kCuda1, Floats(70001, scale))));
+    EXPECT_OK(ck.AddTensor("model", "w0", OnDevice(kCuda0, Floats(100000, scale))));
+    EXPECT_OK(ck.AddTensor("model", "w1", OnDevice(kCuda1, Floats(30001, scale))));
     EXPECT_OK(ck.AddTensor("model", "h", Floats(5000, scale)));
     return ck;
   }
@@ -103,7 +103,7 @@ class PoolTest : public ::testing::Test {
     SaveOptions o;
     o.codec = Codec::kZstd;
     o.shuffle = Shuffle::kOn;
-    o.chunk_bytes = 256 << 10;
+    o.chunk_bytes = 128 << 10;
     o.fs = &fs_;
     o.runtime = &Runtime();
     return o;
@@ -139,22 +139,22 @@ TEST_F(PoolTest, RepeatedLoadsAndSavesAllocateAndFreeNothingAfterTheFirst) {
   EXPECT_GT(warm.pinned_bytes, 0u);
   EXPECT_GT(warm.streams, 0);
   EXPECT_GT(warm.device_scratch_bytes, 0u);
-  for (int i = 0; i < 6; ++i) {
+  for (int i = 0; i < 4; ++i) {
     ASSERT_OK(Save("/b" + std::to_string(i) + ".rckpt", ck, Saving()));
     LoadInto("/b" + std::to_string(i) + ".rckpt", targets);
   }
-  EXPECT_EQ(CountCostly(), first) << "6 saves and 6 loads after the first of each";
+  EXPECT_EQ(CountCostly(), first) << "4 saves and 4 loads after the first of each";
   const DevicePoolStats after = Runtime().PoolStats();
   EXPECT_EQ(after.pinned_allocations, warm.pinned_allocations);
   EXPECT_EQ(after.device_allocations, warm.device_allocations);
   EXPECT_EQ(after.streams_created, warm.streams_created);
-  // One per chunk would be 8 a round (7 device chunks and the save's waits).
+  // One per chunk would be more than 8 a round (5 device chunks a load, and the save's waits).
   EXPECT_LE(after.events_created, warm.events_created + 8) << "events are reused";
   EXPECT_EQ(after.pinned_bytes, warm.pinned_bytes);
   EXPECT_LE(after.pinned_bytes, after.pinned_cap);
   EXPECT_EQ(first.ctx_syncs + first.stream_syncs, 0u) << "waits are on blocking events";
   // What was restored is what was saved.
-  ASSERT_OK_AND_ASSIGN(Checkpoint back, Load("/b5.rckpt", Loading()));
+  ASSERT_OK_AND_ASSIGN(Checkpoint back, Load("/b3.rckpt", Loading()));
   for (const char* name : {"w0", "w1"}) {
     const Tensor& t = back.FindTensor(name)->tensor;
     std::vector<std::byte> got(t.nbytes()), want(t.nbytes());
@@ -178,7 +178,7 @@ TEST_F(PoolTest, ALoadAndASaveFinishWhileAnUnrelatedStreamIsBusy) {
       if (s.ok()) LoadInto("/busy.rckpt", targets);
       return s;
     });
-    const bool finished = done.wait_for(std::chrono::seconds(60)) == std::future_status::ready;
+    const bool finished = done.wait_for(std::chrono::seconds(300)) == std::future_status::ready;
     ReleaseCudaStandinStream(gate);
     EXPECT_TRUE(finished) << (warm ? "a later" : "the first")
                           << " save and load waited for an unrelated stream";
@@ -219,10 +219,10 @@ TEST_F(PoolTest, PastTheCapALoadUsesUnpinnedMemoryAndStillRestoresEveryByte) {
   EXPECT_EQ(CudaStandinStats().mem_host_allocs, pinned_before);
   ASSERT_OK_AND_ASSIGN(Checkpoint back, Load("/a.rckpt", Loading()));
   const Tensor& t = back.FindTensor("w0")->tensor;
-  std::vector<float> got(300000);
+  std::vector<float> got(100000);
   ASSERT_OK(Runtime().CopyToHostAsync(kCuda0, Stream{}, got.data(), t.data(), t.nbytes()));
   ASSERT_OK(Runtime().Synchronize(kCuda0, Stream{}));
-  EXPECT_EQ(std::memcmp(got.data(), Floats(300000, 1.0f).data(), t.nbytes()), 0);
+  EXPECT_EQ(std::memcmp(got.data(), Floats(100000, 1.0f).data(), t.nbytes()), 0);
 }
 
 TEST_F(PoolTest, FourLoadsAndAnAsynchronousSaveAtOnce) {
@@ -237,11 +237,11 @@ TEST_F(PoolTest, FourLoadsAndAnAsynchronousSaveAtOnce) {
       Result<Checkpoint> back = Load("/a.rckpt", o);
       if (!back.ok()) return back.status();
       const Tensor& t = back->FindTensor("w1")->tensor;
-      std::vector<float> got(70001);
+      std::vector<float> got(30001);
       RCKPT_RETURN_IF_ERROR(
           Runtime().CopyToHostAsync(kCuda1, Stream{}, got.data(), t.data(), t.nbytes()));
       RCKPT_RETURN_IF_ERROR(Runtime().Synchronize(kCuda1, Stream{}));
-      if (std::memcmp(got.data(), Floats(70001, 1.0f).data(), t.nbytes()) != 0) {
+      if (std::memcmp(got.data(), Floats(30001, 1.0f).data(), t.nbytes()) != 0) {
         return Status::Corruption("a concurrent load restored other bytes");
       }
       return Status::Ok();
@@ -303,10 +303,10 @@ TEST_F(PoolTest, AfterADeviceResetTheNextLoadMakesItsResourcesAnew) {
   EXPECT_EQ(stats.host_unshuffled_bytes, 0u) << stats.host_unshuffle_reason;
   EXPECT_GT(Runtime().pool()->device_resets(), resets) << "the reset was noticed";
   const Tensor& t = back.FindTensor("w0")->tensor;
-  std::vector<float> got(300000);
+  std::vector<float> got(100000);
   ASSERT_OK(Runtime().CopyToHostAsync(kCuda0, Stream{}, got.data(), t.data(), t.nbytes()));
   ASSERT_OK(Runtime().Synchronize(kCuda0, Stream{}));
-  EXPECT_EQ(std::memcmp(got.data(), Floats(300000, 1.0f).data(), t.nbytes()), 0);
+  EXPECT_EQ(std::memcmp(got.data(), Floats(100000, 1.0f).data(), t.nbytes()), 0);
 }
 
 }  // namespace

@@ -148,6 +148,30 @@ TEST_F(DeviceOrderTest, LoadedDeviceTensorsComeFromTheCallersAllocatorInOneCall)
   EXPECT_TRUE(rt_->NothingLive()) << "the tensors free through their owner";
 }
 
+// With an allocator, the device un-shuffle's scratch is the allocator's too
+// (torch's caching allocator in Python), asked for once per device after
+// the tensors; the runtime's pool holds none.
+TEST_F(DeviceOrderTest, TheUnshuffleScratchComesFromTheCallersAllocator) {
+  const Checkpoint saved = HippynnLike(kCuda1, 4096);
+  SaveFile(saved, SaveOptions{.codec = Codec::kZstd, .shuffle = Shuffle::kOn});
+  RecyclingAllocator alloc(*rt_);
+  LoadOptions o = Options();
+  o.device_allocator = &alloc;
+  LoadStats stats;
+  o.stats = &stats;
+  {
+    ASSERT_OK_AND_ASSIGN(Checkpoint ck, Load(kPath, o));
+    ExpectSameBytes(*rt_, saved, ck);
+  }
+  EXPECT_EQ(alloc.calls, 2);
+  ASSERT_EQ(alloc.seen.size(), 5u);
+  EXPECT_EQ(alloc.seen.back(), "(device un-shuffle scratch)");
+  EXPECT_GT(stats.device_unshuffled_bytes, 0u);
+  EXPECT_EQ(stats.host_unshuffled_bytes, 0u);
+  EXPECT_EQ(rt_->PoolStats().device_scratch_bytes, 0u);
+  EXPECT_EQ(stats.device_pool.device_allocations, 0u);
+}
+
 TEST_F(DeviceOrderTest, ALoadWritesTheCallersRecycledMemoryOnlyAfterItsPendingWork) {
   Checkpoint saved;
   ASSERT_OK(saved.AddTensor("model", "w", SmoothTensor(DType::kF32, {2048}, 3), Role::kModel));
