@@ -177,7 +177,8 @@ Status WriteSafetensors(const BenchData& data, const std::string& path) {
     header += t.tensor.dtype() == DType::kBF16 ? "BF16" : "F32";
     header += "\",\"shape\":[";
     for (size_t i = 0; i < t.tensor.shape().size(); ++i) {
-      header += (i ? "," : "") + std::to_string(t.tensor.shape()[i]);
+      if (i) header += ',';
+      header += std::to_string(t.tensor.shape()[i]);
     }
     header += "],\"data_offsets\":[" + std::to_string(offset) + ",";
     offset += t.tensor.nbytes();

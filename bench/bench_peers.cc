@@ -45,7 +45,7 @@ std::map<std::string, PeerResult> RunPeerScript(const std::string& python,
                                                 const std::vector<std::string>& args,
                                                 const std::vector<std::string>& expected) {
   std::string cmd = Quote(python) + " " + Quote(script);
-  for (const std::string& a : args) cmd += " " + Quote(a);
+  for (const std::string& a : args) cmd.append(" ").append(Quote(a));
   cmd += " 2>&1";
   std::map<std::string, PeerResult> out;
   std::string tail;

@@ -278,7 +278,9 @@ void SmallTensorCases(const std::string& dir, int count, int reps, double us_per
   for (int i = 0; i < count; ++i) {
     Result<Tensor> t = Tensor::Zeros(DType::kF32, {16});
     if (!t.ok()) return;
-    Status s = ck.AddTensor(i % 2 ? "model" : "optimizer", "t" + std::to_string(i), *t);
+    std::string name(1, 't');
+    name += std::to_string(i);
+    Status s = ck.AddTensor(i % 2 ? "model" : "optimizer", name, *t);
     if (!s.ok()) return;
   }
   const std::string path = dir + "/small.rckpt";

@@ -40,8 +40,9 @@ std::string RenderTable(const Report& r) {
   std::string out;
   for (const auto& [k, v] : r.info) out += k + ": " + v + "\n";
   out += "\nlimits (GB/s = 1e9 bytes/s):\n";
-  for (const auto& [k, v] : r.limits) out += "  " + Pad(k, 44) + Fmt("%8.3f", v) + "\n";
-  out += "\n" + Pad("case", 40) + Pad("MiB", 9) + Pad("s", 9) + Pad("GB/s", 8) +
+  for (const auto& [k, v] : r.limits) out.append("  ").append(Pad(k, 44) + Fmt("%8.3f", v) + "\n");
+  out += '\n';
+  out += Pad("case", 40) + Pad("MiB", 9) + Pad("s", 9) + Pad("GB/s", 8) +
          Pad("limit", 30) + Pad("lim GB/s", 9) + Pad("ratio", 7) + Pad("target", 8) +
          Pad("peer", 34) + Pad("peer GB/s", 10) + Pad("x peer", 8) + Pad("target", 7) + "ok\n";
   for (const CaseResult& c : r.results) {

@@ -77,7 +77,9 @@ int Main(int argc, char** argv) {
   if (small > 0) {
     for (int t = 0; t < small; ++t) {
       TensorView view{small_values.data(), DType::kF32, {256}, Device::Cpu()};
-      if (Status s = ck.AddTensor("model", "t" + std::to_string(t), view); !s.ok()) {
+      std::string name(1, 't');
+      name += std::to_string(t);
+      if (Status s = ck.AddTensor("model", name, view); !s.ok()) {
         std::fprintf(stderr, "%s\n", s.ToString().c_str());
         return 1;
       }
