@@ -134,8 +134,8 @@ def ddp_driver(request, tmp_path_factory):
     """The driver's process, started with the module's first test when a DDP test is to run,
     so that its import of torch and Lightning and its ranks' fits go on beside the tests in
     this process; and its directory. Ended, with its ranks, when the module is done."""
-    if not any(item.module is request.module and "ddp" in item.fixturenames  # type: ignore
-               for item in request.session.items):
+    if not any(getattr(item, "module", None) is request.module and
+               "ddp" in getattr(item, "fixturenames", ()) for item in request.session.items):
         yield None
         return
     out = tmp_path_factory.mktemp("ddp")
