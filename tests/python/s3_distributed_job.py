@@ -82,7 +82,7 @@ def main(argv):
         from mpi4py import MPI
         comm = MPI.COMM_WORLD
         rank, world = comm.Get_rank(), comm.Get_size()
-    record = {"rank": rank, "ok": True, "error": None}
+    record: dict[str, object] = {"rank": rank, "ok": True, "error": None}
     try:
         if mode == "save":
             rd.save(comm, url, state_of(rank, world, step), rank_state={"rank": rank},
