@@ -30,7 +30,6 @@ where there is no GPU (the rows then mean nothing).
 """
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -41,29 +40,7 @@ import time
 import torch
 
 import rckpt
-
-
-class Report:
-    def __init__(self, table, json_path, title, columns):
-        self.table, self.json_path, self.rows = table, json_path, []
-        self.columns = columns
-        if table:
-            with open(table, "a") as f:
-                f.write(f"\n## {title}\n\n| " + " | ".join(columns) + " |\n|"
-                        + "---|" * len(columns) + "\n")
-        print(title)
-
-    def row(self, **values):
-        self.rows.append(values)
-        cells = [str(values.get(c, "")) for c in self.columns]
-        line = "| " + " | ".join(cells) + " |"
-        print(line, flush=True)
-        if self.table:
-            with open(self.table, "a") as f:
-                f.write(line + "\n")
-        if self.json_path:
-            with open(self.json_path, "w") as f:
-                json.dump(self.rows, f, indent=1)
+from bench_table import Table
 
 
 def remove(path):
@@ -129,7 +106,7 @@ def load_cases(args):
                 while f.read(64 << 20):
                     pass
     where = f"{device}" if args.smoke else f"cuda:0 ({torch.cuda.get_device_name(0)})"
-    rep = Report(args.table, args.json,
+    rep = Table(args.table, args.json,
                  f"load {total >> 20} MiB onto {where}, page cache warm, median of {reps}",
                  ["case", "seconds", "GiB/s", "vs pinned memcpy", "note"])
 
@@ -216,7 +193,7 @@ def stall_cases(args):
     nbytes = sum(t.numel() * t.element_size() for t in model.state_dict().values()) * 3
     os.makedirs(args.dir, exist_ok=True)
     where = f"{device}" if args.smoke else f"cuda:0 ({torch.cuda.get_device_name(0)})"
-    rep = Report(args.table, args.json,
+    rep = Table(args.table, args.json,
                  f"save stall of a {nbytes / (1 << 30):.2f} GiB training state (weights + Adam) on "
                  f"{where}, a save every {every} steps, medians over {saves} saves",
                  ["method", "call returns (ms)", "next step adds (ms)", "stall (ms)",

@@ -41,7 +41,6 @@ the reason otherwise. Runs outside CI.
         --cli build/tools/rckpt --size 1G --reps 3 --out build/s3-bench.json
 """
 
-import argparse
 import json
 import os
 import subprocess
@@ -49,11 +48,8 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCE = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(SOURCE, "tests", "s3"))
-
-from s3_client import S3Client  # noqa: E402  (standard library only)
+from s3_bench_common import (child_env, client, control, memory_kib,
+                             parse_size, parser, started)
 
 LOADS = ["boto3 download_fileobj", "s3fs + torch.load", "s3torchconnector reader + torch.load",
          "runai streamer (safetensors)", "rckpt.load", "rckpt load (CLI)"]
@@ -67,14 +63,6 @@ GiB = 1 << 30
 
 
 # -- the child: one way, once -----------------------------------------------------------------------
-
-def memory_kib(field):
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
-
 
 def build_state(size):
     """The state of python_bench's models: Linear(1024, 1024) layers, `size` bytes."""
@@ -252,21 +240,10 @@ def rckpt_skip_reason(args, env, s3env):
     return None
 
 
-def child_env(args, s3env):
-    env = dict(os.environ)
-    env.update({
-        "AWS_ENDPOINT_URL": s3env["endpoint"], "AWS_ACCESS_KEY_ID": s3env["access_key"],
-        "AWS_SECRET_ACCESS_KEY": s3env["secret_key"], "AWS_REGION": s3env["region"],
-        "AWS_DEFAULT_REGION": s3env["region"], "AWS_EC2_METADATA_DISABLED": "true",
-        "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-        "RUNAI_STREAMER_S3_USE_VIRTUAL_ADDRESSING": "0",
-        "GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=131072:glibc.malloc.trim_threshold=131072",
-    })
-    env.pop("AWS_SESSION_TOKEN", None)
-    env.pop("AWS_PROFILE", None)
-    if args.pythonpath:
-        env["PYTHONPATH"] = os.path.abspath(args.pythonpath)
-    return env
+def peer_env(args, s3env):
+    return child_env(
+        args.pythonpath, s3env, RUNAI_STREAMER_S3_USE_VIRTUAL_ADDRESSING="0",
+        GLIBC_TUNABLES="glibc.malloc.mmap_threshold=131072:glibc.malloc.trim_threshold=131072")
 
 
 def prepare(args, s3env):
@@ -298,43 +275,12 @@ else:
         s3.upload_file(path, b, {OBJECTS['probe']!r})
 print(json.dumps({{"tensor_bytes": sum(t.numel() * t.element_size() for t in state.values())}}))
 """
-    env = child_env(args, s3env)
+    env = peer_env(args, s3env)
     done = subprocess.run([args.python, "-c", script], env=env, capture_output=True, text=True,
                           timeout=1800)
     if done.returncode != 0:
         raise SystemExit(f"s3_bench: preparing the objects failed:\n{done.stderr}")
     return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def s3env_from(path):
-    with open(path) as f:
-        pairs = dict(line.rstrip("\n").split("=", 1) for line in f if "=" in line)
-    return {k[len("RCKPT_TEST_S3_"):].lower(): v for k, v in pairs.items()}
-
-
-def proxy_start(s3env, directory, log):
-    ready = os.path.join(directory, "proxy.json")
-    proc = subprocess.Popen([sys.executable, os.path.join(SOURCE, "tests", "s3", "fault_proxy.py"),
-                             "--upstream", s3env["endpoint"], "--ready-file", ready],
-                            stdout=subprocess.DEVNULL, stderr=log)
-    deadline = time.monotonic() + 60
-    while not os.path.exists(ready):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise SystemExit("s3_bench: the fault proxy did not start")
-        time.sleep(0.05)
-    with open(ready) as f:
-        return proc, json.load(f)
-
-
-def control(info, path, body=None):
-    """A call of the proxy's control API: POST with a body, else GET."""
-    import urllib.request
-    request = urllib.request.Request(f"http://127.0.0.1:{info['control_port']}{path}",
-                                     data=None if body is None else json.dumps(body).encode(),
-                                     method="GET" if body is None else "POST")
-    with urllib.request.urlopen(request, timeout=30) as r:
-        return json.load(r)
 
 
 def table(rows):
@@ -368,12 +314,6 @@ def table(rows):
     return "\n".join(lines)
 
 
-def parse_size(text):
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(float(text[:-1]) * units[text[-1].upper()]) if text[-1].upper() in units \
-        else int(text)
-
-
 def versions(python, env):
     script = ("import importlib.metadata as m, json, sys\n"
               "out = {'python': sys.version.split()[0]}\n"
@@ -390,43 +330,22 @@ def versions(python, env):
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "child":
         return child(json.loads(sys.argv[2]))
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog=__doc__.split("\n\n", 1)[1])
-    p.add_argument("--python", required=True, help="the peers' venv python "
-                                                   "(bench/peers/s3_peers_venv.sh prints it)")
-    p.add_argument("--pythonpath", help="rckpt's Python package (build/python)")
+    p = parser(__doc__, timeout_help="seconds per run of a way")
     p.add_argument("--cli", help="the rckpt CLI (build/tools/rckpt)")
-    p.add_argument("--size", default="1G", help="state size (1G)")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--delay-ms", type=float, default=20, help="delay per request through the "
                                                               "proxy (20)")
     p.add_argument("--ways", help="only the ways whose names contain one of these "
                                   "comma-separated words")
-    p.add_argument("--server-env", help="an s3.env of a running server (default: start one)")
-    p.add_argument("--timeout", type=int, default=900, help="seconds per run of a way")
-    p.add_argument("--out", help="write every run and the table as JSON here")
     args = p.parse_args()
     args.size = parse_size(args.size)
 
-    work = tempfile.mkdtemp(prefix="rckpt-s3-bench.")
-    server_dir = None
-    proxy = None
-    log = open(os.path.join(work, "proxy.log"), "wb")
-    try:
-        if args.server_env:
-            s3env = s3env_from(args.server_env)
-        else:
-            server_dir = os.path.join(work, "server")
-            subprocess.run(["bash", os.path.join(SOURCE, "tests", "s3", "s3_server.sh"), "start",
-                            server_dir], check=True)
-            s3env = s3env_from(os.path.join(server_dir, "s3.env"))
-        proxy, info = proxy_start(s3env, work, log)
-        proxied = dict(s3env, endpoint=f"http://127.0.0.1:{info['port']}")
+    with started(args.server_env, "s3-bench") as setup:
+        s3env, proxied, info = setup.s3env, setup.proxied, setup.info
         print(f"s3_bench: preparing {args.size / GiB:.2f} GiB as .pt, .safetensors and .rckpt "
               f"objects", file=sys.stderr)
         prepared = prepare(args, s3env)
-        skip_rckpt = rckpt_skip_reason(args, child_env(args, s3env), s3env)
+        skip_rckpt = rckpt_skip_reason(args, peer_env(args, s3env), s3env)
         networks = [("direct", s3env, 0, LOADS + SAVES + STALLS),
                     ("proxy, 0 ms", proxied, 0, CEILING),
                     (f"proxy, {args.delay_ms:g} ms", proxied, args.delay_ms,
@@ -435,7 +354,7 @@ def main():
         for rep in range(args.reps):
             for network, target, delay, ways in networks:
                 control(info, "/delay", {"ms": delay})
-                env = child_env(args, target)
+                env = peer_env(args, target)
                 for way in ways:
                     if args.ways and not any(w in way for w in args.ways.split(",")):
                         continue
@@ -454,8 +373,7 @@ def main():
                         result = run_child(args, {"way": way, "kind": kind, "s3": target,
                                                   "size": args.size, "key": key}, env)
                     if kind != "load":
-                        with S3Client(s3env["endpoint"], s3env["access_key"],
-                                      s3env["secret_key"], s3env["region"]) as s3:
+                        with client(s3env) as s3:
                             s3.delete_object(s3env["bucket"], key)
                     result["kind"] = kind
                     runs.setdefault(row_key, []).append(result)
@@ -477,20 +395,11 @@ def main():
         proxy_stats = control(info, "/stats")
         report = {"size": args.size, "tensor_bytes": prepared["tensor_bytes"], "reps": args.reps,
                   "delay_ms": args.delay_ms, "versions": versions(args.python,
-                                                                   child_env(args, s3env)),
+                                                                   peer_env(args, s3env)),
                   "rows": rows, "table": text, "proxy_stats": proxy_stats}
         if args.out:
             with open(args.out, "w") as f:
                 json.dump(report, f, indent=1)
-    finally:
-        if proxy is not None:
-            proxy.terminate()
-            proxy.wait(30)
-        log.close()
-        if server_dir:
-            subprocess.run(["bash", os.path.join(SOURCE, "tests", "s3", "s3_server.sh"), "stop",
-                            server_dir])
-        subprocess.run(["rm", "-rf", work])
     return 0
 
 

@@ -28,35 +28,20 @@ ratios are within the run. The peers run in their own venv
         --size 1G --out build/s3-dcp-bench.json
 """
 
-import argparse
 import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCE = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(SOURCE, "tests", "s3"))
-sys.path.insert(0, HERE)
-
-from s3_bench import control, parse_size, proxy_start, s3env_from  # noqa: E402
-from s3_client import S3Client  # noqa: E402
+from s3_bench_common import (child_env, client, control, memory_kib,
+                             parse_size, parser, reset_stats, started)
 
 WAYS = ["rckpt", "s3torchconnector", "fsspec (s3fs)"]
 ROWS = 1024  # every tensor is ROWS x 1024 float32
 
 
 # -- one rank of a job --------------------------------------------------------------------------
-
-def memory_kib(field):
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
-
 
 def local_block(i, rank, world):
     """Rows [rank * ROWS / world, ...) of tensor i: drawn from a generator of (i, rank, world)."""
@@ -137,19 +122,6 @@ def rank_main(spec):
 
 # -- the bench ----------------------------------------------------------------------------------
 
-def child_env(args, s3env):
-    env = dict(os.environ, OMP_NUM_THREADS="1",
-               AWS_ENDPOINT_URL=s3env["endpoint"], AWS_ACCESS_KEY_ID=s3env["access_key"],
-               AWS_SECRET_ACCESS_KEY=s3env["secret_key"], AWS_REGION=s3env["region"],
-               AWS_DEFAULT_REGION=s3env["region"], AWS_EC2_METADATA_DISABLED="true",
-               AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull)
-    env.pop("AWS_SESSION_TOKEN", None)
-    env.pop("AWS_PROFILE", None)
-    if args.pythonpath:
-        env["PYTHONPATH"] = os.path.abspath(args.pythonpath)
-    return env
-
-
 def run_job(args, spec, world, env, work):
     """One job of `world` ranks; rank 0's JSON, or {"failed": ...}."""
     spec = dict(spec, store=os.path.join(work, f"store-{time.monotonic_ns()}"))
@@ -187,59 +159,29 @@ def run_job(args, spec, world, env, work):
     return result
 
 
-def reset_stats(info):
-    import urllib.request
-    request = urllib.request.Request(f"http://127.0.0.1:{info['control_port']}/stats",
-                                     method="DELETE")
-    urllib.request.urlopen(request, timeout=30).read()
-
-
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "rank":
         return rank_main(json.loads(sys.argv[2]))
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog=__doc__.split("\n\n", 1)[1])
-    p.add_argument("--python", required=True, help="the peers' venv python")
-    p.add_argument("--pythonpath", help="rckpt's Python package (build/python)")
-    p.add_argument("--size", default="1G", help="state size (1G)")
+    p = parser(__doc__, timeout_help="seconds per job")
     p.add_argument("--worlds", default="2,4", help="saving world sizes (2,4); each loads at "
                                                   "the other (one alone: at twice it)")
     p.add_argument("--ways", help="only these ways (comma-separated words)")
     p.add_argument("--no-count", action="store_true", help="skip the pass through the proxy")
-    p.add_argument("--server-env", help="an s3.env of a running server (default: start one)")
-    p.add_argument("--timeout", type=int, default=900, help="seconds per job")
-    p.add_argument("--out", help="write the runs and the table as JSON here")
     args = p.parse_args()
     size = parse_size(args.size)
     tensors = max(1, size // (ROWS * 1024 * 4))
     worlds = [int(w) for w in args.worlds.split(",")]
     ways = [w for w in WAYS if not args.ways or any(x in w for x in args.ways.split(","))]
 
-    work = tempfile.mkdtemp(prefix="rckpt-s3-dcp-bench.")
-    server_dir, proxy = None, None
-    log = open(os.path.join(work, "proxy.log"), "wb")
     rows = []
-    try:
-        if args.server_env:
-            s3env = s3env_from(args.server_env)
-        else:
-            server_dir = os.path.join(work, "server")
-            subprocess.run(["bash", os.path.join(SOURCE, "tests", "s3", "s3_server.sh"),
-                            "start", server_dir], check=True)
-            s3env = s3env_from(os.path.join(server_dir, "s3.env"))
-        proxy, info = proxy_start(s3env, work, log)
-        proxied = dict(s3env, endpoint=f"http://127.0.0.1:{info['port']}")
+    with started(args.server_env, "s3-dcp-bench") as setup:
+        s3env, proxied, info, work = setup.s3env, setup.proxied, setup.info, setup.work
         passes = [("direct", s3env)] + ([] if args.no_count else [("proxy", proxied)])
         load_avg = os.getloadavg()
         for network, target in passes:
-            env = child_env(args, target)
+            env = child_env(args.pythonpath, target, OMP_NUM_THREADS="1")
             for world in worlds:
-                if server_dir:
-                    # SeaweedFS's memory grows with what is written (about 1 GB a GiB):
-                    # a restart (same ports, keys and data) gives it back.
-                    subprocess.run(["bash", os.path.join(SOURCE, "tests", "s3", "s3_server.sh"),
-                                    "restart", server_dir], check=True)
+                setup.restart_server()  # about 1 GB of the server's memory a GiB written
                 other = [w for w in worlds if w != world]
                 load_world = other[0] if other else 2 * world
                 for way in ways:
@@ -260,11 +202,8 @@ def main():
                                  else result["failed"])
                         print(f"s3_dcp_bench: {network}: {way}: {mode} at {w} ranks: {shown}",
                               file=sys.stderr, flush=True)
-                    with S3Client(s3env["endpoint"], s3env["access_key"], s3env["secret_key"],
-                                  s3env["region"]) as s3:
+                    with client(s3env) as s3:
                         s3.delete_prefix(s3env["bucket"], prefix)
-                    with S3Client(s3env["endpoint"], s3env["access_key"], s3env["secret_key"],
-                                  s3env["region"]) as s3:
                         objects = s3.list_objects(s3env["bucket"], prefix)
                     row["objects_left"] = len(objects)
                     rows.append(row)
@@ -277,15 +216,6 @@ def main():
         if args.out:
             with open(args.out, "w") as f:
                 json.dump(report, f, indent=1)
-    finally:
-        if proxy is not None:
-            proxy.terminate()
-            proxy.wait(30)
-        log.close()
-        if server_dir:
-            subprocess.run(["bash", os.path.join(SOURCE, "tests", "s3", "s3_server.sh"), "stop",
-                            server_dir])
-        subprocess.run(["rm", "-rf", work])
     return 0
 
 

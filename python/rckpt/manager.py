@@ -36,6 +36,7 @@ from . import checkpoint as _checkpoint
 from .async_save import AsyncSaver, SaveFuture
 from ._local_only import refuse_url
 from .errors import AlreadyExistsError, Error, InvalidArgumentError, NotFoundError
+from .s3 import S3Options
 
 _STEP_FILE = re.compile(r"^step-(\d+)\.rckpt$")
 # rckpt's temporaries: <final name>.tmp-<pid>-<16 hex digits>.
@@ -137,12 +138,16 @@ class CheckpointManager:
     newer than "latest" (left by a process killed between the two): one job
     writes to a prefix at a time. ``comm=`` with an s3:// directory is refused
     (InvalidArgumentError) until rckpt.distributed writes to object storage.
+    ``s3=rckpt.s3.S3Options(...)`` reaches the prefix with those options (endpoint,
+    credentials, ...) rather than the environment's configuration: the manager's
+    saves, loads, "latest" pointer and pruning all use them (a ``load(s3=...)``
+    overrides them for that load).
 
     Not thread-safe: one thread calls the manager.
     """
 
     def __init__(self, directory, *, keep=3, keep_every=None, async_save=True, comm=None,
-                 timeout=1800.0, **save_options):
+                 timeout=1800.0, s3=None, **save_options):
         _check_count("keep", keep, allow_none=True)
         _check_count("keep_every", keep_every, allow_none=True)
         if not isinstance(directory, (str, os.PathLike)):
@@ -159,6 +164,12 @@ class CheckpointManager:
         if unknown:
             raise TypeError(f"CheckpointManager: unknown save options {unknown}; "
                             f"expected some of {sorted(allowed)}")
+        if s3 is not None and not isinstance(s3, S3Options):
+            raise TypeError(f"CheckpointManager: s3 must be an rckpt.s3.S3Options or None, not "
+                            f"{type(s3).__name__}")
+        if s3 is not None and comm is not None:
+            raise InvalidArgumentError("CheckpointManager: s3= goes with an s3:// directory, "
+                                       "which comm= does not support yet")
         if not isinstance(async_save, bool):
             raise TypeError(f"CheckpointManager: async_save must be True or False, not "
                             f"{async_save!r}")
@@ -174,6 +185,9 @@ class CheckpointManager:
         if comm is not None:
             from .distributed import _communicator
             self._comm = _communicator(comm, timeout)
+        self._s3 = s3
+        if s3 is not None:
+            save_options["s3"] = s3
         self._options = save_options
         self._saver = AsyncSaver() if self.async_save else None
         self._pending = None  # (step, SaveFuture) of the save in flight
@@ -230,7 +244,7 @@ class CheckpointManager:
         """Aborts the incomplete uploads of the manager's names (saves that never completed)
         and removes step objects newer than the pointer (completed, never committed)."""
         try:
-            storage.abort_stale(self._prefix(), self._own_name)
+            storage.abort_stale(self._prefix(), self._own_name, s3=self._s3)
         except Error as e:  # a store without ListMultipartUploads: saves work all the same
             warnings.warn(f"rckpt.CheckpointManager: the incomplete uploads under "
                           f"{self._prefix()} were not aborted: {e}", stacklevel=4)
@@ -239,7 +253,7 @@ class CheckpointManager:
             return
         for s in self._listed_steps():
             if s > pointer:
-                storage.delete(self.path(s), missing_ok=True)
+                storage.delete(self.path(s), missing_ok=True, s3=self._s3)
                 self.removed_uncommitted.append(s)
 
     def _read_pointer(self):
@@ -247,7 +261,7 @@ class CheckpointManager:
         damaged: the listing then stands in for it, with a warning)."""
         pointer = storage.join(self.directory, _LATEST)
         try:
-            text = storage.read(pointer)
+            text = storage.read(pointer, s3=self._s3)
         except NotFoundError:
             return None
         try:
@@ -264,7 +278,7 @@ class CheckpointManager:
         """The step objects under the prefix, committed or not, oldest first."""
         prefix = self._prefix()
         steps = []
-        for f in storage.list_files(prefix):
+        for f in storage.list_files(prefix, s3=self._s3):
             m = _STEP_FILE.match(f.path[len(prefix):])
             if m:
                 steps.append(int(m.group(1)))
@@ -374,10 +388,10 @@ class CheckpointManager:
         pointer = storage.join(self.directory, _LATEST)
         try:
             current = self._read_pointer()
-            storage.write(pointer, f"{max(step, current or 0)}\n".encode())
+            storage.write(pointer, f"{max(step, current or 0)}\n".encode(), s3=self._s3)
         except BaseException:
             try:
-                storage.delete(self.path(step), missing_ok=True)
+                storage.delete(self.path(step), missing_ok=True, s3=self._s3)
             except Error:
                 pass  # the next manager on the prefix removes it
             raise
@@ -405,7 +419,7 @@ class CheckpointManager:
         for s in steps:
             if s not in keep:
                 if self._remote:
-                    storage.delete(self.path(s), missing_ok=True)
+                    storage.delete(self.path(s), missing_ok=True, s3=self._s3)
                     continue
                 try:
                     os.remove(self.path(s))
@@ -455,8 +469,8 @@ class CheckpointManager:
         self._raise_pending()
         if step is not None:
             _check_step("load", step)
-            exists = storage.exists if self._remote else os.path.exists
-            if not exists(self.path(step)):
+            path = self.path(step)
+            if not (storage.exists(path, s3=self._s3) if self._remote else os.path.exists(path)):
                 raise NotFoundError(f"CheckpointManager: step {step} is not saved in "
                                     f"{self.directory!r} (saved steps: {self._scan_all()})")
             return step, load_one(self.path(step))
@@ -483,6 +497,8 @@ class CheckpointManager:
         ``wants=`` and rckpt.distributed.load's, and a RankLoad comes back)."""
         if self._comm is None:
             load_options.setdefault("verify", True)
+            if self._s3 is not None:
+                load_options.setdefault("s3", self._s3)
             s, ck = self._walk(step, lambda p: _checkpoint.load(p, **load_options))
         else:
             from . import distributed
@@ -500,6 +516,8 @@ class CheckpointManager:
         """rckpt.load_into from ``step`` (None: newest-first, as load); returns the step."""
         if self._comm is not None:
             raise Error("CheckpointManager.load_into is not collective; use load(wants=...)")
+        if self._s3 is not None:
+            load_options.setdefault("s3", self._s3)
         s, _ = self._walk(step, lambda p: _checkpoint.load_into(p, state, **load_options))
         self.loaded_step = s
         return s

@@ -3,7 +3,9 @@
 What the package writes itself (the manager's "latest" pointer and its pruning,
 the plug-ins' small files) goes through the same file systems as checkpoints:
 ``s3://BUCKET/KEY`` URLs go to S3 (configured from the environment and the AWS
-files, docs/OBJECT_STORAGE.md), anything else to the local file system. So
+files, docs/OBJECT_STORAGE.md, or, given ``s3=rckpt.s3.S3Options(...)``, from
+those options, as rckpt.save takes them), anything else to the local file
+system. So
 code written with these calls works on a disk and in a bucket unchanged::
 
     from rckpt import storage
@@ -11,12 +13,17 @@ code written with these calls works on a disk and in a bucket unchanged::
     storage.write("s3://ckpts/run/step-1200.meta", b"...", if_absent=True)
     storage.read("s3://ckpts/run/latest")                       # b"1200\\n"
     [f.path for f in storage.list_files("s3://ckpts/run/")]
+    storage.read("s3://ckpts/run/latest",
+                 s3=S3Options(endpoint="http://10.0.0.5:9000", ...))
 
 Every write is atomic: the whole content appears at once (a local temporary
 synced and renamed over the path; an S3 object put or completed whole), or
 nothing does. ``if_absent=True`` never replaces: AlreadyExistsError when the
 path exists (locally a rename that does not replace; in S3 ``If-None-Match:
 *``, which AWS and SeaweedFS honour and some servers ignore, replacing then).
+
+Every function takes ``s3=``: None (the environment's configuration) or an
+rckpt.s3.S3Options, as rckpt.save does.
 
 Errors are rckpt's: NotFoundError for a missing file, IoError, ...
 Meant for small objects (read and write hold the whole content in memory);
@@ -26,9 +33,10 @@ checkpoints go through rckpt.save and rckpt.load.
 from __future__ import annotations
 
 import os
-from typing import Callable, List, NamedTuple, Optional, Union
+from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Union
 
 from . import _core
+from . import s3 as _s3
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -57,6 +65,10 @@ def _path(path: PathLike, what: str = "path") -> str:
     return os.fsdecode(os.fspath(path))
 
 
+def _fs(paths: Sequence[str], s3: Optional[_s3.S3Options], who: str) -> Any:
+    return _s3.file_system(paths, s3, f"rckpt.storage.{who}")
+
+
 def is_url(path: PathLike) -> bool:
     """Whether ``path`` is an object storage URL (``s3://...``) rather than a local path."""
     return _path(path).startswith("s3://")
@@ -70,73 +82,87 @@ def join(directory: PathLike, name: str) -> str:
     return os.path.join(d, name)
 
 
-def exists(path: PathLike) -> bool:
+def exists(path: PathLike, *, s3: Optional[_s3.S3Options] = None) -> bool:
     """Whether a file (or, in S3, an object or a non-empty prefix) exists at ``path``."""
-    return bool(_core.storage_exists(_path(path)))
+    p = _path(path)
+    return bool(_core.storage_exists(p, _fs([p], s3, "exists")))
 
 
-def list_files(prefix: PathLike) -> List[FileInfo]:
+def list_files(prefix: PathLike, *, s3: Optional[_s3.S3Options] = None) -> List[FileInfo]:
     """The files whose paths start with ``prefix``, sorted by path (a directory's files and
     its subdirectories', when ``prefix`` ends in '/'). Nothing there gives []."""
-    return [FileInfo(*f) for f in _core.storage_list(_path(prefix, "prefix"))]
+    p = _path(prefix, "prefix")
+    return [FileInfo(*f) for f in _core.storage_list(p, _fs([p], s3, "list_files"))]
 
 
-def read(path: PathLike) -> bytes:
+def read(path: PathLike, *, s3: Optional[_s3.S3Options] = None) -> bytes:
     """The whole content of ``path`` (NotFoundError when it does not exist)."""
-    return bytes(_core.storage_read(_path(path)))
+    p = _path(path)
+    return bytes(_core.storage_read(p, _fs([p], s3, "read")))
 
 
-def write(path: PathLike, data: bytes, *, if_absent: bool = False) -> None:
+def write(path: PathLike, data: bytes, *, if_absent: bool = False,
+          s3: Optional[_s3.S3Options] = None) -> None:
     """Writes ``data`` as ``path``, atomically, replacing what was there; with
     ``if_absent=True`` never replacing (AlreadyExistsError, nothing written). A missing
     local parent directory is NotFoundError."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError(f"rckpt.storage.write: data must be bytes, not {type(data)}")
-    _core.storage_write(_path(path), bytes(data), bool(if_absent))
+    p = _path(path)
+    _core.storage_write(p, bytes(data), bool(if_absent), _fs([p], s3, "write"))
 
 
-def delete(path: PathLike, *, missing_ok: bool = False) -> None:
+def delete(path: PathLike, *, missing_ok: bool = False,
+           s3: Optional[_s3.S3Options] = None) -> None:
     """Removes the file at ``path``; NotFoundError when there is none, unless
     ``missing_ok``. (S3 answers a delete of a missing key with success.)"""
     from .errors import NotFoundError
+    p = _path(path)
+    fs = _fs([p], s3, "delete")
     try:
-        _core.storage_remove(_path(path))
+        _core.storage_remove(p, fs)
     except NotFoundError:
         if not missing_ok:
             raise
 
 
-def rename(src: PathLike, dst: PathLike, *, replace: bool = True) -> None:
+def rename(src: PathLike, dst: PathLike, *, replace: bool = True,
+           s3: Optional[_s3.S3Options] = None) -> None:
     """Renames ``src`` to ``dst`` atomically and durably (the directory synced); with
     ``replace=False`` AlreadyExistsError when ``dst`` exists. Local file systems only:
     object storage has no rename (UnsupportedError); write the object there instead."""
-    _core.storage_rename(_path(src, "src"), _path(dst, "dst"), bool(replace))
+    s, d = _path(src, "src"), _path(dst, "dst")
+    _core.storage_rename(s, d, bool(replace), _fs([s, d], s3, "rename"))
 
 
-def list_incomplete(prefix: PathLike) -> List[IncompleteWrite]:
+def list_incomplete(prefix: PathLike, *,
+                    s3: Optional[_s3.S3Options] = None) -> List[IncompleteWrite]:
     """The incomplete writes under ``prefix`` (what ``rckpt incomplete`` lists)."""
-    return [IncompleteWrite(*w) for w in _core.storage_list_incomplete(_path(prefix, "prefix"))]
+    p = _path(prefix, "prefix")
+    fs = _fs([p], s3, "list_incomplete")
+    return [IncompleteWrite(*w) for w in _core.storage_list_incomplete(p, fs)]
 
 
-def abort_incomplete(write: IncompleteWrite) -> None:
+def abort_incomplete(write: IncompleteWrite, *, s3: Optional[_s3.S3Options] = None) -> None:
     """Discards an incomplete write: removes the temporary, aborts the upload.
     InvalidArgumentError when its writer still runs on this machine; NotFoundError when
     it is gone already."""
-    _core.storage_abort_incomplete(write.path, write.id)
+    _core.storage_abort_incomplete(write.path, write.id,
+                                   _fs([write.path], s3, "abort_incomplete"))
 
 
-def abort_stale(prefix: PathLike,
-                only: Optional[Callable[[str], bool]] = None) -> List[IncompleteWrite]:
+def abort_stale(prefix: PathLike, only: Optional[Callable[[str], bool]] = None, *,
+                s3: Optional[_s3.S3Options] = None) -> List[IncompleteWrite]:
     """Aborts the incomplete writes under ``prefix`` that no live process of this machine
     is writing (in S3: every upload under it, since S3 does not say who writes) and whose
     path ``only`` accepts (None: all), and returns them."""
     from .errors import NotFoundError
     aborted = []
-    for w in list_incomplete(prefix):
+    for w in list_incomplete(prefix, s3=s3):
         if w.writer_alive or (only is not None and not only(w.path)):
             continue
         try:
-            abort_incomplete(w)
+            abort_incomplete(w, s3=s3)
         except NotFoundError:
             continue  # another cleaner won
         aborted.append(w)

@@ -12,6 +12,7 @@
 
 #include "errors.h"
 #include "rckpt/file.h"
+#include "s3_binding.h"
 
 namespace rckpt::python {
 
@@ -23,16 +24,28 @@ namespace {
 using Listed = std::tuple<std::string, uint64_t, int64_t>;
 using Incomplete = std::tuple<std::string, std::string, int64_t, bool>;
 
-bool Exists(const std::string& path) {
+// The file system of `fs` (an rckpt._core.FileSystem made from
+// rckpt.s3.S3Options), or the library's default one for None. The handle
+// keeps the file system alive while the call runs.
+struct Files {
+  explicit Files(nb::handle fs) : held(FileSystemOf(fs)) {}
+  FileSystem& operator*() const { return held ? *held : DefaultFileSystem(); }
+  FileSystem* operator->() const { return &**this; }
+  std::shared_ptr<FileSystem> held;
+};
+
+bool Exists(const std::string& path, nb::handle fs) {
+  const Files chosen(fs);
   nb::gil_scoped_release release;
-  return DefaultFileSystem().Exists(path);
+  return chosen->Exists(path);
 }
 
-std::vector<Listed> List(const std::string& prefix) {
+std::vector<Listed> List(const std::string& prefix, nb::handle fs) {
+  const Files chosen(fs);
   Result<std::vector<FileInfo>> files = Status::IoError("not listed");
   {
     nb::gil_scoped_release release;
-    files = DefaultFileSystem().List(prefix);
+    files = chosen->List(prefix);
   }
   std::vector<Listed> out;
   for (const FileInfo& f : ValueOrThrow(std::move(files))) {
@@ -41,13 +54,13 @@ std::vector<Listed> List(const std::string& prefix) {
   return out;
 }
 
-nb::bytes Read(const std::string& path) {
+nb::bytes Read(const std::string& path, nb::handle fs) {
+  const Files chosen(fs);
   std::string data;
   Status s;
   {
     nb::gil_scoped_release release;
-    Result<std::unique_ptr<RandomAccessFile>> file =
-        DefaultFileSystem().OpenForRead(path);
+    Result<std::unique_ptr<RandomAccessFile>> file = chosen->OpenForRead(path);
     s = file.status();
     if (s.ok()) {
       data.resize((*file)->Size());
@@ -59,16 +72,18 @@ nb::bytes Read(const std::string& path) {
   return nb::bytes(data.data(), data.size());
 }
 
-void Write(const std::string& path, nb::bytes data, bool if_absent) {
+void Write(const std::string& path, nb::bytes data, bool if_absent,
+           nb::handle fs) {
+  const Files chosen(fs);
   // The bytes are copied so the GIL can go while they are written.
   const std::string bytes(data.c_str(), data.size());
   Status s;
   {
     nb::gil_scoped_release release;
-    FileSystem& fs = DefaultFileSystem();
+    FileSystem& target = *chosen;
     Result<std::unique_ptr<AtomicWritableFile>> file =
-        if_absent ? fs.OpenForAtomicCreate(path, bytes.size())
-                  : fs.OpenForAtomicWrite(path, bytes.size());
+        if_absent ? target.OpenForAtomicCreate(path, bytes.size())
+                  : target.OpenForAtomicWrite(path, bytes.size());
     s = file.status();
     if (s.ok()) {
       s = (*file)->Append(
@@ -80,31 +95,36 @@ void Write(const std::string& path, nb::bytes data, bool if_absent) {
   ThrowIfError(s);
 }
 
-void Remove(const std::string& path) {
+void Remove(const std::string& path, nb::handle fs) {
+  const Files chosen(fs);
   Status s;
   {
     nb::gil_scoped_release release;
-    s = DefaultFileSystem().Remove(path);
+    s = chosen->Remove(path);
   }
   ThrowIfError(s);
 }
 
-void Rename(const std::string& from, const std::string& to, bool replace) {
+void Rename(const std::string& from, const std::string& to, bool replace,
+            nb::handle fs) {
+  const Files chosen(fs);
   Status s;
   {
     nb::gil_scoped_release release;
-    FileSystem& fs = DefaultFileSystem();
-    s = replace ? fs.Rename(from, to) : fs.RenameNoReplace(from, to);
-    if (s.ok()) s = fs.SyncParentDir(to);
+    FileSystem& target = *chosen;
+    s = replace ? target.Rename(from, to) : target.RenameNoReplace(from, to);
+    if (s.ok()) s = target.SyncParentDir(to);
   }
   ThrowIfError(s);
 }
 
-std::vector<Incomplete> ListIncomplete(const std::string& prefix) {
+std::vector<Incomplete> ListIncomplete(const std::string& prefix,
+                                       nb::handle fs) {
+  const Files chosen(fs);
   Result<std::vector<IncompleteWrite>> writes = Status::IoError("not listed");
   {
     nb::gil_scoped_release release;
-    writes = DefaultFileSystem().ListIncomplete(prefix);
+    writes = chosen->ListIncomplete(prefix);
   }
   std::vector<Incomplete> out;
   for (const IncompleteWrite& w : ValueOrThrow(std::move(writes))) {
@@ -113,12 +133,13 @@ std::vector<Incomplete> ListIncomplete(const std::string& prefix) {
   return out;
 }
 
-void AbortIncomplete(const std::string& path, const std::string& id) {
+void AbortIncomplete(const std::string& path, const std::string& id,
+                     nb::handle fs) {
+  const Files chosen(fs);
   Status s;
   {
     nb::gil_scoped_release release;
-    s = DefaultFileSystem().AbortIncomplete(
-        IncompleteWrite{path, id, 0, false});
+    s = chosen->AbortIncomplete(IncompleteWrite{path, id, 0, false});
   }
   ThrowIfError(s);
 }
@@ -126,14 +147,18 @@ void AbortIncomplete(const std::string& path, const std::string& id) {
 }  // namespace
 
 void RegisterStorage(nb::module_& m) {
-  m.def("storage_exists", &Exists, "path"_a);
-  m.def("storage_list", &List, "prefix"_a);
-  m.def("storage_read", &Read, "path"_a);
-  m.def("storage_write", &Write, "path"_a, "data"_a, "if_absent"_a);
-  m.def("storage_remove", &Remove, "path"_a);
-  m.def("storage_rename", &Rename, "src"_a, "dst"_a, "replace"_a);
-  m.def("storage_list_incomplete", &ListIncomplete, "prefix"_a);
-  m.def("storage_abort_incomplete", &AbortIncomplete, "path"_a, "id"_a);
+  m.def("storage_exists", &Exists, "path"_a, "fs"_a.none() = nb::none());
+  m.def("storage_list", &List, "prefix"_a, "fs"_a.none() = nb::none());
+  m.def("storage_read", &Read, "path"_a, "fs"_a.none() = nb::none());
+  m.def("storage_write", &Write, "path"_a, "data"_a, "if_absent"_a,
+        "fs"_a.none() = nb::none());
+  m.def("storage_remove", &Remove, "path"_a, "fs"_a.none() = nb::none());
+  m.def("storage_rename", &Rename, "src"_a, "dst"_a, "replace"_a,
+        "fs"_a.none() = nb::none());
+  m.def("storage_list_incomplete", &ListIncomplete, "prefix"_a,
+        "fs"_a.none() = nb::none());
+  m.def("storage_abort_incomplete", &AbortIncomplete, "path"_a, "id"_a,
+        "fs"_a.none() = nb::none());
 }
 
 }  // namespace rckpt::python

@@ -27,12 +27,16 @@ and its rows.
 """
 
 import argparse
-import json
 import os
 import statistics
 import sys
 import time
 from typing import Any, Callable, Optional
+
+# bench/ of this source tree (it travels with the proof; standard library only).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "bench"))
+from bench_table import Table  # noqa: E402
 
 COLUMNS = ["check", "result", "measured", "note"]
 CHECKS = ["busy stream: load and save do not wait for it", "pool constant over N calls",
@@ -42,27 +46,13 @@ CHECKS = ["busy stream: load and save do not wait for it", "pool constant over N
 LIMIT_CPU_S = 0.1  # item 2's bound on the extra CPU time of a waiting load
 
 
-class Rows:
+class Rows(Table):
     def __init__(self, table: Optional[str], json_path: Optional[str], title: str) -> None:
-        self.table, self.json_path = table, json_path
-        self.rows: list[dict[str, Any]] = []
-        if table:
-            with open(table, "a") as f:
-                f.write(f"\n## {title}\n\n| " + " | ".join(COLUMNS) + " |\n|" +
-                        "---|" * len(COLUMNS) + "\n")
-        print(title, flush=True)
+        super().__init__(table, json_path, title, COLUMNS)
 
-    def row(self, check: str, result: str, measured: str = "", note: str = "") -> None:
-        values = {"check": check, "result": result, "measured": measured, "note": note}
-        self.rows.append(values)
-        line = "| " + " | ".join(str(values[c]).replace("|", "/") for c in COLUMNS) + " |"
-        print(line, flush=True)
-        if self.table:
-            with open(self.table, "a") as f:
-                f.write(line + "\n")
-        if self.json_path:
-            with open(self.json_path, "w") as f:
-                json.dump(self.rows, f, indent=1)
+    def row(self, check: str, result: str, measured: str = "",  # type: ignore[override]
+            note: str = "") -> None:
+        super().row(check=check, result=result, measured=measured, note=note)
 
     def failed(self) -> bool:
         return any(r["result"] == "FAIL" for r in self.rows)

@@ -76,6 +76,20 @@ def tmp(tmp_path):
     return tmp_path
 
 
+DCP_DRIVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dcp_driver.py")
+
+
+def dcp_or_skip():
+    """torch.distributed.checkpoint for a suite of rckpt.dcp, or a skip of the whole
+    module on a torch without it, its async_save or DTensor (torch 2.x has them)."""
+    dcp = pytest.importorskip("torch.distributed.checkpoint",
+                              reason="this torch has no torch.distributed.checkpoint (torch 2.x)")
+    if not hasattr(dcp, "async_save") or not hasattr(torch.distributed, "tensor"):
+        pytest.skip(f"torch {torch.__version__}: DCP without async_save or DTensor",
+                    allow_module_level=True)
+    return dcp
+
+
 def mpiexec_or_skip(what):
     """mpiexec for a suite that runs under mpirun, or a skip of the whole
     module (``what`` says which suite) naming what is missing."""

@@ -20,18 +20,12 @@ import pytest
 import torch
 
 import rckpt
-from conftest import assert_same, raw_bytes, run_cli
+from conftest import DCP_DRIVER as DRIVER, assert_same, dcp_or_skip, raw_bytes, run_cli
 
-dcp = pytest.importorskip("torch.distributed.checkpoint",
-                          reason="this torch has no torch.distributed.checkpoint (torch 2.x)")
-if not hasattr(dcp, "async_save") or not hasattr(torch.distributed, "tensor"):
-    pytest.skip(f"torch {torch.__version__}: DCP without async_save or DTensor",
-                allow_module_level=True)
+dcp = dcp_or_skip()
 import rckpt.dcp  # noqa: E402
 
 import dcp_driver as driver  # noqa: E402
-
-DRIVER = os.path.join(os.path.dirname(__file__), "dcp_driver.py")
 
 
 def model_and_optimizer(seed):

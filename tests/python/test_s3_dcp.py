@@ -15,21 +15,14 @@ import tempfile
 import pytest
 import torch
 
+from conftest import DCP_DRIVER as DRIVER, dcp_or_skip, run_cli
 from s3_env import s3_env_or_skip, s3_prefix, s3_server  # noqa: F401
 
 s3_env_or_skip()
-dcp = pytest.importorskip("torch.distributed.checkpoint",
-                          reason="this torch has no torch.distributed.checkpoint (torch 2.x)")
-if not hasattr(dcp, "async_save") or not hasattr(torch.distributed, "tensor"):
-    pytest.skip(f"torch {torch.__version__}: DCP without async_save or DTensor",
-                allow_module_level=True)
+dcp = dcp_or_skip()
 import rckpt.dcp  # noqa: E402
 
 import dcp_driver as driver  # noqa: E402
-from conftest import run_cli  # noqa: E402
-
-DRIVER = os.path.join(os.path.dirname(__file__), "dcp_driver.py")
-
 
 LAUNCH = os.path.join(os.path.dirname(__file__), "launch.py")
 

@@ -105,6 +105,70 @@ def test_storage_aborts_stale_uploads_it_is_asked_to(s3_prefix):
 
 # -- the manager on a prefix -----------------------------------------------------------------
 
+# Runs in a process whose AWS variables give the wrong credentials (and nothing that
+# would find the right ones): only the script's explicit S3Options reach the server.
+EXPLICIT_OPTIONS = textwrap.dedent("""
+    import sys
+    import torch
+    import rckpt
+    from rckpt import storage
+    from rckpt.s3 import S3Options
+    endpoint, region, key, secret, base = sys.argv[1:]
+    s3 = S3Options(endpoint=endpoint, region=region, access_key_id=key,
+                   secret_access_key=secret, read_environment=False, max_attempts=2)
+    {body}
+    print("ok")
+""")
+
+
+def run_with_explicit_options(body, base):
+    env = dict(os.environ, AWS_ACCESS_KEY_ID="not-the-key", AWS_SECRET_ACCESS_KEY="not-it")
+    run = subprocess.run([sys.executable, "-c", EXPLICIT_OPTIONS.format(body=textwrap.dedent(body)),
+                          ENV.endpoint, ENV.region, ENV.access_key, ENV.secret_key, base],
+                         capture_output=True, text=True, env=env, timeout=240)
+    assert run.returncode == 0 and run.stdout.split() == ["ok"], run.stderr
+
+
+def test_storage_takes_explicit_s3_options(s3_prefix):
+    run_with_explicit_options("""
+        storage.write(base + "a", b"one", s3=s3)
+        storage.write(base + "a", b"two", s3=s3)
+        assert storage.read(base + "a", s3=s3) == b"two"
+        assert storage.exists(base + "a", s3=s3)
+        assert [f.path for f in storage.list_files(base, s3=s3)] == [base + "a"]
+        assert storage.list_incomplete(base, s3=s3) == []
+        storage.delete(base + "a", s3=s3)
+        assert not storage.exists(base + "a", s3=s3)
+        try:
+            storage.read(base + "b")  # without s3=: the environment's wrong credentials
+        except rckpt.Error as e:
+            assert not isinstance(e, rckpt.NotFoundError), e
+        else:
+            raise AssertionError("the environment's credentials were accepted")
+    """, ENV.url(s3_prefix))
+    assert keys(s3_prefix) == []
+
+
+def test_manager_takes_explicit_s3_options(s3_prefix):
+    run_with_explicit_options("""
+        for async_save in (False, True):
+            d = base + ("async" if async_save else "sync")
+            with rckpt.CheckpointManager(d, keep=1, async_save=async_save, s3=s3) as mgr:
+                for step in (1, 2):
+                    mgr.save(step, {"model": {"w": torch.full((4,), float(step))}})
+                mgr.wait()
+                assert mgr.steps() == [2]
+                assert mgr.load()["model"]["w"][0] == 2.0 and mgr.loaded_step == 2
+                w = {"model": {"w": torch.zeros(4)}}
+                assert mgr.load_into(w) == 2 and w["model"]["w"][0] == 2.0
+            assert rckpt.CheckpointManager(d, s3=s3).steps() == [2]
+    """, ENV.url(s3_prefix))
+    for mode in ("sync", "async"):
+        assert keys(f"{s3_prefix}{mode}/") == ["latest", "step-000002.rckpt"]
+    with pytest.raises(TypeError, match="s3 must be an rckpt.s3.S3Options"):
+        rckpt.CheckpointManager(ENV.url(s3_prefix + "x"), s3={"endpoint": ENV.endpoint})
+
+
 @pytest.mark.parametrize("async_save", [False, True])
 def test_manager_keeps_steps_as_objects_with_a_pointer(s3_prefix, async_save):
     directory = ENV.url(s3_prefix + "run")
