@@ -151,6 +151,12 @@ class Standin {
   pid_t init_pid = 0;  // the process that called cuInit
   // Handles a device reset destroyed: using them is an error, not a violation.
   std::set<const void*> reset_handles;
+  // What a reset destroyed, kept so that no later stream, event, module or
+  // allocation gets the same handle while a stale one may still be checked:
+  // a test of reset detection must see the stale handle stale, not a
+  // namesake on another device.
+  std::vector<std::shared_ptr<void>> reset_objects;
+  std::vector<void*> reset_memory;
   std::map<void*, int> pinned_device;  // pinned block -> the device whose context made it
   std::vector<std::string> violations;
 
@@ -1096,6 +1102,7 @@ STANDIN_EXPORT void rckpt_standin_reset_device(int d) {
       continue;
     }
     st.reset_handles.insert(it->first);
+    st.reset_objects.push_back(std::move(it->second));
     it = st.streams.erase(it);
   }
   for (auto it = st.events.begin(); it != st.events.end();) {
@@ -1104,6 +1111,7 @@ STANDIN_EXPORT void rckpt_standin_reset_device(int d) {
       continue;
     }
     st.reset_handles.insert(it->first);
+    st.reset_objects.push_back(std::shared_ptr<EventState>(std::move(it->second)));
     it = st.events.erase(it);
   }
   for (auto it = st.modules.begin(); it != st.modules.end();) {
@@ -1112,11 +1120,12 @@ STANDIN_EXPORT void rckpt_standin_reset_device(int d) {
       continue;
     }
     st.reset_handles.insert(it->first);
+    st.reset_objects.push_back(std::shared_ptr<ModuleState>(std::move(it->second)));
     it = st.modules.erase(it);
   }
   for (auto& [start, size] : st.allocs[d]) {
     st.reset_handles.insert(reinterpret_cast<const void*>(start));
-    ::operator delete(reinterpret_cast<void*>(start), kAlign);
+    st.reset_memory.push_back(reinterpret_cast<void*>(start));
   }
   st.allocs[d].clear();
   st.live_bytes[d] = 0;
@@ -1127,7 +1136,7 @@ STANDIN_EXPORT void rckpt_standin_reset_device(int d) {
     }
     st.reset_handles.insert(it->first);
     st.pinned.erase(it->first);
-    ::operator delete(it->first, kAlign);
+    st.reset_memory.push_back(it->first);
     it = st.pinned_device.erase(it);
   }
   st.primary[d].sticky = kSuccess;

@@ -108,9 +108,12 @@ class Driver:
         self._in_context(device, lambda: self.lib.cuStreamDestroy_v2(stream), "cuStreamDestroy_v2")
 
     def record_event(self, device: int, stream: int) -> int:
-        """An event after the work queued on `stream` (0: the default stream) so far."""
+        """An event after the work queued on `stream` (0: the default stream) so far.
+
+        Made with CU_EVENT_BLOCKING_SYNC: the stand-in holds every event of the process to
+        that rule, and this fake's events are not what it checks."""
         e = ctypes.c_void_p()
-        self._in_context(device, lambda: self.lib.cuEventCreate(ctypes.byref(e), 0),
+        self._in_context(device, lambda: self.lib.cuEventCreate(ctypes.byref(e), 1),
                          "cuEventCreate")
         self._in_context(device, lambda: self.lib.cuEventRecord(e, stream or None),
                          "cuEventRecord")
