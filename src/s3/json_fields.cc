@@ -157,8 +157,8 @@ Result<int64_t> ParseIso8601Utc(std::string_view text) {
   const std::string s(text);
   if (std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
                   &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &consumed) != 6) {
-    return Status::InvalidArgument("'" + s.substr(0, 40) +
-                                   "' is not a time of the form YYYY-MM-DDTHH:MM:SSZ");
+    return Status::InvalidArgument(std::string("'").append(s, 0, 40).append(
+        "' is not a time of the form YYYY-MM-DDTHH:MM:SSZ"));
   }
   std::string_view rest = std::string_view(s).substr(static_cast<size_t>(consumed));
   if (rest.starts_with(".")) {
@@ -166,7 +166,8 @@ Result<int64_t> ParseIso8601Utc(std::string_view text) {
     while (!rest.empty() && rest[0] >= '0' && rest[0] <= '9') rest.remove_prefix(1);
   }
   if (rest != "Z" && rest != "+00:00") {
-    return Status::InvalidArgument("'" + s.substr(0, 40) + "' is not a UTC time (ending in Z)");
+    return Status::InvalidArgument(
+        std::string("'").append(s, 0, 40).append("' is not a UTC time (ending in Z)"));
   }
   tm.tm_year -= 1900;
   tm.tm_mon -= 1;

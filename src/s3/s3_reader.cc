@@ -77,8 +77,11 @@ class S3ReadFile final : public RandomAccessFile {
                  {"if-match", etag_}};
     c.into = dst;
     c.exact = true;
-    c.precondition_failed = "'" + url_.ToString() + "' was replaced while it was being read " +
-                            "(its ETag was " + etag_ + " at the first read): read it again";
+    c.precondition_failed = std::string("'")
+                                .append(url_.ToString())
+                                .append("' was replaced while it was being read (its ETag was ")
+                                .append(etag_)
+                                .append(" at the first read): read it again");
     return c;
   }
 
