@@ -263,6 +263,10 @@ def test_interpreter_exit_reports_a_failure_nobody_saw(tmp_path):
 def test_ctrl_c_in_result_cancels_and_keeps_the_previous_file(tmp_path):
     r = run_python("""
         import os, signal, sys, threading, torch, rckpt
+        # Ctrl-C is KeyboardInterrupt even where this process was started with SIGINT
+        # ignored (a background job of a non-interactive shell, xargs, nohup), in which case
+        # Python installs no handler of its own.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         path = sys.argv[1]
         rckpt.save(path, {"model": {"w": torch.zeros(5)}})
         waiting, cancelled, fired = threading.Event(), threading.Event(), []

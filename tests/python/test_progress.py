@@ -92,7 +92,11 @@ def test_progress_true_writes_lines_to_a_redirected_stderr(tmp):
 
 
 CHILD = r"""
-import sys, time, torch, rckpt
+import signal, sys, time, torch, rckpt
+# Ctrl-C is KeyboardInterrupt even where this process was started with SIGINT ignored (a
+# background job of a non-interactive shell, xargs, nohup), in which case Python installs no
+# handler of its own.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 op, path = sys.argv[1], sys.argv[2]
 state = {"model": {f"w{i}": torch.randn(1024, 1024) for i in range(32)}}
 if op == "load":
