@@ -849,22 +849,28 @@ STANDIN_EXPORT CUresult cuEventRecord(CUevent e, CUstream s) {
   return kSuccess;
 }
 
+// The stream and submission an event was last recorded at (a null stream:
+// never recorded). `fn` names the caller in a violation.
+static CUresult RecordedPoint(const char* fn, CUevent e, std::shared_ptr<StreamState>* stream,
+                              uint64_t* seq) {
+  Standin& st = S();
+  std::lock_guard<std::mutex> lock(st.mu);
+  auto it = st.events.find(e);
+  if (it == st.events.end()) {
+    if (st.reset_handles.count(e) == 0) st.Violation(std::string(fn) + " of an unknown event");
+    return kErrorInvalidHandle;
+  }
+  *stream = it->second->stream;
+  *seq = it->second->seq;
+  return kSuccess;
+}
+
 STANDIN_EXPORT CUresult cuEventSynchronize(CUevent e) {
   Context* c = nullptr;
   if (CUresult r = NeedContext("cuEventSynchronize", &c); r != kSuccess) return r;
-  Standin& st = S();
   std::shared_ptr<StreamState> stream;
   uint64_t seq = 0;
-  {
-    std::lock_guard<std::mutex> lock(st.mu);
-    auto it = st.events.find(e);
-    if (it == st.events.end()) {
-      if (st.reset_handles.count(e) == 0) st.Violation("cuEventSynchronize of an unknown event");
-      return kErrorInvalidHandle;
-    }
-    stream = it->second->stream;
-    seq = it->second->seq;
-  }
+  if (CUresult r = RecordedPoint("cuEventSynchronize", e, &stream, &seq); r != kSuccess) return r;
   if (stream == nullptr) return kSuccess;
   const CUresult r = stream->WaitFor(seq);
   return c->sticky != kSuccess ? c->sticky.load() : r;
@@ -873,19 +879,9 @@ STANDIN_EXPORT CUresult cuEventSynchronize(CUevent e) {
 STANDIN_EXPORT CUresult cuEventQuery(CUevent e) {
   Context* c = nullptr;
   if (CUresult r = NeedContext("cuEventQuery", &c); r != kSuccess) return r;
-  Standin& st = S();
   std::shared_ptr<StreamState> stream;
   uint64_t seq = 0;
-  {
-    std::lock_guard<std::mutex> lock(st.mu);
-    auto it = st.events.find(e);
-    if (it == st.events.end()) {
-      if (st.reset_handles.count(e) == 0) st.Violation("cuEventQuery of an unknown event");
-      return kErrorInvalidHandle;
-    }
-    stream = it->second->stream;
-    seq = it->second->seq;
-  }
+  if (CUresult r = RecordedPoint("cuEventQuery", e, &stream, &seq); r != kSuccess) return r;
   if (stream == nullptr) return kSuccess;
   std::lock_guard<std::mutex> lock(stream->mu);
   return stream->completed >= seq ? kSuccess : kErrorNotReady;
