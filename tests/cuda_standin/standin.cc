@@ -20,6 +20,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <unistd.h>
 #include <vector>
 
@@ -1092,33 +1093,23 @@ STANDIN_EXPORT void rckpt_standin_reset_device(int d) {
   Standin& st = S();
   WaitForDevice(d);
   std::lock_guard<std::mutex> lock(st.mu);
-  for (auto it = st.streams.begin(); it != st.streams.end();) {
-    if (it->second->device != d) {
-      ++it;
-      continue;
+  // The device's streams, events and modules: their handles marked reset,
+  // the objects kept (reset_objects).
+  auto retire = [&](auto& handles) {
+    for (auto it = handles.begin(); it != handles.end();) {
+      if (it->second->device != d) {
+        ++it;
+        continue;
+      }
+      using Object = typename std::decay_t<decltype(it->second)>::element_type;
+      st.reset_handles.insert(it->first);
+      st.reset_objects.push_back(std::shared_ptr<Object>(std::move(it->second)));
+      it = handles.erase(it);
     }
-    st.reset_handles.insert(it->first);
-    st.reset_objects.push_back(std::move(it->second));
-    it = st.streams.erase(it);
-  }
-  for (auto it = st.events.begin(); it != st.events.end();) {
-    if (it->second->device != d) {
-      ++it;
-      continue;
-    }
-    st.reset_handles.insert(it->first);
-    st.reset_objects.push_back(std::shared_ptr<EventState>(std::move(it->second)));
-    it = st.events.erase(it);
-  }
-  for (auto it = st.modules.begin(); it != st.modules.end();) {
-    if (it->second->device != d) {
-      ++it;
-      continue;
-    }
-    st.reset_handles.insert(it->first);
-    st.reset_objects.push_back(std::shared_ptr<ModuleState>(std::move(it->second)));
-    it = st.modules.erase(it);
-  }
+  };
+  retire(st.streams);
+  retire(st.events);
+  retire(st.modules);
   for (auto& [start, size] : st.allocs[d]) {
     st.reset_handles.insert(reinterpret_cast<const void*>(start));
     st.reset_memory.push_back(reinterpret_cast<void*>(start));
