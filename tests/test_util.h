@@ -4,10 +4,12 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
-#include <unistd.h>
+#include <string_view>
 
 #include "io/mem_file.h"
 #include "rckpt/status.h"
@@ -46,6 +48,15 @@ MATCHER_P2(StatusIs, code, substr,
 }
 
 namespace rckpt::testing {
+
+// `stem` followed by the decimal `i` ("w3"), built by appending: GCC 12's -O3
+// warns (-Wrestrict, a false positive: GCC bugs 105329, 105651) on
+// "w" + std::to_string(i), which inserts into the temporary.
+inline std::string Numbered(std::string_view stem, uint64_t i) {
+  std::string s(stem);
+  s += std::to_string(i);
+  return s;
+}
 
 // A fresh empty directory for one test, removed at process exit is not
 // guaranteed; lives under ::testing::TempDir().

@@ -256,7 +256,10 @@ std::string PDType(const std::string& type, const std::string& order = "<",
 
 std::string PShape(std::initializer_list<int> dims) {
   std::string s = "(";
-  for (int d : dims) s += "K" + std::string(1, static_cast<char>(d));
+  for (int d : dims) {
+    s += 'K';
+    s += static_cast<char>(d);
+  }
   return s + "t";
 }
 

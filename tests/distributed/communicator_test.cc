@@ -312,7 +312,8 @@ TEST(AgreeTest, EveryRankGetsTheLowestFailingRanksErrorPrefixedWithItsRank) {
 TEST(CommunicatorTest, DefaultGatherAndBarrierGoThroughAllGather) {
   const auto out = OnRanks<std::vector<std::string>>(3, [](Communicator& comm) {
     EXPECT_TRUE(comm.Barrier().ok());
-    Result<std::vector<std::string>> g = comm.Gather(1, "r" + std::to_string(comm.rank()));
+    Result<std::vector<std::string>> g =
+        comm.Gather(1, testing::Numbered("r", comm.rank()));
     EXPECT_TRUE(g.ok());
     return g.ok() ? *g : std::vector<std::string>{"error"};
   });

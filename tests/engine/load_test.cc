@@ -267,7 +267,7 @@ TEST_F(LoadTest, StagingStaysWithinBoundOnACheckpointManyTimesLarger) {
   // 8 MiB of shuffled, compressed f32 going to two devices through 256 KiB.
   Checkpoint saved;
   for (int i = 0; i < 8; ++i) {
-    testing::AddFrom(saved, "model", "w" + std::to_string(i),
+    testing::AddFrom(saved, "model", testing::Numbered("w", i),
                      SmoothTensor(DType::kF32, {256, 1024}, i),
                      Device::Cuda(i % 2));
   }

@@ -41,8 +41,9 @@ Checkpoint ManySmallTensors() {
   for (int i = 0; i < 300; ++i) {
     const DType d = dtypes[i % 5];
     Shape shape = i % 7 == 0 ? Shape{} : Shape{(i * 37) % 900 + 1};
-    Status s = ck.AddTensor(i % 2 ? "model" : "optimizer",
-                            "t" + std::to_string(i), SmoothTensor(d, shape, i));
+    Status s =
+        ck.AddTensor(i % 2 ? "model" : "optimizer", testing::Numbered("t", i),
+                     SmoothTensor(d, shape, i));
     EXPECT_TRUE(s.ok()) << s.ToString();
   }
   // And one that spans several chunks, so batched and unbatched jobs mix.

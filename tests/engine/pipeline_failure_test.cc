@@ -16,7 +16,7 @@ class PipelineFailureTest : public ::testing::Test {
  protected:
   void SetUp() override {
     for (int i = 0; i < 6; ++i) {
-      AddFrom(saved_, "model", "w" + std::to_string(i),
+      AddFrom(saved_, "model", testing::Numbered("w", i),
               SmoothTensor(DType::kF32, {128, 256}, i), Device::Cuda(i % 2));
     }
     ASSERT_OK(

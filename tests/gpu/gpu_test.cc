@@ -109,7 +109,7 @@ TEST_F(GpuTest, EveryEncodingThroughASmallRing) {
     for (Shuffle shuffle : {Shuffle::kOn, Shuffle::kOff}) {
       Checkpoint saved;
       for (int i = 0; i < 4; ++i) {
-        AddFrom(saved, "model", "w" + std::to_string(i),
+        AddFrom(saved, "model", testing::Numbered("w", i),
                 SmoothTensor(i % 2 ? DType::kF32 : DType::kF64, {999, 257}, i),
                 kCuda0);
       }

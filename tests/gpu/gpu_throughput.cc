@@ -35,7 +35,10 @@ Checkpoint MakeCheckpoint(uint64_t mib) {
     auto t = rckpt::Tensor::Empty(rckpt::DType::kF32, {bytes / 4});
     if (!t.ok()) std::abort();
     for (float& x : t->host_span<float>()) x = d(rng);
-    rckpt::Status s = ck.AddTensor("model", "w" + std::to_string(i), *t);
+    // Appended: GCC 12's -O3 warns (-Wrestrict) on "w" + a temporary.
+    std::string name(1, 'w');
+    name += std::to_string(i);
+    rckpt::Status s = ck.AddTensor("model", name, *t);
     if (!s.ok()) std::abort();
     left -= bytes;
   }

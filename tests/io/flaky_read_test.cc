@@ -54,7 +54,7 @@ uint64_t SaveFour(FlakyFileSystem& fs) {
   for (int i = 0; i < 4; ++i) {
     Tensor t = *Tensor::Empty(DType::kU8, {1 << 20});
     std::memset(t.data(), i + 1, 1 << 20);
-    EXPECT_OK(ck.AddTensor("model", "w" + std::to_string(i), std::move(t)));
+    EXPECT_OK(ck.AddTensor("model", testing::Numbered("w", i), std::move(t)));
   }
   EXPECT_OK(Save("ck.rckpt", ck, {.fs = &fs}));
   auto reader = FileReader::Open(fs, "ck.rckpt");

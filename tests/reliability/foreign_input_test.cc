@@ -53,8 +53,14 @@ std::string TensorPickle(uint64_t numel, uint64_t size) {
   std::string p = "\x80\x02}";
   p += BinUnicode("w");
   p += "ctorch._utils\n_rebuild_tensor_v2\n(";
-  p += "(" + BinUnicode("storage") + "ctorch\nFloatStorage\n" + BinUnicode("0") +
-       BinUnicode("cpu") + "\x8a\x08" + U64(numel) + "tQ";
+  p += '(';
+  p += BinUnicode("storage");
+  p += "ctorch\nFloatStorage\n";
+  p += BinUnicode("0");
+  p += BinUnicode("cpu");
+  p += "\x8a\x08";
+  p += U64(numel);
+  p += "tQ";
   p += std::string("K\x00", 2) + "\x8a\x08" + U64(size) + "\x85";  // offset, size
   p += "K\x01\x85\x89";                                              // stride, requires_grad
   p += "ccollections\nOrderedDict\n)Rt";

@@ -40,7 +40,8 @@ Tensor Pattern(uint64_t bytes, uint64_t seed, int i) {
 Checkpoint State(int n, uint64_t bytes, uint64_t seed) {
   Checkpoint ck;
   for (int i = 0; i < n; ++i) {
-    EXPECT_OK(ck.AddTensor("model", "w" + std::to_string(i), Pattern(bytes, seed, i)));
+    EXPECT_OK(ck.AddTensor("model", testing::Numbered("w", i),
+                           Pattern(bytes, seed, i)));
   }
   return ck;
 }
@@ -48,7 +49,7 @@ Checkpoint State(int n, uint64_t bytes, uint64_t seed) {
 void ExpectState(const Checkpoint& got, int n, uint64_t bytes, uint64_t seed) {
   ASSERT_EQ(got.tensors().size(), static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) {
-    const TensorEntry* t = got.FindTensor("w" + std::to_string(i));
+    const TensorEntry* t = got.FindTensor(testing::Numbered("w", i));
     ASSERT_NE(t, nullptr);
     const Tensor want = Pattern(bytes, seed, i);
     ASSERT_EQ(std::memcmp(t->tensor.data(), want.data(), bytes), 0) << "w" << i;

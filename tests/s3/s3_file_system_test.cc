@@ -39,7 +39,8 @@ Tensor Pattern(uint64_t bytes, uint64_t seed, int i) {
 Checkpoint State(int n, uint64_t bytes, uint64_t seed) {
   Checkpoint ck;
   for (int i = 0; i < n; ++i) {
-    EXPECT_OK(ck.AddTensor("model", "w" + std::to_string(i), Pattern(bytes, seed, i)));
+    EXPECT_OK(ck.AddTensor("model", testing::Numbered("w", i),
+                           Pattern(bytes, seed, i)));
   }
   Tensor f = *Tensor::Empty(DType::kF32, {1000});
   for (int k = 0; k < 1000; ++k) static_cast<float*>(f.data())[k] = 0.5f * k + seed;

@@ -44,6 +44,14 @@ std::vector<uint64_t> Sizes(uint64_t total) {
   return out;
 }
 
+// Tensor i's name, "w<i>", built by appending: GCC 12's -O3 warns (-Wrestrict,
+// a false positive) on "w" + std::to_string(i).
+std::string TensorName(size_t i) {
+  std::string name(1, 'w');
+  name += std::to_string(i);
+  return name;
+}
+
 long PeakRssKib() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
@@ -64,7 +72,8 @@ int Save(const std::string& url, uint64_t bytes, uint64_t seed, bool zstd, bool 
     rckpt::Tensor t = std::move(*made);
     auto* w = static_cast<uint64_t*>(t.data());
     for (uint64_t k = 0; k < sizes[i] / 8; ++k) w[k] = Word(seed, i, k);
-    if (rckpt::Status s = ck.AddTensor("model", "w" + std::to_string(i), std::move(t)); !s.ok()) {
+    if (rckpt::Status s = ck.AddTensor("model", TensorName(i), std::move(t));
+        !s.ok()) {
       std::fprintf(stderr, "%s\n", s.ToString().c_str());
       return 1;
     }
@@ -102,7 +111,7 @@ int Load(const std::string& url, uint64_t bytes, uint64_t seed) {
   std::vector<rckpt::LoadTarget> targets;
   for (size_t i = 0; i < sizes.size(); ++i) {
     dst[i].assign(sizes[i] / 8, 0);
-    targets.push_back(rckpt::LoadTarget{"w" + std::to_string(i),
+    targets.push_back(rckpt::LoadTarget{TensorName(i),
                                         dst[i].data(),
                                         rckpt::DType::kU8,
                                         {static_cast<int64_t>(sizes[i])},

@@ -32,7 +32,8 @@ TEST(S3RestartTest, AServerKilledAndRestartedMidLoad) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<FileSystem> direct, NewS3FileSystem(server.Options()));
   Checkpoint ck;
   for (int i = 0; i < 8; ++i) {
-    ASSERT_OK(ck.AddTensor("model", "w" + std::to_string(i), Pattern(4 << 20, 12, i)));
+    ASSERT_OK(ck.AddTensor("model", testing::Numbered("w", i),
+                           Pattern(4 << 20, 12, i)));
   }
   ASSERT_OK(Save(url, ck, {.fs = direct.get()}));
   // Through the proxy, each request 300 ms late: the load is still reading
@@ -61,7 +62,7 @@ TEST(S3RestartTest, AServerKilledAndRestartedMidLoad) {
   EXPECT_TRUE(restarted);
   for (int i = 0; i < 8; ++i) {
     const Tensor want = Pattern(4 << 20, 12, i);
-    const TensorEntry* t = back.FindTensor("w" + std::to_string(i));
+    const TensorEntry* t = back.FindTensor(testing::Numbered("w", i));
     ASSERT_NE(t, nullptr);
     EXPECT_EQ(std::memcmp(t->tensor.data(), want.data(), want.nbytes()), 0) << i;
   }
