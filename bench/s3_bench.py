@@ -49,7 +49,7 @@ import tempfile
 import time
 
 from s3_bench_common import (child_env, client, control, memory_kib,
-                             parse_size, parser, started)
+                             parse_size, parser, started, warm_memory)
 
 LOADS = ["boto3 download_fileobj", "s3fs + torch.load", "s3torchconnector reader + torch.load",
          "runai streamer (safetensors)", "rckpt.load", "rckpt load (CLI)"]
@@ -339,6 +339,7 @@ def main():
                                   "comma-separated words")
     args = p.parse_args()
     args.size = parse_size(args.size)
+    warm_memory(args.warm_gib, "s3_bench")
 
     with started(args.server_env, "s3-bench") as setup:
         s3env, proxied, info = setup.s3env, setup.proxied, setup.info

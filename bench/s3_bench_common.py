@@ -6,6 +6,7 @@ in the peers' venv (bench/peers/s3_peers_venv.sh)."""
 import argparse
 import contextlib
 import json
+import mmap
 import os
 import subprocess
 import sys
@@ -34,12 +35,41 @@ def parser(doc, timeout_help):
     p.add_argument("--timeout", type=int, default=900, help=timeout_help)
     p.add_argument("--out", help="write the runs and the table as JSON here")
     p.add_argument("--size", default="1G", help="state size (1G)")
+    p.add_argument("--warm-gib", type=float, default=None,
+                   help="GiB of memory touched once before any way runs (default: all that "
+                        "is available but 2 GiB; 0: none): see warm_memory")
     return p
 
 
-def memory_kib(field):
-    """A field of this process's /proc/self/status (VmRSS, VmHWM, ...) in KiB; 0 if absent."""
-    with open("/proc/self/status") as f:
+def warm_memory(gib, who):
+    """Touches `gib` GiB (None: all of MemAvailable but 2 GiB) of fresh anonymous
+    memory, huge pages allowed, and lets it go.
+
+    A VM's host backs guest memory at its first touch: here that cost 2.2 s a GiB
+    (6 GiB in 13.4 s, then 0.9 s touched again), and it falls on whichever way first
+    meets memory the host does not back. Huge pages come from such memory first (4 KiB
+    pages reuse what the last process freed), so without this a way that uses them
+    (rckpt's loads and snapshots) pays it and the others do not. It helps only for a
+    while where the guest reports free 2 MiB blocks back to the host (docs/PERFORMANCE.md,
+    "Object storage").
+    The touching is done by a child process, so that no later child's peak RSS
+    (wait4's, which counts the parent's memory at the fork) includes it."""
+    available = (memory_kib("MemAvailable", "/proc/meminfo") << 10) - (2 << 30)
+    wanted = available if gib is None else min(gib * (1 << 30), available)
+    size = int(wanted) & ~((2 << 20) - 1)
+    if size <= 0:
+        return
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, os.path.abspath(__file__), "touch", str(size)], check=True)
+    print(f"{who}: touched {size / (1 << 30):.1f} GiB of memory first "
+          f"({time.perf_counter() - t0:.1f} s; bench/s3_bench_common.py warm_memory)",
+          file=sys.stderr)
+
+
+def memory_kib(field, path="/proc/self/status"):
+    """A field of this process's /proc/self/status (VmRSS, VmHWM, ...), or of `path`
+    (/proc/meminfo), in KiB; 0 if absent."""
+    with open(path) as f:
         for line in f:
             if line.startswith(field + ":"):
                 return int(line.split()[1])
@@ -159,3 +189,16 @@ def started(server_env, name):
         if server_dir:
             server_script("stop", server_dir, check=False)
         subprocess.run(["rm", "-rf", work])
+
+
+def _touch(size):
+    block = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    with contextlib.suppress(AttributeError, OSError):
+        block.madvise(mmap.MADV_HUGEPAGE)
+    for offset in range(0, size, 4096):
+        block[offset] = 1
+    block.close()
+
+
+if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == "touch":
+    _touch(int(sys.argv[2]))

@@ -35,7 +35,7 @@ import sys
 import time
 
 from s3_bench_common import (child_env, client, control, memory_kib,
-                             parse_size, parser, reset_stats, started)
+                             parse_size, parser, reset_stats, started, warm_memory)
 
 WAYS = ["rckpt", "s3torchconnector", "fsspec (s3fs)"]
 ROWS = 1024  # every tensor is ROWS x 1024 float32
@@ -169,6 +169,7 @@ def main():
     p.add_argument("--no-count", action="store_true", help="skip the pass through the proxy")
     args = p.parse_args()
     size = parse_size(args.size)
+    warm_memory(args.warm_gib, "s3_dcp_bench")
     tensors = max(1, size // (ROWS * 1024 * 4))
     worlds = [int(w) for w in args.worlds.split(",")]
     ways = [w for w in WAYS if not args.ways or any(x in w for x in args.ways.split(","))]
