@@ -473,7 +473,7 @@ class CheckpointManager:
             if not (storage.exists(path, s3=self._s3) if self._remote else os.path.exists(path)):
                 raise NotFoundError(f"CheckpointManager: step {step} is not saved in "
                                     f"{self.directory!r} (saved steps: {self._scan_all()})")
-            return step, load_one(self.path(step))
+            return step, load_one(path)
         steps = self.steps()
         if self._remote:
             pointer = self._read_pointer()
