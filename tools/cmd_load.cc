@@ -70,7 +70,7 @@ ring and where every tensor went. The loaded data is released afterwards.
   --map-file          the default, accepted for older command lines
   --staging-bytes N   size of the pinned staging ring for device-bound data
                       (default 67108864, 64 MiB)
-  --threads N         decode threads (default 0: all cores)
+  --threads N         decode threads (default 0: this process's share of the node)
   --json              one JSON object (schema_version 1, docs/CLI.md)
 
 )") + kPlacementHelp + R"(

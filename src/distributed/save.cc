@@ -24,6 +24,7 @@
 #include "format/manifest.h"
 #include "format/tree_codec.h"
 #include "format/writer.h"
+#include "util/node.h"
 #include "io/atomic_write.h"
 #include "rckpt/distributed.h"
 #include "rckpt/file.h"
@@ -507,13 +508,11 @@ class CollectiveSave {
     }
   };
 
-  // threads = 0 (all cores) shares the machine's cores among its ranks.
+  // threads = 0 shares the process's CPUs (affinity, cgroup quota) among
+  // the ranks on this host, as the communicator counts them.
   void ResolveRankThreads(int on_this_host) {
     opts_ = o_;
-    if (opts_.threads <= 0) {
-      opts_.threads =
-          std::max(1, rckpt::ResolveThreads(0) / std::max(1, on_this_host));
-    }
+    if (opts_.threads <= 0) opts_.threads = rckpt::DefaultThreadsAmong(on_this_host);
   }
 
   // Where a compressed save to object storage spills its chunks: the

@@ -5,31 +5,108 @@
 #include <memory>
 #include <utility>
 
+#include <pthread.h>
+
+#include "util/node.h"
+
 namespace rckpt {
+
+namespace {
+
+// The process's worker threads. Each parks on its own condition variable
+// until a pool lends it a job (the pool's Work loop), runs it, and parks
+// again. They live as long as the process (never joined: exit ends them).
+class WorkerThreads {
+ public:
+  // Runs `job` on an idle thread, or a new one when none is idle.
+  void Lend(std::function<void()> job) {
+    Parked* p = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!idle_.empty()) {
+        p = idle_.back();
+        idle_.pop_back();
+      }
+    }
+    if (p == nullptr) {
+      p = new Parked;  // owned by its thread, which never ends
+      std::thread(&WorkerThreads::Park, this, p).detach();
+      std::lock_guard<std::mutex> lock(mu_);
+      ++threads_;
+    }
+    {
+      std::lock_guard<std::mutex> lock(p->mu);
+      p->job = std::move(job);
+    }
+    p->cv.notify_one();
+  }
+
+  WorkerThreadStats Stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return {threads_, static_cast<int>(idle_.size())};
+  }
+
+  // The process's; made anew in a child after fork, which has none of the
+  // parent's threads (the old set is left as it was: its locks may be held).
+  static WorkerThreads& Get() { return *Instance().load(); }
+
+ private:
+  struct Parked {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::function<void()> job;
+  };
+
+  void Park(Parked* p) {
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock<std::mutex> lock(p->mu);
+        p->cv.wait(lock, [p] { return p->job != nullptr; });
+        job = std::move(p->job);
+        p->job = nullptr;
+      }
+      job();
+      std::lock_guard<std::mutex> lock(mu_);
+      idle_.push_back(p);
+    }
+  }
+
+  static std::atomic<WorkerThreads*>& Instance() {
+    static std::atomic<WorkerThreads*> instance{[] {
+      pthread_atfork(nullptr, nullptr, [] { Instance().store(new WorkerThreads); });
+      return new WorkerThreads;
+    }()};
+    return instance;
+  }
+
+  std::mutex mu_;
+  std::vector<Parked*> idle_;
+  int threads_ = 0;
+};
+
+}  // namespace
 
 int ResolveThreads(int threads) {
   if (threads > 0) return threads;
-  const unsigned cores = std::thread::hardware_concurrency();
-  return cores > 0 ? static_cast<int>(cores) : 1;
+  return DefaultThreads();
 }
 
-ThreadPool::ThreadPool(int threads) {
-  const int n = std::max(threads, 0);
-  workers_.reserve(n);
-  for (int i = 0; i < n; ++i) workers_.emplace_back([this] { Work(); });
+WorkerThreadStats ProcessWorkerThreads() { return WorkerThreads::Get().Stats(); }
+
+ThreadPool::ThreadPool(int threads) : workers_(std::max(threads, 0)), working_(workers_) {
+  for (int i = 0; i < workers_; ++i) WorkerThreads::Get().Lend([this] { Work(); });
 }
 
 ThreadPool::~ThreadPool() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
+  std::unique_lock<std::mutex> lock(mu_);
+  stop_ = true;
   cv_.notify_all();
-  for (std::thread& t : workers_) t.join();
+  done_cv_.wait(lock, [this] { return working_ == 0; });
 }
 
 void ThreadPool::Submit(std::function<void()> task) {
-  if (workers_.empty()) {
+  if (workers_ == 0) {
     task();
     return;
   }
@@ -48,7 +125,12 @@ void ThreadPool::Work() {
       cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
       // Queued tasks are drained before stopping: the destructor promises
       // that everything submitted runs.
-      if (queue_.empty()) return;
+      if (queue_.empty()) {
+        // The thread goes back to the process's set once this returns; the
+        // pool may be gone by then, so this is its last touch of it.
+        if (--working_ == 0) done_cv_.notify_all();
+        return;
+      }
       task = std::move(queue_.front());
       queue_.pop_front();
     }
@@ -82,7 +164,7 @@ void ThreadPool::ParallelFor(size_t n, const std::function<void(size_t)>& fn) {
     l.done += finished;
     if (l.done == l.n) l.cv.notify_all();
   };
-  const size_t helpers = std::min(workers_.size(), n - 1);
+  const size_t helpers = std::min(static_cast<size_t>(workers_), n - 1);
   for (size_t h = 0; h < helpers; ++h) {
     Submit([loop, drain] { drain(*loop); });
   }

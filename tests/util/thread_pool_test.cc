@@ -6,16 +6,46 @@
 #include <vector>
 
 #include "test_util.h"
+#include "util/node.h"
 
 namespace rckpt {
 namespace {
 
-TEST(ResolveThreadsTest, PositiveIsKeptOtherwiseCoreCount) {
+TEST(ResolveThreadsTest, PositiveIsKeptOtherwiseWhatFitsTheNode) {
   EXPECT_EQ(ResolveThreads(3), 3);
-  const int cores =
-      std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  EXPECT_EQ(ResolveThreads(0), cores);
-  EXPECT_EQ(ResolveThreads(-2), cores);
+  EXPECT_EQ(ResolveThreads(0), DefaultThreads());
+  EXPECT_EQ(ResolveThreads(-2), DefaultThreads());
+  EXPECT_GE(DefaultThreads(), 1);
+}
+
+TEST(ThreadPoolTest, PoolsReuseTheProcesssThreads) {
+  { ThreadPool warm(6); }
+  const WorkerThreadStats before = ProcessWorkerThreads();
+  EXPECT_GE(before.idle, 6);
+  for (int call = 0; call < 20; ++call) {
+    ThreadPool pool(6);
+    std::atomic<int> ran{0};
+    for (int i = 0; i < 50; ++i) pool.Submit([&] { ran.fetch_add(1); });
+    pool.ParallelFor(10, [&](size_t) { ran.fetch_add(1); });
+  }
+  EXPECT_EQ(ProcessWorkerThreads().threads, before.threads)
+      << "twenty pools of six started no thread";
+}
+
+TEST(ThreadPoolTest, TwoPoolsAtOnceGetThreadsOfTheirOwn) {
+  ThreadPool a(3);
+  ThreadPool b(3);
+  std::atomic<int> inside{0};
+  // Each of the six tasks waits until all six run at once: only six
+  // distinct threads can get there.
+  auto task = [&] {
+    inside.fetch_add(1);
+    while (inside.load() < 6) std::this_thread::yield();
+  };
+  for (int i = 0; i < 3; ++i) {
+    a.Submit(task);
+    b.Submit(task);
+  }
 }
 
 TEST(ThreadPoolTest, RunsEverySubmittedTaskBeforeDestruction) {
