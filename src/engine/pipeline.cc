@@ -254,8 +254,18 @@ Status LoadRun::DeviceChunk(const TensorDest& dest, size_t ci,
                                 "keep every chunk on the device");
   }
   if (fits_slot) {
+    // Bytes that cross a network are fetched before a slot is taken: each
+    // worker keeps a request in flight (ReadConcurrency of them), and the
+    // ring's slots bound only the decodes and copies, not the requests.
+    const std::byte* stored = Mapped(c);
+    if (stored == nullptr && reader_.file().ReadConcurrency() > 0) {
+      std::span<std::byte> fetched = b.stored.Get(c.stored_size);
+      RCKPT_RETURN_IF_ERROR(reader_.file().ReadAt(c.offset, fetched));
+      bytes_read_ += c.stored_size;
+      stored = fetched.data();
+    }
     RCKPT_ASSIGN_OR_RETURN(StagingRing::Slot slot, ring_->Acquire(c.raw_size));
-    Status s = Decode(t, ci, {slot.data, c.raw_size}, Mapped(c), shuffled,
+    Status s = Decode(t, ci, {slot.data, c.raw_size}, stored, shuffled,
                       /*in_place=*/false, b);
     if (!s.ok()) {
       ring_->Release(slot);

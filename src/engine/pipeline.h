@@ -2,7 +2,9 @@
 // destinations, overlapping reading, decoding and device copies.
 //
 //   read   : one pread per chunk on worker threads (as many in flight as
-//            there are workers), in file order
+//            there are workers), in file order; from object storage a
+//            device-bound chunk is fetched before its worker takes a staging
+//            slot, so the requests in flight never wait for slots
 //   decode : zstd on the same worker; host destinations are decoded (or, for
 //            raw chunks, read) in place, with no staging copy
 //   stage  : device destinations decode into a slot of the load's single
@@ -58,7 +60,7 @@ struct TensorDest {
 struct PipelineOptions {
   DeviceRuntime* runtime = nullptr;  // required when any dest is a device
   bool verify_checksums = true;
-  int threads = 0;  // 0: all cores
+  int threads = 0;  // 0: the process's share of its node (util/node.h)
   uint64_t staging_bytes = 64ull << 20;
   ProgressCallback progress;  // called on the calling thread
   // The whole file mapped into memory (RandomAccessFile::MapPrivate), or
