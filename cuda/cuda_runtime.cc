@@ -26,6 +26,7 @@
 #include "rckpt/runtime.h"
 #include "runtime/device_pool.h"
 #include "unshuffle_params.h"
+#include "util/node.h"
 
 namespace rckpt {
 namespace {
@@ -139,7 +140,12 @@ class CudaRuntimeImpl final : public DeviceRuntime {
 
   Result<int> CurrentDevice() override {
     RCKPT_ASSIGN_OR_RETURN(int ordinal, driver_.CurrentOrdinal());
-    return ordinal < 0 ? 0 : ordinal;
+    if (ordinal >= 0) return ordinal;
+    // A thread without a context (a loader thread; before CUDA 12, any
+    // thread after cudaSetDevice until its first call): the launcher's
+    // local rank, not every rank's cuda:0.
+    RCKPT_ASSIGN_OR_RETURN(int count, DeviceCount());
+    return DefaultDeviceIndex(ReadNodeFacts(), count);
   }
 
   Result<void*> Allocate(Device device, uint64_t bytes) override {

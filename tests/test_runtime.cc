@@ -215,6 +215,7 @@ std::string CudaStandinViolations() {
 int CudaStandinContextDepth() { return StandinControls().context_depth(); }
 int CudaStandinCurrentDevice() { return StandinControls().current_device(); }
 void SetCudaStandinCurrentDevice(int device) { StandinControls().set_current_device(device); }
+int CudaStandinDeviceOf(const void* p) { return StandinControls().device_of(p); }
 void ResetCudaStandinDevice(int device) { StandinControls().reset_device(device); }
 void* HoldCudaStandinStream(void* stream, int device) {
   return StandinControls().hold_stream(stream, device);

@@ -63,6 +63,7 @@ std::string CudaStandinViolations();  // one per line; "" when none
 int CudaStandinContextDepth();        // of the calling thread
 int CudaStandinCurrentDevice();       // of the calling thread; -1: none
 void SetCudaStandinCurrentDevice(int device);
+int CudaStandinDeviceOf(const void* p);  // the device whose memory holds p; -1: none
 // As cudaDeviceReset of `device` (rckpt_standin_reset_device).
 void ResetCudaStandinDevice(int device);
 // Holds `stream` of `device` busy until the returned gate is released, as a

@@ -23,8 +23,8 @@ Result<std::map<Device, Device>> ParseDeviceMap(const std::string& text) {
     if (eq == std::string::npos) {
       return Status::InvalidArgument("--set-device '" + pair + "': expected FROM=TO, e.g. cuda:1=cuda:0");
     }
-    RCKPT_ASSIGN_OR_RETURN(Device from, ParseDevice(pair.substr(0, eq)));
-    RCKPT_ASSIGN_OR_RETURN(Device to, ParseDevice(pair.substr(eq + 1)));
+    RCKPT_ASSIGN_OR_RETURN(Device from, ParseRecordedDevice(pair.substr(0, eq)));
+    RCKPT_ASSIGN_OR_RETURN(Device to, ParseRecordedDevice(pair.substr(eq + 1)));
     out[from] = to;
     start = end + 1;
   }

@@ -113,18 +113,25 @@ int Run(const DemoOptions& opt) {
     runtime = own.get();
   }
   DeviceMemory memory(runtime);
+  // --device cuda: this process's current device, as a load's "cuda" is.
+  rckpt::Device device = opt.device;
+  if (device.is_current_cuda()) {
+    rckpt::Result<int> current = runtime->CurrentDevice();
+    if (!current.ok()) return Fail("invalid options", current.status().WithContext("--device cuda"));
+    device = rckpt::Device::Cuda(*current);
+  }
 
   TrainState state;
   if (opt.resume.empty()) {
     Config config;
     config.seed = opt.seed;
     config.hidden = opt.hidden;
-    rckpt::Result<TrainState> fresh = NewRun(config, opt.device, memory);
+    rckpt::Result<TrainState> fresh = NewRun(config, device, memory);
     if (!fresh.ok()) return Fail("cannot start", fresh.status());
     state = std::move(fresh).value();
     Print("fresh run: seed " + std::to_string(config.seed) + ", " +
           std::to_string(state.ParameterCount()) + " parameters, device " +
-          opt.device.ToString() + " (runtime " + std::string(runtime->name()) + ")");
+          device.ToString() + " (runtime " + std::string(runtime->name()) + ")");
   } else {
     auto start = std::chrono::steady_clock::now();
     rckpt::LoadOptions options;

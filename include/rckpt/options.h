@@ -78,7 +78,7 @@ struct SaveOptions {
   uint64_t chunk_bytes = 4ull << 20;    // tensors are split into chunks of this size
   Shuffle shuffle = Shuffle::kAuto;
   uint32_t alignment = 4096;            // power of two, >= 64
-  int threads = 0;                      // 0: all cores
+  int threads = 0;                      // 0: the process's share of its node (util/node.h)
   ProgressCallback progress;
   // Runtime used to read device tensors (nullptr: DefaultRuntime()). Device
   // tensors stream device-to-host through a pinned ring of staging_bytes.
@@ -105,13 +105,22 @@ class MapLocation {
   static MapLocation To(Device d);
   static MapLocation Map(std::map<Device, Device> tags);
   static MapLocation Fn(Callback cb);
-  // Parses the CLI syntax: a device ("cpu", "cuda:0") or a tag map
-  // ("cuda:1=cuda:0,cuda:2=cuda:0"). InvalidArgument otherwise.
+  // Parses the CLI syntax: a device ("cpu", "cuda:0", "cuda") or a tag map
+  // ("cuda:1=cuda:0,cuda:2=cuda"). InvalidArgument otherwise.
   static Result<MapLocation> Parse(std::string_view spec);
 
   bool is_set() const { return kind_ != Kind::kNone; }
-  // A tag map (keys are exact device tags: "cuda" is cuda:0).
+  // A tag map (keys are exact device tags; a bare "cuda" is the current
+  // device there too).
   bool is_tag_map() const { return kind_ == Kind::kMap; }
+  // Whether the device or a tag map's key or target is a bare "cuda"
+  // (Device::CurrentCuda()), which a load resolves before it places anything.
+  bool NamesCurrentCuda() const;
+  // This map with every Device::CurrentCuda() of its device or tag map
+  // replaced by `current` (a callback's answers are resolved as they come);
+  // InvalidArgument when a tag map then maps one device twice ("cuda" and
+  // "cuda:3" in a process whose current device is cuda:3).
+  Result<MapLocation> WithCurrentCuda(Device current) const;
   // Target for a tensor under this map alone (origin when not mapped).
   Device Apply(const TensorInfo& info) const { return Lookup(info).value_or(info.origin); }
   // The target this map gives a tensor; nullopt when it does not map it (a
@@ -174,12 +183,13 @@ struct LoadOptions {
   // when other programs may rewrite the file. Files that cannot be mapped
   // are read as usual.
   bool map_file = true;
-  int threads = 0;                      // 0: all cores
+  int threads = 0;                      // 0: the process's share of its node (util/node.h)
   uint64_t staging_bytes = 64ull << 20; // pinned ring for device-bound data
   DeviceRuntime* runtime = nullptr;     // nullptr: DefaultRuntime()
-  // What model_device "auto" means, asked the first time a load needs it
-  // (at its first model-role tensor), on the calling thread, with the
-  // runtime's device count: a CUDA device index, or -1 for cpu. An error
+  // What model_device "auto" and a bare "cuda" (Device::CurrentCuda(), in
+  // map_location or model_device) mean, asked the first time a load needs
+  // it, on the calling thread, with the runtime's device count: a CUDA
+  // device index, or -1 for cpu ("cuda" is then DeviceUnavailable). An error
   // fails the load before any byte is read (the Python package's says so
   // when torch and rckpt disagree about the GPUs). Unset: the calling
   // thread's current device (DeviceRuntime::CurrentDevice) when there is a

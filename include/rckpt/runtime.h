@@ -87,8 +87,10 @@ class DeviceRuntime {
 
   // The calling thread's current CUDA device: the device of its current
   // context (torch.cuda.set_device and, from CUDA 12, cudaSetDevice make
-  // it), or 0 when the thread has none. What model_device "auto" resolves to
-  // in C++.
+  // it); on a thread with none, the launcher's local rank (LOCAL_RANK,
+  // OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID or SLURM_LOCALID) when it
+  // names a visible device, else 0, the first visible device. What
+  // model_device "auto" and a bare "cuda" resolve to in C++.
   // REQUIRES: DeviceCount() > 0.
   virtual Result<int> CurrentDevice() = 0;
 

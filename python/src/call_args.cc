@@ -102,7 +102,7 @@ void AddRngRecords(nb::handle records, Checkpoint* ck) {
   for (nb::handle r : records) {
     nb::tuple t = nb::cast<nb::tuple>(r);
     const RngKind kind = RngKindOf(nb::cast<std::string>(t[1]));
-    Device dev = ValueOrThrow(ParseDevice(nb::cast<std::string>(t[2])));
+    Device dev = ValueOrThrow(ParseRecordedDevice(nb::cast<std::string>(t[2])));
     nb::bytes b = nb::cast<nb::bytes>(t[3]);
     ThrowIfError(ck->AddRng(nb::cast<std::string>(t[0]), kind,
                             {reinterpret_cast<const std::byte*>(b.c_str()), b.size()}, dev));

@@ -217,7 +217,7 @@ nb::dict Convert(const std::string& src, const std::string& dst, const std::stri
   save.fs = files.get();
   std::map<Device, Device> devices;
   for (const auto& [k, v] : set_device) {
-    devices[ValueOrThrow(ParseDevice(k))] = ValueOrThrow(ParseDevice(v));
+    devices[ValueOrThrow(ParseRecordedDevice(k))] = ValueOrThrow(ParseRecordedDevice(v));
   }
   // A DCP directory's tensors are staged beside the output, one at a time
   // (an object-storage output stages them in the temporary directory).

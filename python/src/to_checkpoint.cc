@@ -2,6 +2,7 @@
 
 #include <nanobind/stl/vector.h>
 
+#include <cstdint>
 #include <optional>
 #include <set>
 #include <string>
@@ -11,6 +12,7 @@
 #include "convert/import_common.h"
 #include "errors.h"
 #include "torch_api.h"
+#include "util/node.h"
 
 namespace rckpt::python {
 namespace {
@@ -347,7 +349,15 @@ void ApplyOrigin(nb::handle origin, Checkpoint* ck, ShardLeaves* shards) {
     if (!parsed.ok()) {
       throw StatusError(Status::InvalidArgument(what + ": " + parsed.status().message()));
     }
-    return *parsed;
+    if (!parsed->is_current_cuda()) return *parsed;
+    // A bare "cuda" records the device it means in this process, as a
+    // load's "cuda" places onto it: torch's current device, else the
+    // launcher's local rank.
+    nb::object cuda = Torch().torch.attr("cuda");
+    if (nb::cast<bool>(cuda.attr("is_available")())) {
+      return Device::Cuda(nb::cast<int>(cuda.attr("current_device")()));
+    }
+    return Device::Cuda(DefaultDeviceIndex(ReadNodeFacts(), INT32_MAX));
   };
   if (PyUnicode_Check(origin.ptr())) {
     model_origin = device(origin, "origin");

@@ -87,6 +87,8 @@ CallerStream TorchCallerStream(std::map<int, nb::object>* streams) {
 
 std::function<Result<int>(int)> TorchAutoDevice(DeviceRuntime* runtime) {
   return [runtime](int count) -> Result<int> {
+    // Asked for model_device "auto" and for a bare "cuda" alike.
+    const std::string what = "the current CUDA device (model_device \"auto\", \"cuda\")";
     nb::gil_scoped_acquire gil;
     try {
       nb::object cuda = Torch().torch.attr("cuda");
@@ -96,7 +98,7 @@ std::function<Result<int>(int)> TorchAutoDevice(DeviceRuntime* runtime) {
                                (count == 1 ? "" : "s");
       if (count == 0 && torch_count > 0) {
         return Status::DeviceUnavailable(
-            "model_device \"auto\": torch sees " + std::to_string(torch_count) +
+            what + ": torch sees " + std::to_string(torch_count) +
             " CUDA device(s) but rckpt sees none (" + runtime->NoDeviceReason() +
             "); rckpt loads the driver itself (libcuda.so.1): run rckpt.doctor() to see why, "
             "or load with map_location=\"cpu\"");
@@ -104,21 +106,20 @@ std::function<Result<int>(int)> TorchAutoDevice(DeviceRuntime* runtime) {
       if (count == 0) return -1;
       if (!available) {
         return Status::DeviceUnavailable(
-            "model_device \"auto\": " + ours +
+            what + ": " + ours +
             " but torch in this process cannot use CUDA (torch.cuda.is_available() is False: "
             "a CPU-only build of torch, or CUDA_VISIBLE_DEVICES changed after torch started); "
             "install a CUDA build of torch, or load with map_location=\"cpu\"");
       }
       if (torch_count != count) {
         return Status::DeviceUnavailable(
-            "model_device \"auto\": " + ours + " but torch sees " + std::to_string(torch_count) +
+            what + ": " + ours + " but torch sees " + std::to_string(torch_count) +
             " (CUDA_VISIBLE_DEVICES changed after one of them started?); run rckpt.doctor() to "
             "compare them by UUID");
       }
       return nb::cast<int>(cuda.attr("current_device")());
     } catch (nb::python_error& e) {
-      const std::string what = TakePythonError(e);
-      return Status::DeviceError("model_device \"auto\": torch.cuda: " + what);
+      return Status::DeviceError(what + ": torch.cuda: " + TakePythonError(e));
     }
   };
 }

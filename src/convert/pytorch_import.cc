@@ -63,7 +63,7 @@ struct Storage {
 Result<Device> DeviceFromTag(const std::string& tag, std::vector<std::string>* warnings) {
   if (tag == "cpu") return Device::Cpu();
   if (tag.rfind("cuda", 0) == 0) {
-    auto d = ParseDevice(tag);
+    auto d = ParseRecordedDevice(tag);
     if (d.ok()) return *d;
     return Status::Corruption("pytorch: storage location tag '" + Printable(tag) +
                               "' is not a valid CUDA device");

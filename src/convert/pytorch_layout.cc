@@ -141,7 +141,7 @@ Result<PyTorchLayout> DecodePyTorchLayout(std::string_view text) {
     if (!s || !ParseRngKind((*s)[1], &r.kind) || ((*s)[3] != "storage" && (*s)[3] != "path")) {
       return Bad("malformed rng entry");
     }
-    auto origin = ParseDevice((*s)[2]);
+    auto origin = ParseRecordedDevice((*s)[2]);
     if (!origin.ok()) return Bad("rng entry '" + (*s)[0] + "': " + origin.status().message());
     r.name = (*s)[0];
     r.origin = *origin;

@@ -114,7 +114,7 @@ Status ImportRckptLayout(const std::map<std::string, std::string>& meta,
     if (it == tensors.end() || !used.insert(name).second) {
       return bad("tensor '" + Printable(name) + "' is missing or listed twice");
     }
-    RCKPT_ASSIGN_OR_RETURN(Device origin, ParseDevice(t.items[3].text));
+    RCKPT_ASSIGN_OR_RETURN(Device origin, ParseRecordedDevice(t.items[3].text));
     RCKPT_RETURN_IF_ERROR(ck->AddTensor(t.items[1].text, name, it->second, role));
     if (origin != Device::Cpu()) ck->mutable_tensors().back().origin = origin;
   }
@@ -133,7 +133,7 @@ Status ImportRckptLayout(const std::map<std::string, std::string>& meta,
     if (it->second.dtype() != DType::kU8 || it->second.shape().size() != 1) {
       return bad("RNG record '" + Printable(name) + "' is not a U8 1-D tensor");
     }
-    RCKPT_ASSIGN_OR_RETURN(Device origin, ParseDevice(r.items[2].text));
+    RCKPT_ASSIGN_OR_RETURN(Device origin, ParseRecordedDevice(r.items[2].text));
     RCKPT_RETURN_IF_ERROR(ck->AddRng(name, kind, it->second.host_bytes(), origin));
   }
   if (used.size() != tensors.size()) {

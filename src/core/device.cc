@@ -6,12 +6,13 @@ namespace rckpt {
 
 std::string Device::ToString() const {
   if (is_cpu()) return "cpu";
+  if (is_current_cuda()) return "cuda";
   return "cuda:" + std::to_string(index);
 }
 
 Result<Device> ParseDevice(std::string_view text) {
   if (text == "cpu") return Device::Cpu();
-  if (text == "cuda") return Device::Cuda(0);
+  if (text == "cuda") return Device::CurrentCuda();
   constexpr std::string_view kPrefix = "cuda:";
   if (text.substr(0, kPrefix.size()) == kPrefix) {
     std::string_view digits = text.substr(kPrefix.size());
@@ -24,6 +25,11 @@ Result<Device> ParseDevice(std::string_view text) {
   }
   return Status::InvalidArgument("invalid device '" + std::string(text) +
                                  "': expected cpu, cuda or cuda:N");
+}
+
+Result<Device> ParseRecordedDevice(std::string_view text) {
+  RCKPT_ASSIGN_OR_RETURN(Device d, ParseDevice(text));
+  return d.is_current_cuda() ? Device::Cuda(0) : d;
 }
 
 Result<DeviceSpec> DeviceSpec::Parse(std::string_view text) {

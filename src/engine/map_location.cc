@@ -1,4 +1,5 @@
 // MapLocation (options.h): torch.load's map_location as an explicit value.
+#include <algorithm>
 #include <string>
 
 #include "rckpt/options.h"
@@ -61,6 +62,29 @@ Result<MapLocation> MapLocation::Parse(std::string_view spec) {
     pos = comma + 1;
   }
   return Map(std::move(tags));
+}
+
+bool MapLocation::NamesCurrentCuda() const {
+  if (kind_ == Kind::kDevice) return device_.is_current_cuda();
+  if (kind_ != Kind::kMap) return false;
+  return std::any_of(tags_.begin(), tags_.end(), [](const auto& tag) {
+    return tag.first.is_current_cuda() || tag.second.is_current_cuda();
+  });
+}
+
+Result<MapLocation> MapLocation::WithCurrentCuda(Device current) const {
+  auto resolve = [&](Device d) { return d.is_current_cuda() ? current : d; };
+  MapLocation m = *this;
+  m.device_ = resolve(device_);
+  m.tags_.clear();
+  for (const auto& [from, to] : tags_) {
+    if (!m.tags_.emplace(resolve(from), resolve(to)).second) {
+      return Status::InvalidArgument("map_location: device " + current.ToString() +
+                                     " is mapped twice: as \"cuda\" (the current device) and as " +
+                                     current.ToString());
+    }
+  }
+  return m;
 }
 
 std::optional<Device> MapLocation::Lookup(const TensorInfo& info) const {

@@ -45,7 +45,7 @@ Result<bool> DeviceInventory::Exists(Device device) {
   return device.index >= 0 && device.index < n;
 }
 
-Result<Device> DeviceInventory::Auto() {
+Result<int> DeviceInventory::CurrentIndex() {
   RCKPT_ASSIGN_OR_RETURN(int n, Count());
   if (!current_.has_value()) {
     if (auto_device_) {
@@ -58,13 +58,32 @@ Result<Device> DeviceInventory::Auto() {
       current_ = -1;
     }
   }
-  if (*current_ == -1) return Device::Cpu();
-  if (*current_ < 0 || *current_ >= n) {
-    return Status::DeviceUnavailable(
-        "model_device auto: the current device cuda:" + std::to_string(*current_) +
-        " does not exist: this machine has " + Describe());
+  return *current_;
+}
+
+Result<Device> DeviceInventory::Auto() {
+  RCKPT_ASSIGN_OR_RETURN(int c, CurrentIndex());
+  if (c == -1) return Device::Cpu();
+  return CurrentCuda("model_device auto");
+}
+
+Result<Device> DeviceInventory::CurrentCuda(const std::string& what) {
+  RCKPT_ASSIGN_OR_RETURN(int n, Count());
+  RCKPT_ASSIGN_OR_RETURN(int c, CurrentIndex());
+  if (c == -1) {
+    return Status::DeviceUnavailable(what + ": \"cuda\" is the current CUDA device, and this " +
+                                     "machine has " + Describe() + "; load with map_location=\"cpu\"");
   }
-  return Device::Cuda(*current_);
+  if (c < 0 || c >= n) {
+    return Status::DeviceUnavailable(what + ": the current device cuda:" + std::to_string(c) +
+                                     " does not exist: this machine has " + Describe());
+  }
+  return Device::Cuda(c);
+}
+
+Result<Device> DeviceInventory::Resolve(Device d, const std::string& what) {
+  if (!d.is_current_cuda()) return d;
+  return CurrentCuda(what);
 }
 
 Status CheckLoadOptions(const LoadOptions& options, DeviceInventory& devices) {
@@ -82,10 +101,11 @@ Status CheckLoadOptions(const LoadOptions& options, DeviceInventory& devices) {
   if (options.threads < 0) {
     return Status::InvalidArgument(
         "threads: " + std::to_string(options.threads) +
-        ", expected >= 0 (0 = all cores)");
+        ", expected >= 0 (0 = the process's share of the node)");
   }
   if (options.model_device.has_value() && !options.model_device->is_auto()) {
-    Device d = options.model_device->device();
+    RCKPT_ASSIGN_OR_RETURN(Device d, devices.Resolve(options.model_device->device(),
+                                                     "model_device cuda"));
     RCKPT_ASSIGN_OR_RETURN(bool exists, devices.Exists(d));
     if (!exists) {
       return Status::DeviceUnavailable("model_device " + d.ToString() +
@@ -188,7 +208,7 @@ Status MappedUnavailable(const TensorMeta& t, std::optional<Device> mapped, Devi
     return Status::DeviceUnavailable(
         "tensor " + Quote(t.name) + " (section " + Quote(t.section) + ") was saved on " +
         t.origin.ToString() + ", which the map_location tag map " + map.ToString() +
-        " has no entry for (keys are exact device tags; \"cuda\" means cuda:0), so it stays on " +
+        " has no entry for (keys are exact device tags; \"cuda\" means the current device), so it stays on " +
         target.ToString() + ", which does not exist: " + where + ". This file's tensors were saved on " +
         saved_on + "; map each of them (\"" + t.origin.ToString() +
         "=cpu\"), or pass one device (map_location=\"cpu\")");
@@ -251,11 +271,20 @@ Result<LoadPlan> PlanPlacements(const std::vector<SectionInfo>& sections,
       if (options.model_device->is_auto()) {
         RCKPT_ASSIGN_OR_RETURN(model_device, devices.Auto());
       } else {
-        model_device = options.model_device->device();
+        RCKPT_ASSIGN_OR_RETURN(model_device, devices.Resolve(options.model_device->device(),
+                                                             "model_device cuda"));
       }
     }
     return *model_device;
   };
+
+  // A bare "cuda" in map_location is the current device, resolved once on
+  // this (the calling) thread; a callback's "cuda" as it answers.
+  MapLocation map = options.map_location;
+  if (map.NamesCurrentCuda()) {
+    RCKPT_ASSIGN_OR_RETURN(Device current, devices.CurrentCuda("map_location " + map.ToString()));
+    RCKPT_ASSIGN_OR_RETURN(map, map.WithCurrentCuda(current));
+  }
 
   LoadPlan plan;
   plan.placements.reserve(chosen.size() + rng.size());
@@ -269,13 +298,16 @@ Result<LoadPlan> PlanPlacements(const std::vector<SectionInfo>& sections,
       if (t.role == Role::kModel) {
         RCKPT_ASSIGN_OR_RETURN(target, model_target());
       }
-    } else if (options.map_location.is_set()) {
-      const std::optional<Device> mapped = options.map_location.Lookup(t);
+    } else if (map.is_set()) {
+      std::optional<Device> mapped = map.Lookup(t);
+      if (mapped.has_value()) {
+        RCKPT_ASSIGN_OR_RETURN(mapped, devices.Resolve(*mapped, "map_location's answer for " +
+                                                                    Quote(t.name)));
+      }
       target = mapped.value_or(t.origin);
       RCKPT_ASSIGN_OR_RETURN(bool exists, devices.Exists(target));
       if (!exists) {
-        return MappedUnavailable(t, mapped, target, options.map_location, devices,
-                                 SavedDevices(tensors, chosen));
+        return MappedUnavailable(t, mapped, target, map, devices, SavedDevices(tensors, chosen));
       }
     } else {
       target = t.origin;

@@ -48,9 +48,18 @@ class DeviceInventory {
   // What model_device "auto" is: the current device when there is a GPU,
   // else cpu (or what auto_device says).
   Result<Device> Auto();
+  // What a bare "cuda" (Device::CurrentCuda()) is: the current device, which
+  // must exist; `what` names the option in the error (DeviceUnavailable)
+  // where there is no GPU or the current device does not exist.
+  Result<Device> CurrentCuda(const std::string& what);
+  // `d` itself, or CurrentCuda(what) for a bare "cuda".
+  Result<Device> Resolve(Device d, const std::string& what);
 
  private:
   DeviceInventory() = default;
+  // The current device's index (auto_device's answer, or the runtime's when
+  // there is a GPU), -1 for none; asked once.
+  Result<int> CurrentIndex();
   DeviceRuntime* runtime_ = nullptr;
   std::function<Result<int>(int)> auto_device_;
   std::optional<int> current_;

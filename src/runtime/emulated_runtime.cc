@@ -17,6 +17,7 @@
 
 #include "codec/codec.h"
 #include "runtime/device_pool.h"
+#include "util/node.h"
 
 namespace rckpt {
 
@@ -144,7 +145,8 @@ class EmulatedRuntimeImpl final : public EmulatedRuntime {
       return Status::DeviceUnavailable("CurrentDevice: " + name_ + " has no devices");
     }
     auto it = current_device_.find(id_);
-    return it == current_device_.end() ? 0 : it->second;
+    if (it != current_device_.end()) return it->second;
+    return DefaultDeviceIndex(ReadNodeFacts(), options_.device_count);
   }
   void SetCurrentDevice(int device) override { current_device_[id_] = device; }
 

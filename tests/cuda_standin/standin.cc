@@ -142,6 +142,7 @@ class Standin {
   std::map<CUmodule, std::unique_ptr<ModuleState>> modules;
   Context primary[kMaxDevices];
   int retained[kMaxDevices] = {};
+  uint64_t retains_ever[kMaxDevices] = {};
   uint64_t allocations_made = 0;
   std::atomic<uint64_t> copies{0};
   std::atomic<uint64_t> launches{0};
@@ -186,6 +187,7 @@ class Standin {
       primary[i].device = i;
       primary[i].sticky = kSuccess;
       retained[i] = 0;
+      retains_ever[i] = 0;
     }
     allocations_made = 0;
     for (auto* c : {&mem_host_allocs, &mem_allocs, &mem_frees, &mem_host_frees, &stream_creates,
@@ -484,6 +486,7 @@ STANDIN_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice d) {
   if (st.config.retain_error != 0) return st.config.retain_error;
   std::lock_guard<std::mutex> lock(st.mu);
   ++st.retained[o];
+  ++st.retains_ever[o];
   *ctx = reinterpret_cast<CUcontext>(&st.primary[o]);
   return kSuccess;
 }
@@ -1003,6 +1006,7 @@ STANDIN_EXPORT RckptStandinStats rckpt_standin_stats() {
     out.live_allocations[d] = static_cast<int>(st.allocs[d].size());
     out.live_bytes[d] = st.live_bytes[d];
     out.retained_contexts += st.retained[d];
+    out.retains_per_device[d] = st.retains_ever[d];
   }
   out.live_pinned = static_cast<int>(st.pinned.size());
   out.live_streams = static_cast<int>(st.streams.size());

@@ -62,6 +62,10 @@ struct RckptStandinStats {
   uint64_t event_creates;     // cuEventCreate
   uint64_t ctx_syncs;         // cuCtxSynchronize
   uint64_t stream_syncs;      // cuStreamSynchronize
+  // cuDevicePrimaryCtxRetain calls per device since the last configure: the
+  // devices a real driver would have made a context on (about 0.5 GiB each),
+  // however briefly they were held.
+  uint64_t retains_per_device[8];
 };
 
 // Replaces the configuration and clears every counter and violation.

@@ -12,10 +12,25 @@ TensorInfo From(Device origin) {
 }
 
 TEST(MapLocationTest, ParsesOneDevice) {
-  ASSERT_OK_AND_ASSIGN(MapLocation m, MapLocation::Parse("cuda"));
+  ASSERT_OK_AND_ASSIGN(MapLocation m, MapLocation::Parse("cuda:2"));
   EXPECT_TRUE(m.is_set());
-  EXPECT_EQ(m.Apply(From(Device::Cuda(3))), Device::Cuda(0));
-  EXPECT_EQ(m.ToString(), "cuda:0");
+  EXPECT_EQ(m.Apply(From(Device::Cuda(3))), Device::Cuda(2));
+  EXPECT_EQ(m.ToString(), "cuda:2");
+}
+
+TEST(MapLocationTest, BareCudaIsTheCurrentDeviceUntilALoadResolvesIt) {
+  ASSERT_OK_AND_ASSIGN(MapLocation m, MapLocation::Parse("cuda"));
+  EXPECT_TRUE(m.NamesCurrentCuda());
+  EXPECT_EQ(m.Apply(From(Device::Cuda(3))), Device::CurrentCuda());
+  EXPECT_EQ(m.ToString(), "cuda");
+  ASSERT_OK_AND_ASSIGN(MapLocation resolved, m.WithCurrentCuda(Device::Cuda(3)));
+  EXPECT_FALSE(resolved.NamesCurrentCuda());
+  EXPECT_EQ(resolved.Apply(From(Device::Cuda(0))), Device::Cuda(3));
+  ASSERT_OK_AND_ASSIGN(MapLocation tags, MapLocation::Parse("cuda=cpu,cuda:0=cuda"));
+  ASSERT_OK_AND_ASSIGN(resolved, tags.WithCurrentCuda(Device::Cuda(2)));
+  EXPECT_EQ(resolved.ToString(), "cuda:0=cuda:2,cuda:2=cpu");
+  ASSERT_OK_AND_ASSIGN(MapLocation plain, MapLocation::Parse("cuda:1=cuda:0"));
+  EXPECT_FALSE(plain.NamesCurrentCuda());
 }
 
 TEST(MapLocationTest, ParsesTagMapAndRoundTripsThroughToString) {

@@ -226,12 +226,89 @@ TEST_F(PlacementTest, ACurrentDeviceThatDoesNotExistIsAnError) {
               StatusIs(StatusCode::kDeviceUnavailable, "current device cuda:5 does not exist"));
 }
 
+// Under torchrun every rank has set its own device (torch.cuda.set_device(
+// local_rank)); a bare "cuda" is that device wherever a device is given, as
+// torch.load's map_location="cuda" is, never cuda:0.
+class BareCudaTest : public PlacementTest {
+ protected:
+  BareCudaTest() : rt_(NewEmulatedRuntimeForTesting({.device_count = 4})) {
+    rt_->SetCurrentDevice(3);
+  }
+  ~BareCudaTest() override { rt_->SetCurrentDevice(0); }
+
+  Result<std::map<std::string, Device>> Placed(const LoadOptions& o) {
+    DeviceInventory devices(*rt_, nullptr);
+    RCKPT_RETURN_IF_ERROR(CheckLoadOptions(o, devices));
+    RCKPT_ASSIGN_OR_RETURN(LoadPlan plan, PlanPlacements(sections_, tensors_, rng_, o, devices));
+    std::map<std::string, Device> out;
+    for (const Placement& p : plan.placements) out[p.name] = p.target;
+    return out;
+  }
+
+  std::unique_ptr<EmulatedRuntime> rt_;
+};
+
+TEST_F(BareCudaTest, MapLocationCudaIsTheCurrentDevice) {
+  LoadOptions o;
+  ASSERT_OK_AND_ASSIGN(o.map_location, MapLocation::Parse("cuda"));
+  ASSERT_OK_AND_ASSIGN(auto t, Placed(o));
+  EXPECT_EQ(t["w"], Device::Cuda(3));
+  EXPECT_EQ(t["db.x"], Device::Cuda(3));
+  EXPECT_EQ(t["best.w"], kCpu);
+}
+
+TEST_F(BareCudaTest, ModelDeviceCudaIsTheCurrentDevice) {
+  LoadOptions o;
+  ASSERT_OK_AND_ASSIGN(o.model_device, DeviceSpec::Parse("cuda"));
+  ASSERT_OK_AND_ASSIGN(auto t, Placed(o));
+  EXPECT_EQ(t["w"], Device::Cuda(3));
+  EXPECT_EQ(t["exp_avg"], Device::Cuda(3));
+  EXPECT_EQ(t["db.x"], kCpu);
+}
+
+TEST_F(BareCudaTest, ATagMapsCudaIsTheCurrentDeviceAsKeyAndAsTarget) {
+  LoadOptions o;
+  ASSERT_OK_AND_ASSIGN(o.map_location, MapLocation::Parse("cuda:1=cuda"));
+  ASSERT_OK_AND_ASSIGN(auto t, Placed(o));
+  EXPECT_EQ(t["w"], Device::Cuda(3));
+  rt_->SetCurrentDevice(1);  // the rank that saved them: its own tensors, to the CPU
+  ASSERT_OK_AND_ASSIGN(o.map_location, MapLocation::Parse("cuda=cpu"));
+  ASSERT_OK_AND_ASSIGN(t, Placed(o));
+  EXPECT_EQ(t["w"], kCpu);
+}
+
+TEST_F(BareCudaTest, ACallbacksCudaIsTheCurrentDevice) {
+  LoadOptions o;
+  o.map_location = MapLocation::Fn([](const TensorInfo&) { return Device::CurrentCuda(); });
+  ASSERT_OK_AND_ASSIGN(auto t, Placed(o));
+  EXPECT_EQ(t["w"], Device::Cuda(3));
+}
+
+TEST_F(BareCudaTest, ATagMapNamingTheCurrentDeviceTwiceIsAnError) {
+  LoadOptions o;
+  ASSERT_OK_AND_ASSIGN(o.map_location, MapLocation::Parse("cuda=cpu,cuda:3=cuda:0"));
+  EXPECT_THAT(Placed(o), StatusIs(StatusCode::kInvalidArgument,
+                                  "cuda:3 is mapped twice: as \"cuda\" (the current device)"));
+}
+
+TEST_F(PlacementTest, CudaWithoutAGpuIsUnavailableNotCuda0) {
+  auto rt = NewEmulatedRuntimeForTesting({.device_count = 0});
+  LoadOptions o;
+  ASSERT_OK_AND_ASSIGN(o.map_location, MapLocation::Parse("cuda"));
+  DeviceInventory devices(*rt, nullptr);
+  EXPECT_THAT(PlanPlacements(sections_, tensors_, rng_, o, devices),
+              StatusIs(StatusCode::kDeviceUnavailable,
+                       "map_location cuda: \"cuda\" is the current CUDA device, and this machine "
+                       "has no CUDA device"));
+}
+
 TEST_F(PlacementTest, ATagMapWithoutTheOriginNamesTheSavedDevicesAndExactKeys) {
   LoadOptions o;
-  o.map_location = MapLocation::Map({{Device::Cuda(0), kCpu}});  // {"cuda": "cpu"}
+  o.map_location = MapLocation::Map({{Device::Cuda(0), kCpu}});  // {"cuda:0": "cpu"}
   auto r = Targets(o, 0);
   EXPECT_THAT(r, StatusIs(StatusCode::kDeviceUnavailable,
-                          "has no entry for (keys are exact device tags; \"cuda\" means cuda:0)"));
+                          "has no entry for (keys are exact device tags; \"cuda\" means the "
+                          "current device)"));
   EXPECT_THAT(r.status().message(), ::testing::HasSubstr("saved on cuda:1"));
   EXPECT_THAT(r.status().message(), ::testing::HasSubstr("saved on cpu, cuda:1"));
   EXPECT_THAT(r.status().message(), ::testing::Not(::testing::HasSubstr("sends")));

@@ -64,13 +64,13 @@ print("RESULT " + json.dumps(out))
 """
 
 
-def run_child(tmp_path: Path, body: str) -> dict[str, Any]:
+def run_child(tmp_path: Path, body: str, devices: int = 2) -> dict[str, Any]:
     libdir = tmp_path / "driver"
     libdir.mkdir()
     (libdir / "libcuda.so.1").symlink_to(os.path.abspath(STANDIN))
     env = dict(os.environ)
     env["LD_LIBRARY_PATH"] = f"{libdir}:{env.get('LD_LIBRARY_PATH', '')}"
-    env["RCKPT_STANDIN_DEVICES"] = "2"
+    env["RCKPT_STANDIN_DEVICES"] = str(devices)
     code = (PRELUDE.format(here=str(HERE), path=str(tmp_path / "s.rckpt")) +
             textwrap.dedent(body) + EPILOGUE)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
@@ -143,6 +143,35 @@ def test_model_device_auto_is_torchs_current_device(tmp_path, current):
     assert r["got"]["model.w"]["equal"] and r["got"]["model.b"]["equal"]
     # Only the model's tensors move; the rest stay where they were saved.
     assert r["got"]["metrics.loss"]["device"] == "cpu" and r["got"]["metrics.loss"]["equal"]
+
+
+def test_bare_cuda_is_torchs_current_device_everywhere_a_device_is_given(tmp_path):
+    # Rank 3 of a torchrun job on a 4-GPU node, after torch.cuda.set_device(3): torch.load's
+    # map_location="cuda" means cuda:3 there, and so does every bare "cuda" rckpt is given.
+    r = run_child(tmp_path, """
+        fake = FakeTorchCuda(driver, device_count=4, current=3)
+        fake.install()
+        cases = {
+            "map_location='cuda'": dict(map_location="cuda"),
+            "map_location=torch.device('cuda')": dict(map_location=torch.device("cuda")),
+            "model_device='cuda'": dict(model_device="cuda"),
+            "model_device=torch.device('cuda')": dict(model_device=torch.device("cuda")),
+            "tag map cpu -> cuda": dict(map_location={"cpu": "cuda"}),
+            "callable -> 'cuda'": dict(map_location=lambda info: "cuda"),
+        }
+        out["got"] = {}
+        for name, kwargs in cases.items():
+            ck = rckpt.load(PATH, **kwargs)
+            out["got"][name] = describe(ck)
+            del ck
+            fake.free_all()
+        out["devices_asked"] = sorted({index for _, _, index in fake.empty_calls})
+    """, devices=4)
+    for name, got in r["got"].items():
+        assert got["model.w"]["device"] == "cuda:3", name
+        assert got["model.w"]["standin_device"] == 3, name
+        assert got["model.w"]["equal"], name
+    assert r["devices_asked"] == [3]
 
 
 def test_torch_and_rckpt_disagreeing_about_the_gpus_is_an_error_not_a_guess(tmp_path):
