@@ -464,7 +464,8 @@ class CudaRuntimeImpl final : public DeviceRuntime {
     if (s.status.ok() && s.version < kMinKernelDriverVersion) {
       k.why_not = "the driver supports " + cuda::VersionText(s.version) +
                   "; the shipped kernel image needs " +
-                  cuda::VersionText(kMinKernelDriverVersion) + " (driver R580+)";
+                  cuda::VersionText(kMinKernelDriverVersion) + " (driver " +
+                  kMinKernelDriverBranch + "+)";
       return k;
     }
     ScopedContext ctx(driver_, Index(device), "loading the un-shuffle kernels");

@@ -1,5 +1,7 @@
-// ExamineCuda: the driver library, its devices, the kernel on each and a
-// pinned allocation, as rckpt's own device path meets them.
+// ExamineCuda: the driver library and its devices (context-free queries),
+// then the process's own device (or every one, when asked) as rckpt's own
+// device path meets it: its context, the kernel there and a pinned
+// allocation through that context.
 #include <cstdio>
 #include <map>
 
@@ -26,9 +28,13 @@ constexpr uint64_t kPinnedProbeBytes = 64ull << 20;
 
 }  // namespace
 
-void ExamineCuda(const CudaRuntimeOptions& options, DoctorReport* report) {
+void ExamineCuda(const CudaRuntimeOptions& options, const DoctorOptions& doctor,
+                 DoctorReport* report) {
   report->cuda_built = true;
   report->kernel_image = cuda::UnshuffleKernelSummary();
+  report->kernel_min_driver_version = kMinKernelDriverVersion;
+  report->kernel_min_driver_why = cuda::UnshuffleKernelMinDriverWhy();
+  report->all_devices = doctor.all_devices;
   cuda::Driver driver(options.driver_library);
   const cuda::DriverState& s = driver.State();
   report->driver_path = s.path;
@@ -73,27 +79,48 @@ void ExamineCuda(const CudaRuntimeOptions& options, DoctorReport* report) {
     }
     report->devices.push_back(std::move(d));
   }
-  // The kernel and a pinned allocation through the runtime rckpt loads with.
+  // The kernel and a pinned allocation through the runtime rckpt loads with,
+  // on the process's own device only: a context on another GPU costs its
+  // owner memory (eight ranks running this would make 56).
   Result<std::unique_ptr<DeviceRuntime>> rt = NewCudaRuntime(options);
   if (!rt.ok()) {
     report->problem = rt.status();
     return;
   }
+  int current = doctor.device;
+  if (current < 0) {
+    Result<int> c = (*rt)->CurrentDevice();
+    if (!c.ok()) {
+      report->problem = c.status().WithContext("the current device");
+      return;
+    }
+    current = *c;
+  }
+  if (current >= s.device_count) {
+    report->problem = Status::DeviceUnavailable(
+        "the device to examine, cuda:" + std::to_string(current) + ", does not exist: " +
+        std::to_string(s.device_count) + " are visible");
+    return;
+  }
+  report->current_device = current;
   for (DoctorDevice& d : report->devices) {
+    if (!doctor.all_devices && d.index != current) continue;
+    d.examined = true;
     d.kernel_loads = (*rt)->CanUnshuffle(Device::Cuda(d.index), &d.kernel_note);
   }
   // A device whose primary context cannot be made (out of memory, a fault)
   // shows as a kernel that did not load for that reason; its first
   // allocation would fail the same way.
   for (const DoctorDevice& d : report->devices) {
-    if (!d.kernel_loads && d.kernel_note.find("cuDevicePrimaryCtxRetain") != std::string::npos) {
+    if (d.examined && !d.kernel_loads &&
+        d.kernel_note.find("cuDevicePrimaryCtxRetain") != std::string::npos) {
       report->problem = Status::DeviceUnavailable("cuda:" + std::to_string(d.index) +
                                                   " cannot be used: " + d.kernel_note);
       return;
     }
   }
   report->pinned_probe_bytes = kPinnedProbeBytes;
-  Result<void*> p = (*rt)->AllocatePinned(Device::Cuda(0), kPinnedProbeBytes);
+  Result<void*> p = (*rt)->AllocatePinned(Device::Cuda(current), kPinnedProbeBytes);
   if (p.ok()) {
     (*rt)->FreePinned(*p);
     return;

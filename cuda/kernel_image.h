@@ -7,16 +7,20 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 
 namespace rckpt::cuda {
 
 // The fatbin: cubins and PTX, loadable by cuModuleLoadData.
 std::span<const std::byte> UnshuffleKernelImage();
-// "cubins sm_75 ... sm_120, PTX compute_75 (nvcc 13.0)", from its stamp
-// (cuda/unshuffle_kernels.fatbin.txt: source hash, nvcc version, cubin
-// architectures and PTX, one "key value" per line).
+// "cubins sm_75 ... sm_120, PTX compute_75 (CUDA 12.9)", from its stamp
+// (cuda/unshuffle_kernels.fatbin.txt: source hash, toolkit version, the
+// packages that made it, cubin architectures and PTX, one "key value" per
+// line).
 std::string UnshuffleKernelSummary();
+// Why the image needs kMinKernelDriverVersion: the toolkit that made it.
+std::string UnshuffleKernelMinDriverWhy();
 
 // One un-shuffle of `bytes` bytes with element size `elem` (>= 2): which
 // kernel, how many blocks of kUnshuffleThreads threads, and how much of the

@@ -23,6 +23,10 @@ std::string RenderDoctorText(const DoctorReport& r) {
   } else {
     out += " (CUDA runtime: the driver is loaded at run time)\n";
     out += "kernel image: " + r.kernel_image + "\n";
+    if (r.kernel_min_driver_version > 0) {
+      out += "  needs a driver for CUDA " + VersionText(r.kernel_min_driver_version) + " or newer: " +
+             r.kernel_min_driver_why + "\n";
+    }
     out += "driver: " + (r.driver_path.empty() ? r.driver_library + " (not loaded)" : r.driver_path);
     if (r.driver_version > 0) {
       out += ", CUDA " + VersionText(r.driver_version) + " (cuDriverGetVersion " +
@@ -50,7 +54,12 @@ std::string RenderDoctorText(const DoctorReport& r) {
                     d.pci_bus_id.c_str(), d.compute_major, d.compute_minor);
       out += line;
       if (per_bus[d.pci_bus_id] > 1) out += "  (a MIG instance: its GPU's bus, its slice of memory)";
+      if (d.index == r.current_device) out += "  (this process's device)";
       out += "\n";
+      if (!d.examined) {
+        out += "          not examined: not this process's device (--all-devices examines it)\n";
+        continue;
+      }
       out += d.kernel_loads ? "          un-shuffle: on the device (kernel loaded)\n"
                             : "          un-shuffle: on the host (" + d.kernel_note + ")\n";
     }
@@ -60,7 +69,9 @@ std::string RenderDoctorText(const DoctorReport& r) {
          Limit(r.memlock_soft) + " (hard " + Limit(r.memlock_hard) + ")\n";
   if (r.pinned_probe_bytes > 0) {
     out += "pinned memory: " + HumanBytes(r.pinned_probe_bytes) +
-           (r.pinned_probe.ok() ? " allocated and freed (the staging ring a load uses)\n"
+           (r.pinned_probe.ok() ? " allocated and freed through cuda:" +
+                                      std::to_string(r.current_device) +
+                                      "'s context (the staging ring a load uses)\n"
                                 : " could not be allocated: " + r.pinned_probe.message() + "\n");
   }
   const DevicePoolStats& p = r.pool;
@@ -87,6 +98,8 @@ std::string RenderDoctorJson(const DoctorReport& r) {
   w.Key("rckpt_version").String(r.rckpt_version);
   w.Key("cuda_built").Bool(r.cuda_built);
   w.Key("kernel_image").String(r.kernel_image);
+  w.Key("kernel_min_driver_version").Int(r.kernel_min_driver_version);
+  w.Key("kernel_min_driver_why").String(r.kernel_min_driver_why);
   w.Key("driver_library").String(r.driver_library);
   w.Key("driver_path").String(r.driver_path);
   w.Key("driver_version").Int(r.driver_version);
@@ -107,11 +120,14 @@ std::string RenderDoctorJson(const DoctorReport& r) {
         .Key("pci_bus_id").String(d.pci_bus_id)
         .Key("compute_capability").String(std::to_string(d.compute_major) + "." +
                                           std::to_string(d.compute_minor))
+        .Key("examined").Bool(d.examined)
         .Key("kernel_loads").Bool(d.kernel_loads)
         .Key("kernel_note").String(d.kernel_note)
         .EndObject();
   }
   w.EndArray();
+  w.Key("current_device").Int(r.current_device);
+  w.Key("all_devices").Bool(r.all_devices);
   w.Key("no_device_reason").String(r.no_device_reason);
   w.Key("memlock_soft");
   if (r.memlock_soft == UINT64_MAX) w.Null(); else w.Uint(r.memlock_soft);
@@ -131,12 +147,14 @@ std::string RenderDoctorJson(const DoctorReport& r) {
 int RunDoctor(std::vector<std::string> words) {
   Args args(std::move(words));
   const bool json = args.Flag("json");
+  DoctorOptions doctor;
+  doctor.all_devices = args.Flag("all-devices");
   CudaRuntimeOptions options;
   if (auto v = args.Value("cuda-driver")) options.driver_library = *v;
   auto pos = args.Positional();
   if (!pos.ok()) return Usage("doctor", pos.status().message());
   if (!pos->empty()) return Usage("doctor", "takes no FILE");
-  const DoctorReport report = ::rckpt::RunDoctor(options);
+  const DoctorReport report = ::rckpt::RunDoctor(options, doctor);
   const std::string out = json ? RenderDoctorJson(report) : RenderDoctorText(report);
   std::fwrite(out.data(), 1, out.size(), stdout);
   return ExitCodeFor(report.problem);
@@ -146,21 +164,29 @@ int RunDoctor(std::vector<std::string> words) {
 
 const CommandInfo kDoctor = {
     "doctor", "say what rckpt sees of this machine's GPUs, and whether it can use them",
-    R"(usage: rckpt doctor [--json] [--cuda-driver LIB]
+    R"(usage: rckpt doctor [--json] [--all-devices] [--cuda-driver LIB]
 
 Loads the CUDA driver the way a load onto a GPU would and reports:
   - rckpt's build, the driver library and the CUDA version it supports, the
-    architectures of the shipped un-shuffle kernel and whether it loads on
-    each GPU (where it does not, byte-shuffled data is un-shuffled on the host);
+    architectures of the shipped un-shuffle kernel, the oldest driver that
+    loads it and why, and whether it loads on this process's GPU (where it
+    does not, byte-shuffled data is un-shuffled on the host);
   - every device by UUID, with its name, memory, PCI bus id and compute
     capability (MIG instances share their GPU's bus id and have their slice
     of memory), numbered as rckpt and torch number them in this process;
   - CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER, the locked-memory limits and a
     trial allocation of the pinned staging memory a load takes.
-rckpt.doctor() in Python says the same and also compares, by UUID, the
-devices torch sees in that process.
+Only this process's device is examined (its context, the kernel, the pinned
+trial through its context): the thread's current device, else the
+launcher's LOCAL_RANK, else cuda:0, which is what a bare "cuda" and
+--model-device auto mean. Other GPUs are listed with queries that make no
+context, so each rank of a job may run it without costing its neighbours
+GPU memory.
+rckpt.doctor() in Python says the same for torch.cuda.current_device() and
+also compares, by UUID, the devices torch sees in that process.
 
   --json             the report as JSON (schema_version 1)
+  --all-devices      examine every visible device (a context on each)
   --cuda-driver LIB  load this driver library instead of libcuda.so.1
 
 Exit codes: 0 when what exists is usable, a machine without a GPU included

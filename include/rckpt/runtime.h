@@ -173,10 +173,15 @@ std::unique_ptr<DeviceRuntime> NewEmulatedRuntime(int device_count);
 // resolves exists from CUDA 11.4 (driver R470) on. Below it, DeviceCount()
 // is DeviceUnavailable naming both versions.
 inline constexpr int kMinCudaDriverVersion = 11040;
-// The oldest driver that loads the shipped un-shuffle kernel image (its
-// cubins and PTX are made by CUDA 13.0's nvcc: driver R580 or newer).
-// Below it, byte-shuffled chunks are un-shuffled on the host (CanUnshuffle).
-inline constexpr int kMinKernelDriverVersion = 13000;
+// The oldest driver that loads the shipped un-shuffle kernel image: its
+// cubins are made by a CUDA 12 nvcc (cuda/unshuffle_kernels.fatbin.txt), and
+// cubins of a CUDA 12.x toolkit run on every driver of CUDA 12.0 (R525) or
+// newer (minor version compatibility), the drivers GPU fleets run. Below it,
+// byte-shuffled chunks are un-shuffled on the host (CanUnshuffle). The test
+// cuda.KernelImageIsCurrent holds it to the stamp's toolkit.
+inline constexpr int kMinKernelDriverVersion = 12000;
+// The driver branch that brought kMinKernelDriverVersion, for messages.
+inline constexpr const char* kMinKernelDriverBranch = "R525";
 
 struct CudaRuntimeOptions {
   // The driver library to load: a name the dynamic loader searches for, or

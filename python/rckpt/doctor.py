@@ -37,6 +37,9 @@ class DoctorDevice:
     compute_capability: Tuple[int, int]
     kernel_loads: bool      # False: byte-shuffled data is un-shuffled on the host
     kernel_note: str
+    # Whether it was examined (this process's device, or every one with
+    # all_devices=True); the kernel fields say nothing otherwise.
+    examined: bool = True
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,13 @@ class DoctorReport:
     host_memory_bytes: int
     host_memory_available: int
     torch: Optional[TorchView] = field(default=None)
+    # The device examined (torch.cuda.current_device() when torch uses CUDA,
+    # else the launcher's LOCAL_RANK, else 0); -1 with no GPU.
+    current_device: int = -1
+    all_devices: bool = False
+    # The oldest driver the shipped kernel image loads on, and why.
+    kernel_min_driver_version: int = 0
+    kernel_min_driver_why: str = ""
     # What the process's CUDA runtime keeps between loads and saves
     # (rckpt.device_pool_stats()).
     device_pool: Dict[str, int] = field(default_factory=dict)
@@ -88,6 +98,10 @@ class DoctorReport:
                     else "(built without its CUDA runtime)")]
         if self.cuda_built:
             lines.append(f"kernel image: {self.kernel_image}")
+            if self.kernel_min_driver_version:
+                v = self.kernel_min_driver_version
+                lines.append(f"  needs a driver for CUDA {v // 1000}.{v % 1000 // 10} or newer: "
+                             f"{self.kernel_min_driver_why}")
             driver = self.driver_path or f"{self.driver_library} (not loaded)"
             if self.driver_version:
                 v = self.driver_version
@@ -106,9 +120,14 @@ class DoctorReport:
                 mig = ("  (a MIG instance: its GPU's bus, its slice of memory)"
                        if buses.count(d.pci_bus_id) > 1 else "")
                 major, minor = d.compute_capability
+                mine = "  (this process's device)" if d.index == self.current_device else ""
                 lines.append(f"  cuda:{d.index}  {d.uuid}  {d.name}  "
                              f"{_core.human_bytes(d.memory_bytes)}  bus {d.pci_bus_id}  "
-                             f"sm_{major}{minor}{mig}")
+                             f"sm_{major}{minor}{mig}{mine}")
+                if not d.examined:
+                    lines.append("          not examined: not this process's device "
+                                 "(doctor(all_devices=True) examines it)")
+                    continue
                 lines.append("          un-shuffle: on the device (kernel loaded)" if d.kernel_loads
                              else f"          un-shuffle: on the host ({d.kernel_note})")
         lines.append(f"host memory: {_core.human_bytes(self.host_memory_bytes)} "
@@ -116,7 +135,8 @@ class DoctorReport:
                      f"limit {size(self.memlock_soft)} (hard {size(self.memlock_hard)})")
         if self.pinned_probe_bytes:
             lines.append(f"pinned memory: {_core.human_bytes(self.pinned_probe_bytes)} "
-                         + ("allocated and freed (the staging ring a load uses)"
+                         + (f"allocated and freed through cuda:{self.current_device}'s context "
+                            "(the staging ring a load uses)"
                             if self.pinned_probe_error is None
                             else f"could not be allocated: {self.pinned_probe_error}"))
         pool = self.device_pool
@@ -180,16 +200,34 @@ def _torch_view(devices: List[DoctorDevice]) -> Tuple[Optional[TorchView], Optio
         "CUDA_DEVICE_ORDER are set before either starts, and that both load the same driver")
 
 
-def doctor(*, cuda_driver: str = "libcuda.so.1", compare_torch: bool = True) -> DoctorReport:
-    """Examines the CUDA driver (``cuda_driver``: a library name or path) and
-    this process's devices; with ``compare_torch``, also what torch sees (which
-    initialises CUDA in torch). Never raises for what it finds: the report's
-    ``problem`` says what makes the device path unusable, with the fix."""
+def _torch_current_device() -> int:
+    """torch.cuda.current_device() where torch is imported and uses CUDA, else -1 (the C++
+    side's own choice: the thread's context, LOCAL_RANK, cuda:0)."""
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.cuda.is_available():
+            return int(torch.cuda.current_device())
+    except Exception:  # a broken CUDA build of torch: the comparison below says so
+        pass
+    return -1
+
+
+def doctor(*, cuda_driver: str = "libcuda.so.1", compare_torch: bool = True,
+           all_devices: bool = False) -> DoctorReport:
+    """Examines the CUDA driver (``cuda_driver``: a library name or path), lists
+    this process's devices and examines its own (torch.cuda.current_device()
+    with ``compare_torch``), or every device with ``all_devices`` (a context
+    on each: not while other ranks train on them); with ``compare_torch``,
+    also what torch sees (which initialises CUDA in torch). Never raises for
+    what it finds: the report's ``problem`` says what makes the device path
+    unusable, with the fix."""
     if not isinstance(cuda_driver, str) or not cuda_driver:
         raise TypeError(f"cuda_driver must be a non-empty str, got {cuda_driver!r}")
-    raw = _core.doctor(cuda_driver)
+    device = _torch_current_device() if compare_torch else -1
+    raw = _core.doctor(cuda_driver, bool(all_devices), device)
     devices = [DoctorDevice(d["index"], d["uuid"], d["name"], d["memory_bytes"], d["pci_bus_id"],
-                            tuple(d["compute_capability"]), d["kernel_loads"], d["kernel_note"])
+                            tuple(d["compute_capability"]), d["kernel_loads"], d["kernel_note"],
+                            d["examined"])
                for d in raw["devices"]]
     torch_view, torch_problem = _torch_view(devices) if compare_torch else (None, None)
     problem = raw["problem"]
@@ -206,20 +244,29 @@ def doctor(*, cuda_driver: str = "libcuda.so.1", compare_torch: bool = True) -> 
         pinned_probe_bytes=raw["pinned_probe_bytes"],
         pinned_probe_error=raw["pinned_probe_error"], host_memory_bytes=raw["host_memory_bytes"],
         host_memory_available=raw["host_memory_available"], torch=torch_view,
-        device_pool=dict(raw["device_pool"]))
+        device_pool=dict(raw["device_pool"]), current_device=raw["current_device"],
+        all_devices=raw["all_devices"],
+        kernel_min_driver_version=raw["kernel_min_driver_version"],
+        kernel_min_driver_why=raw["kernel_min_driver_why"])
 
 
 def main(argv: List[str]) -> int:
-    """``python -m rckpt doctor [--cuda-driver LIB]``: prints the report; exit 0
-    when usable, 6 otherwise, 2 for a usage error."""
+    """``python -m rckpt doctor [--all-devices] [--cuda-driver LIB]``: prints the report;
+    exit 0 when usable, 6 otherwise, 2 for a usage error."""
     args = list(argv)
     driver = "libcuda.so.1"
-    if args[:1] == ["--cuda-driver"] and len(args) >= 2:
-        driver = args[1]
-        args = args[2:]
-    if args:
-        print("usage: python -m rckpt doctor [--cuda-driver LIB]", file=sys.stderr)
-        return 2
-    report = doctor(cuda_driver=driver)
+    all_devices = False
+    while args:
+        if args[0] == "--all-devices":
+            all_devices = True
+            args = args[1:]
+        elif args[0] == "--cuda-driver" and len(args) >= 2:
+            driver = args[1]
+            args = args[2:]
+        else:
+            print("usage: python -m rckpt doctor [--all-devices] [--cuda-driver LIB]",
+                  file=sys.stderr)
+            return 2
+    report = doctor(cuda_driver=driver, all_devices=all_devices)
     print(report)
     return 0 if report.ok else 6

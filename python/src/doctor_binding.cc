@@ -13,16 +13,21 @@ namespace {
 
 nb::object Limit(uint64_t v) { return v == UINT64_MAX ? nb::none() : nb::object(nb::int_(v)); }
 
-nb::dict Doctor(const std::string& driver_library) {
+nb::dict Doctor(const std::string& driver_library, bool all_devices, int device) {
   DoctorReport r;
   {
     nb::gil_scoped_release release;
-    r = RunDoctor({.driver_library = driver_library});
+    r = RunDoctor({.driver_library = driver_library},
+                  {.all_devices = all_devices, .device = device});
   }
   nb::dict out;
   out["rckpt_version"] = r.rckpt_version;
   out["cuda_built"] = r.cuda_built;
   out["kernel_image"] = r.kernel_image;
+  out["kernel_min_driver_version"] = r.kernel_min_driver_version;
+  out["kernel_min_driver_why"] = r.kernel_min_driver_why;
+  out["current_device"] = r.current_device;
+  out["all_devices"] = r.all_devices;
   out["driver_library"] = r.driver_library;
   out["driver_path"] = r.driver_path;
   out["driver_version"] = r.driver_version;
@@ -38,6 +43,7 @@ nb::dict Doctor(const std::string& driver_library) {
     e["memory_bytes"] = d.memory_bytes;
     e["pci_bus_id"] = d.pci_bus_id;
     e["compute_capability"] = nb::make_tuple(d.compute_major, d.compute_minor);
+    e["examined"] = d.examined;
     e["kernel_loads"] = d.kernel_loads;
     e["kernel_note"] = d.kernel_note;
     devices.append(e);
@@ -79,7 +85,8 @@ void RegisterDoctor(nb::module_& m) {
     nb::gil_scoped_release release;
     DefaultRuntime().ReleasePool();
   });
-  m.def("doctor", &Doctor, "driver_library"_a = "libcuda.so.1");
+  m.def("doctor", &Doctor, "driver_library"_a = "libcuda.so.1", "all_devices"_a = false,
+        "device"_a = -1);
 }
 
 }  // namespace rckpt::python

@@ -8,8 +8,10 @@
 
 namespace rckpt {
 
-// Fills the report's driver, device, problem and pinned-probe fields.
-void ExamineCuda(const CudaRuntimeOptions& options, DoctorReport* report);
+// Fills the report's driver, device, problem and pinned-probe fields,
+// examining the devices `doctor` asks for.
+void ExamineCuda(const CudaRuntimeOptions& options, const DoctorOptions& doctor,
+                 DoctorReport* report);
 
 }  // namespace rckpt
 

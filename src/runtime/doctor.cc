@@ -15,7 +15,7 @@ uint64_t Limit(rlim_t v) { return v == RLIM_INFINITY ? UINT64_MAX : static_cast<
 
 }  // namespace
 
-DoctorReport RunDoctor(const CudaRuntimeOptions& options) {
+DoctorReport RunDoctor(const CudaRuntimeOptions& options, const DoctorOptions& doctor) {
   DoctorReport r;
   r.rckpt_version = RCKPT_VERSION_STRING;
   r.driver_library = options.driver_library;
@@ -34,7 +34,7 @@ DoctorReport RunDoctor(const CudaRuntimeOptions& options) {
   const long available = sysconf(_SC_AVPHYS_PAGES);
   if (page > 0 && pages > 0) r.host_memory_bytes = uint64_t(page) * uint64_t(pages);
   if (page > 0 && available > 0) r.host_memory_available = uint64_t(page) * uint64_t(available);
-  ExamineCuda(options, &r);
+  ExamineCuda(options, doctor, &r);
   r.pool = DefaultRuntime().PoolStats();
   return r;
 }

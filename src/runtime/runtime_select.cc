@@ -21,7 +21,7 @@ Result<DeviceRuntime*> CudaRuntime() {
   return Status::Unsupported(std::string("CUDA runtime: ") + kNotBuilt);
 }
 
-void ExamineCuda(const CudaRuntimeOptions&, DoctorReport* report) {
+void ExamineCuda(const CudaRuntimeOptions&, const DoctorOptions&, DoctorReport* report) {
   report->cuda_built = false;
   report->no_device_reason = kNotBuilt;
 }

@@ -150,13 +150,13 @@ TEST_F(AdapterTest, AFailingInitIsAnErrorNamingTheCauseAndTheFix) {
 }
 
 TEST_F(AdapterTest, BelowTheKernelMinimumShuffledDataIsUnshuffledOnTheHost) {
-  Configure({.driver_version = 12080});
+  Configure({.driver_version = 11080});
   std::string why;
   EXPECT_FALSE(Runtime().CanUnshuffle(Device::Cuda(0), &why));
-  EXPECT_THAT(why, ::testing::HasSubstr("supports CUDA 12.8"));
-  EXPECT_THAT(why, ::testing::HasSubstr("needs CUDA 13.0 (driver R580+)"));
+  EXPECT_THAT(why, ::testing::HasSubstr("supports CUDA 11.8"));
+  EXPECT_THAT(why, ::testing::HasSubstr("needs CUDA 12.0 (driver R525+)"));
   EXPECT_THAT(Runtime().UnshuffleAsync(Device::Cuda(0), Stream{}, nullptr, nullptr, 8, 2),
-              StatusIs(StatusCode::kUnsupported, "R580"));
+              StatusIs(StatusCode::kUnsupported, "R525"));
 }
 
 TEST_F(AdapterTest, AKernelImageThatDoesNotLoadIsNotFatal) {

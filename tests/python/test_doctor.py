@@ -34,10 +34,32 @@ def test_devices_are_listed_by_uuid_with_their_memory_and_bus(monkeypatch):
     assert report.ok, report.problem
     assert [d.index for d in report.devices] == [0, 1]
     assert report.devices[0].uuid != report.devices[1].uuid
-    assert all(d.kernel_loads and d.memory_bytes > 0 for d in report.devices)
+    assert all(d.memory_bytes > 0 for d in report.devices)
     assert report.driver_version == 13000
     assert report.pinned_probe_error is None
     assert "cuda:1" in str(report)
+    # Only this process's device (no torch, no LOCAL_RANK: cuda:0) is examined.
+    assert report.current_device == 0
+    assert [d.examined for d in report.devices] == [True, False]
+    assert report.devices[0].kernel_loads
+    assert "not examined" in str(report)
+
+
+@needs_standin
+def test_the_device_examined_is_the_local_ranks_or_every_one_when_asked(monkeypatch):
+    monkeypatch.setenv("RCKPT_STANDIN_DEVICES", "4")
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    report = rckpt.doctor(cuda_driver=STANDIN, compare_torch=False)
+    assert report.ok, report.problem
+    assert report.current_device == 3
+    assert [d.examined for d in report.devices] == [False, False, False, True]
+    assert "cuda:3's context" in str(report)
+    every = rckpt.doctor(cuda_driver=STANDIN, compare_torch=False, all_devices=True)
+    assert every.all_devices and all(d.examined and d.kernel_loads for d in every.devices)
+    # The kernel image's driver minimum, and why.
+    assert report.kernel_min_driver_version == 12000
+    assert "R525" in report.kernel_min_driver_why
+    assert "needs a driver for CUDA 12.0 or newer" in str(report)
 
 
 @needs_standin

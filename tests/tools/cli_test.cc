@@ -545,5 +545,47 @@ TEST(CliTest, PlanSaysWhatModelDeviceAutoMeansHereAndWhy) {
       << both.err;
 }
 
+// Under torchrun each rank's LOCAL_RANK names its GPU; the CLI has no CUDA
+// context of its own, so that is its current device.
+TEST(CliTest, BareCudaIsThisProcesssOwnDevice) {
+  setenv("LOCAL_RANK", "3", 1);
+  CliRun r = Cli("plan --json " + kGolden +
+                 "v1.0-training-state.rckpt --map-location cuda --emulate-devices 4");
+  CliRun model = Cli("plan --json " + kGolden +
+                     "v1.0-training-state.rckpt --model-device cuda --emulate-devices 4");
+  unsetenv("LOCAL_RANK");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"name\":\"net.0.weight\",\"kind\":\"tensor\",\"section\":\"model\","
+                       "\"role\":\"model\",\"origin\":\"cuda:1\",\"target\":\"cuda:3\""),
+            std::string::npos)
+      << r.out;
+  ASSERT_EQ(model.code, 0) << model.err;
+  EXPECT_NE(model.out.find("\"origin\":\"cuda:1\",\"target\":\"cuda:3\""), std::string::npos)
+      << model.out;
+}
+
+TEST(CliTest, DoctorExaminesThisProcesssDeviceAndEveryOneOnlyWhenAsked) {
+  if (CudaStandinPath().empty()) GTEST_SKIP() << "built without the CUDA runtime";
+  setenv("LOCAL_RANK", "1", 1);
+  CliRun r = Cli("doctor --cuda-driver " + CudaStandinPath());
+  CliRun json = Cli("doctor --json --cuda-driver " + CudaStandinPath());
+  unsetenv("LOCAL_RANK");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("needs a driver for CUDA 12.0 or newer"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(R525) or newer"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("sm_90  (this process's device)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("not examined: not this process's device (--all-devices examines it)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("through cuda:1's context"), std::string::npos) << r.out;
+  EXPECT_NE(json.out.find("\"current_device\":1"), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("\"kernel_min_driver_version\":12000"), std::string::npos) << json.out;
+  CliRun all = Cli("doctor --all-devices --cuda-driver " + CudaStandinPath());
+  EXPECT_EQ(all.code, 0) << all.out << all.err;
+  EXPECT_EQ(all.out.find("not examined"), std::string::npos) << all.out;
+  EXPECT_NE(all.out.find("un-shuffle: on the device"), all.out.rfind("un-shuffle: on the device"))
+      << "both devices examined: " << all.out;
+}
+
 }  // namespace
 }  // namespace rckpt
