@@ -11,22 +11,39 @@ non_blocking=True):
     comparison, on the host (device_unshuffle=False);
   - torch.load(map_location="cuda:0") and safetensors' load_file(device=
     "cuda:0") of the same state: rckpt must be faster than both.
-Each case ends with torch.cuda.synchronize(); medians of --reps.
+Each case ends with torch.cuda.synchronize(); medians of --reps. Use 2048 MiB
+or more: below that a load lasts milliseconds and fixed per-call costs, not
+the pipeline, decide the ratio.
 
-stall: a training state of about G GiB (a stack of Linear layers with Adam's
-moments) on cuda:0; one save every few steps. A save's stall is the time
-until the call returns plus what it adds to the next training step (that
-step's time minus the median step time without saves):
+sharded: the same kind of state saved as a sharded file (format 1.1, by
+rckpt.distributed.save), restored onto cuda:0 by rckpt.load (which assembles
+its blocks) and by rckpt.distributed.load in one process, beside a plain
+load of the same bytes and the pinned-memcpy limit: the multi-GPU restart's
+path.
+
+Every rckpt row also says what the device staging did: the leases served
+with unpinned memory (rckpt.device_pool_stats()["unpinned_leases"], over the
+case's calls) and the bytes the device un-shuffled (the last call's stats),
+so a pageable or host fallback shows as itself, not as a slow pipeline.
+
+stall: a training state of about G GiB (weights plus Adam's two moments, a
+stack of Linear layers) on cuda:0; one save every few steps. A save's stall
+is the time until the call returns plus what it adds to the next training
+step (that step's time minus the median step time without saves), the
+first save (which sets up its memory) apart from the later ones (medians):
+  - a device-to-host copy of the whole state into pinned memory (the floor);
   - rckpt.save_async (target: at or below DCP's);
   - torch.distributed.checkpoint.async_save with its default stager, and
-    with asynchronous pinned staging where this torch has it.
+    (--peers all) with asynchronous pinned staging where this torch has it.
 
-Rows go to --table (markdown, appended as each finishes) and --json.
+Rows go to --table (markdown, appended as each finishes) and --json
+(rewritten at each row: a run cut short keeps the rows it made).
 --smoke runs every case on the CPU with a few MiB, to check the script itself
 where there is no GPU (the rows then mean nothing).
 
-    python bench/gpu_bench.py load --mib 1024 --table results.md
-    python bench/gpu_bench.py stall --gib 1 --table results.md
+    python bench/gpu_bench.py load --mib 2048 --table results.md
+    python bench/gpu_bench.py sharded --mib 2048 --table results.md
+    python bench/gpu_bench.py stall --state-gib 4 --table results.md
 """
 
 import argparse
@@ -71,6 +88,48 @@ def timed(fn, device, reps):
     return statistics.median(times), out
 
 
+def staging_counters():
+    """What the device staging has done so far in this process, as counters a case
+    subtracts: {"unpinned_leases": N}. Read from rckpt.device_pool_stats(); every counter
+    the staging service reports that a row should show is added here."""
+    stats = rckpt.device_pool_stats()
+    return {"unpinned_leases": int(stats.get("unpinned_leases", 0))}
+
+
+def staging_columns(before, out):
+    """The staging columns of a row: unpinned leases since `before`, and the bytes the
+    device un-shuffled in `out`'s load (a Checkpoint; a RankLoad; anything else: "")."""
+    after = staging_counters()
+    stats = getattr(out, "stats", None) or {}
+    unshuffled = stats.get("device_unshuffled_bytes", "") if isinstance(stats, dict) else ""
+    return {"unpinned leases": after["unpinned_leases"] - before["unpinned_leases"],
+            "device-unshuffled": unshuffled}
+
+
+def warm_page_cache(paths):
+    for p in paths:
+        if os.path.isdir(p):
+            warm_page_cache([os.path.join(p, n) for n in os.listdir(p)])
+        elif os.path.exists(p):
+            with open(p, "rb") as f:
+                while f.read(64 << 20):
+                    pass
+
+
+def copy_limit(total, device, reps, smoke):
+    """Seconds of the same bytes in one pinned host-to-device cudaMemcpyAsync."""
+    host = torch.empty(total, dtype=torch.uint8, pin_memory=not smoke)
+    host.fill_(1)
+    dev = torch.empty(total, dtype=torch.uint8, device=device)
+    limit, _ = timed(lambda: dev.copy_(host, non_blocking=True), device, reps)
+    del host, dev
+    return limit
+
+
+LOAD_COLUMNS = ["case", "seconds", "GiB/s", "vs pinned memcpy", "unpinned leases",
+                "device-unshuffled", "note"]
+
+
 def smooth_state(nbytes, parts=16):
     """Float tensors that compress as trained weights do (zstd + shuffle
     gets them smaller), on the CPU."""
@@ -100,40 +159,33 @@ def load_cases(args):
         st.save_file(state, paths["st"])
     except ImportError:
         st = None
-    for p in paths.values():  # into the page cache
-        if os.path.exists(p):
-            with open(p, "rb") as f:
-                while f.read(64 << 20):
-                    pass
+    warm_page_cache(paths.values())
     where = f"{device}" if args.smoke else f"cuda:0 ({torch.cuda.get_device_name(0)})"
     rep = Table(args.table, args.json,
                  f"load {total >> 20} MiB onto {where}, page cache warm, median of {reps}",
-                 ["case", "seconds", "GiB/s", "vs pinned memcpy", "note"])
+                 LOAD_COLUMNS)
 
     def rate(s):
         return total / s / (1 << 30)
 
-    # The limit: the same bytes from pinned host memory in one async copy.
-    host = torch.empty(total, dtype=torch.uint8, pin_memory=not args.smoke)
-    host.fill_(1)
-    dev = torch.empty(total, dtype=torch.uint8, device=device)
-    limit, _ = timed(lambda: dev.copy_(host, non_blocking=True), device, reps)
+    limit = copy_limit(total, device, reps, args.smoke)
     rep.row(case="pinned cudaMemcpyAsync (the limit)", seconds=f"{limit:.3f}",
             **{"GiB/s": f"{rate(limit):.2f}", "vs pinned memcpy": "1.00"})
-    del host, dev
 
     results = {}
 
     def case(name, fn, note=""):
+        before = staging_counters()
         try:
             s, out = timed(fn, device, reps)
         except Exception as e:  # a peer this torch lacks: the row says why
             rep.row(case=name, note=f"skipped: {type(e).__name__}: {str(e)[:120]}")
             return
+        staging = staging_columns(before, out) if name.startswith("rckpt") else {}
         del out
         results[name] = s
         rep.row(case=name, seconds=f"{s:.3f}", note=note,
-                **{"GiB/s": f"{rate(s):.2f}", "vs pinned memcpy": f"{limit / s:.2f}"})
+                **{"GiB/s": f"{rate(s):.2f}", "vs pinned memcpy": f"{limit / s:.2f}"}, **staging)
 
     placement = {"map_location": str(device)}
     case("rckpt.load, raw chunks", lambda: rckpt.load(paths["raw"], **placement),
@@ -184,9 +236,64 @@ def build_training(gib, device, smoke):
     return model, opt, step
 
 
+def sharded_cases(args):
+    """The sharded file's restore (format 1.1) against a plain load of the same bytes."""
+    import rckpt.distributed as rd
+    device = torch.device("cpu" if args.smoke else "cuda:0")
+    nbytes = (4 if args.smoke else args.mib) << 20
+    reps = 1 if args.smoke else args.reps
+    os.makedirs(args.dir, exist_ok=True)
+    state = smooth_state(nbytes)
+    total = sum(t.numel() * t.element_size() for t in state.values())
+    plain = os.path.join(args.dir, "plain.rckpt")
+    sharded = os.path.join(args.dir, "sharded.rckpt")
+    rckpt.save(plain, {"model": state})
+    # One process's blocks, one per tensor: the file holds sharded tensors as a job of any
+    # size writes them, and a restore assembles them from their blocks.
+    rd.save(rd.LOCAL, sharded, {"model": {
+        name: rd.Shard(t, [0], t.shape) for name, t in state.items()}})
+    warm_page_cache([plain, sharded])
+    where = f"{device}" if args.smoke else f"cuda:0 ({torch.cuda.get_device_name(0)})"
+    rep = Table(args.table, args.json,
+                f"sharded load: {total >> 20} MiB saved by rckpt.distributed.save (format 1.1) "
+                f"onto {where}, page cache warm, median of {reps}", LOAD_COLUMNS)
+    limit = copy_limit(total, device, reps, args.smoke)
+    rep.row(case="pinned cudaMemcpyAsync (the limit)", seconds=f"{limit:.3f}",
+            **{"GiB/s": f"{total / limit / (1 << 30):.2f}", "vs pinned memcpy": "1.00"})
+    placement = {"map_location": str(device)}
+    names = {f"model.{name}": None for name in state}
+    results = {}
+    for name, fn in (
+            ("rckpt.load, plain file (the reference)", lambda: rckpt.load(plain, **placement)),
+            ("rckpt.load, sharded file", lambda: rckpt.load(sharded, **placement)),
+            ("rckpt.distributed.load, sharded file, one process",
+             lambda: rd.load(rd.LOCAL, sharded, names, **placement))):
+        before = staging_counters()
+        try:
+            secs, out = timed(fn, device, reps)
+        except Exception as e:
+            rep.row(case=name, note=f"skipped: {type(e).__name__}: {str(e)[:120]}")
+            continue
+        staging = staging_columns(before, out)
+        del out
+        results[name] = secs
+        rep.row(case=name, seconds=f"{secs:.3f}",
+                **{"GiB/s": f"{total / secs / (1 << 30):.2f}",
+                   "vs pinned memcpy": f"{limit / secs:.2f}"}, **staging)
+    remove(plain)
+    remove(sharded)
+    ref = results.get("rckpt.load, plain file (the reference)")
+    ours = results.get("rckpt.load, sharded file")
+    if ref and ours:
+        rep.row(case="verdict", note=f"the sharded file restores at {ref / ours:.2f}x the plain "
+                                     f"file's speed ({'met' if ref / ours >= 0.8 else 'MISSED'}: "
+                                     "target 0.8)")
+
+
 def stall_cases(args):
     device = torch.device("cpu" if args.smoke else "cuda:0")
-    gib = 0.01 if args.smoke else args.gib
+    # Adam keeps two moments per weight: the state is three times the weights.
+    gib = 0.01 if args.smoke else args.state_gib / 3
     saves = 2 if args.smoke else args.saves
     every = 3
     model, opt, step = build_training(gib, device, args.smoke)
@@ -195,9 +302,10 @@ def stall_cases(args):
     where = f"{device}" if args.smoke else f"cuda:0 ({torch.cuda.get_device_name(0)})"
     rep = Table(args.table, args.json,
                  f"save stall of a {nbytes / (1 << 30):.2f} GiB training state (weights + Adam) on "
-                 f"{where}, a save every {every} steps, medians over {saves} saves",
-                 ["method", "call returns (ms)", "next step adds (ms)", "stall (ms)",
-                  "vs DCP default", "note"])
+                 f"{where}, a save every {every} steps, {saves} saves: the first apart, the "
+                 "later ones' medians",
+                 ["method", "saves", "call returns (ms)", "next step adds (ms)", "stall (ms)",
+                  "vs DCP default", "unpinned leases", "note"])
     base_times = []
     for _ in range(5):
         sync(device)
@@ -207,9 +315,35 @@ def stall_cases(args):
         base_times.append(time.perf_counter() - t0)
     base = statistics.median(base_times)
 
+    def state():
+        return {"model": model.state_dict(), "optimizer": opt.state_dict()}
+
+    # The floor: the state's device tensors copied into pinned host memory allocated
+    # beforehand, as fast as the bus moves them.
+    tensors = []
+
+    def collect(value):
+        if isinstance(value, torch.Tensor):
+            if value.device == device:
+                tensors.append(value)
+        elif isinstance(value, dict):
+            for v in value.values():
+                collect(v)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                collect(v)
+    collect(state())
+    pinned = [torch.empty_like(t, device="cpu", pin_memory=not args.smoke) for t in tensors]
+    floor, _ = timed(lambda: [p.copy_(t, non_blocking=True) for p, t in zip(pinned, tensors)],
+                     device, 3)
+    del pinned
+    rep.row(method="device-to-host copy into pinned memory (the floor)", saves="",
+            **{"call returns (ms)": f"{floor * 1e3:.1f}", "stall (ms)": f"{floor * 1e3:.1f}"})
+
     def measure(name, save, finish, note=""):
         calls, adds = [], []
         pending = None
+        before = staging_counters()
         try:
             for i in range(saves * every):
                 if i % every == 0:
@@ -229,13 +363,8 @@ def stall_cases(args):
         except Exception as e:
             rep.row(method=name, note=f"skipped: {type(e).__name__}: {str(e)[:120]}")
             return None
-        # The first save allocates its buffers: from the second on.
-        call = statistics.median(calls[1:] or calls)
-        add = statistics.median(adds[1:] or adds)
-        return name, call, add, note
-
-    def state():
-        return {"model": model.state_dict(), "optimizer": opt.state_dict()}
+        unpinned = staging_counters()["unpinned_leases"] - before["unpinned_leases"]
+        return name, calls, adds, unpinned, note
 
     # One checkpoint per method, overwritten by each save and deleted after the method's
     # last: the disk holds at most one state's files per method at a time.
@@ -262,61 +391,76 @@ def stall_cases(args):
             "DCP async_save (default stager)",
             lambda i: dcp.async_save(state(), checkpoint_id=default_path), default_finish))
         remove(default_path)
-        try:
-            from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
-            options = StagingOptions(use_pinned_memory=not args.smoke, use_shared_memory=False,
-                                     use_async_staging=True, use_non_blocking_copy=not args.smoke)
-            stager = DefaultStager(options)
+        if args.peers == "all":
+            try:
+                from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
+                options = StagingOptions(use_pinned_memory=not args.smoke,
+                                         use_shared_memory=False, use_async_staging=True,
+                                         use_non_blocking_copy=not args.smoke)
+                stager = DefaultStager(options)
+                pinned_path = os.path.join(args.dir, "dcp-pinned")
 
-            pinned_path = os.path.join(args.dir, "dcp-pinned")
+                def pinned_save(i):
+                    return dcp.async_save(state(), checkpoint_id=pinned_path,
+                                          async_stager=stager)
 
-            def pinned_save(i):
-                return dcp.async_save(state(), checkpoint_id=pinned_path, async_stager=stager)
-
-            def pinned_finish(resp):
-                fut = getattr(resp, "upload_completion", resp)
-                fut.result()
+                def pinned_finish(resp):
+                    fut = getattr(resp, "upload_completion", resp)
+                    fut.result()
+                    remove(pinned_path)
+                measured.append(measure("DCP async_save (async pinned staging)", pinned_save,
+                                        pinned_finish))
                 remove(pinned_path)
-            measured.append(measure("DCP async_save (async pinned staging)", pinned_save,
-                                    pinned_finish))
-            remove(pinned_path)
-        except ImportError as e:
-            rep.row(method="DCP async_save (async pinned staging)",
-                    note=f"skipped: this torch has no staging options ({e})")
+            except ImportError as e:
+                rep.row(method="DCP async_save (async pinned staging)",
+                        note=f"skipped: this torch has no staging options ({e})")
+
+    def later(values):
+        return statistics.median(values[1:] or values)
+
     dcp_default = next((m for m in measured if m and m[0].startswith("DCP async_save (default")),
                        None)
+    dcp_stall = later(dcp_default[1]) + later(dcp_default[2]) if dcp_default else None
     for m in measured:
         if m is None:
             continue
-        name, call, add, note = m
-        stall = call + add
-        vs = f"{stall / (dcp_default[1] + dcp_default[2]):.2f}" if dcp_default else ""
-        rep.row(method=name, note=note, **{"call returns (ms)": f"{call * 1e3:.1f}",
-                                           "next step adds (ms)": f"{add * 1e3:.1f}",
-                                           "stall (ms)": f"{stall * 1e3:.1f}",
-                                           "vs DCP default": vs})
+        name, calls, adds, unpinned, note = m
+        for which, call, add in (("first", calls[0], adds[0]),
+                                 (f"later {len(calls) - 1}", later(calls), later(adds))):
+            stall = call + add
+            vs = f"{stall / dcp_stall:.2f}" if dcp_stall else ""
+            rep.row(method=name, saves=which, note=note,
+                    **{"call returns (ms)": f"{call * 1e3:.1f}",
+                       "next step adds (ms)": f"{add * 1e3:.1f}", "stall (ms)": f"{stall * 1e3:.1f}",
+                       "vs DCP default": vs, "unpinned leases": unpinned})
     ours = measured[0]
-    if ours and dcp_default:
-        ratio = (ours[1] + ours[2]) / (dcp_default[1] + dcp_default[2])
-        rep.row(method="verdict", note=f"rckpt.save_async stall {ratio:.2f}x DCP async_save's "
-                                       f"({'met' if ratio <= 1.0 else 'MISSED'}: target <= 1)")
+    if ours and dcp_stall:
+        ratio = (later(ours[1]) + later(ours[2])) / dcp_stall
+        first = (ours[1][0] + ours[2][0]) * 1e3
+        rep.row(method="verdict", note=f"rckpt.save_async's later saves stall {ratio:.2f}x DCP "
+                                       f"async_save's ({'met' if ratio <= 1.0 else 'MISSED'}: "
+                                       f"target <= 1); its first save stalls {first:.0f} ms, the "
+                                       f"floor is {floor * 1e3:.0f} ms")
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="what", required=True)
-    for name in ("load", "stall"):
+    for name in ("load", "sharded", "stall"):
         p = sub.add_parser(name)
         p.add_argument("--table", help="append the rows to this markdown file")
         p.add_argument("--json", help="write the rows to this JSON file")
         p.add_argument("--dir", default=None, help="where the files go (default: a temporary dir)")
         p.add_argument("--smoke", action="store_true", help="a few MiB on the CPU: checks the script")
-        if name == "load":
-            p.add_argument("--mib", type=int, default=1024)
+        if name in ("load", "sharded"):
+            p.add_argument("--mib", type=int, default=2048)
             p.add_argument("--reps", type=int, default=3)
         else:
-            p.add_argument("--gib", type=float, default=1.0)
+            p.add_argument("--state-gib", type=float, default=4.0,
+                           help="the whole state's size: weights and Adam's two moments")
             p.add_argument("--saves", type=int, default=3)
+            p.add_argument("--peers", choices=("default", "all"), default="all",
+                           help="DCP's default stager only, or also its pinned async staging")
     args = parser.parse_args(argv)
     if not args.smoke and not torch.cuda.is_available():
         print("gpu_bench: torch sees no CUDA device (use --smoke to check the script)",
@@ -326,7 +470,7 @@ def main(argv=None):
         if args.dir is None:
             args.dir = tmp
         try:
-            (load_cases if args.what == "load" else stall_cases)(args)
+            {"load": load_cases, "sharded": sharded_cases, "stall": stall_cases}[args.what](args)
         finally:
             import torch.distributed as dist  # stall_cases' group for DCP, if it made one
             if dist.is_available() and dist.is_initialized():

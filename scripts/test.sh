@@ -31,30 +31,34 @@ stage "tests (default)"
 ctest --test-dir "$root/build" -j"$(nproc)" --output-on-failure --timeout 600 -LE s3
 
 # The GPU proof as far as a machine without a GPU takes it: its preparation
-# (scripts/gpu-prepare.sh: the binaries of the build above, the dependencies
-# and hippynn's wheel that travel to the GPU test machine) and its run up to
-# "no GPU here" (the carried files, the doctor, the Python.h check, the C++
-# GPU suites starting from the carried files, the Python extension configured
-# from the carried dependencies alone, the device checks' rows), so the day a
-# GPU is lent nothing is found missing. tests/gpu/check-out.sh then holds what
-# the dry run left in its output folder to the device machine's rules (what
-# comes back from it: 8 plain-named files at most, 16 MiB each, two folders
-# deep; results.md and one log; no checkpoint or build left behind), after
-# its self-test. Skipped, with the reason, when PyPI cannot be reached for
-# hippynn's wheel.
+# (scripts/gpu-prepare.sh: the binaries of the build above, the Python
+# extension built for the GPU machine's CPython 3.12, the dependencies and
+# hippynn's wheel that travel to the GPU test machine) and its run up to "no
+# GPU here" (the carried files, the doctor, the carried extension loaded by
+# CPython 3.12, the measurements' scripts on the CPU with a few MiB, the device
+# checks' rows, the C++ GPU suites starting from the carried files), so the
+# day a GPU is lent nothing is found missing. tests/gpu/check-out.sh then
+# holds what the dry run left in its output folder to the device machine's
+# rules (what comes back from it: 8 plain-named files at most, 16 MiB each,
+# two folders deep; results.md and one log of 8 MiB at most; every row in its
+# order, each measurement row with its staging columns; no checkpoint or
+# build left behind), after its self-test. Skipped, with the reason, when
+# PyPI cannot be reached for hippynn's wheel or nanobind, or no CPython 3.12
+# is here.
 stage "gpu proof (dry run: preparation, then tests/gpu/proof.sh up to 'no GPU here', its output checked)"
 bash tests/gpu/check-out.sh --self-test
 prep_rc=0
 PYTHON="$py" bash scripts/gpu-prepare.sh "$root/build" || prep_rc=$?
 if [ "$prep_rc" = 3 ]; then
-  echo "gpu proof dry run: SKIPPED: PyPI cannot be reached for hippynn's wheel"
+  echo "gpu proof dry run: SKIPPED: PyPI cannot be reached for hippynn's wheel or nanobind"
+elif [ "$prep_rc" = 4 ]; then
+  echo "gpu proof dry run: SKIPPED: no CPython 3.12 here to build the GPU machine's extension"
 elif [ "$prep_rc" != 0 ]; then
   exit "$prep_rc"
 else
   rm -rf "$root/build/gpu-proof"
-  # A fixed scratch path, so the extension's objects hit ccache from run to run.
-  PYTHON="$py" bash tests/gpu/proof.sh --dry-run --out "$root/build/gpu-proof" \
-    --scratch "$root/build/gpu-proof-scratch"
+  PYTHON="$py" PYTHONPATH="$root/build/python" bash tests/gpu/proof.sh --dry-run \
+    --out "$root/build/gpu-proof" --scratch "$root/build/gpu-proof-scratch"
   bash tests/gpu/check-out.sh "$root/build/gpu-proof" --dry-run
 fi
 

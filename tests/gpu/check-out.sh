@@ -6,14 +6,16 @@
 #   - plain files and folders only (no links, nothing else), no deeper than
 #     DIR/a/b/file;
 #   - every file and folder name made of letters, digits, '.', '_' and '-';
-#   - results.md (the steps' table) and proof.log (the combined log) present,
-#     and no checkpoint or build tree among the files;
+#   - results.md (the steps' table) and proof.log (the combined log, at most
+#     8 MiB) present, and no checkpoint or build tree among the files;
 #   - the scratch folder that proof.log names is gone (every checkpoint and
 #     the build deleted), unless --scratch-may-stay;
 #   - with --dry-run, the rows a dry run must leave, in order: the
-#     environment, the smoke step, the Python.h check, the two C++ GPU suites
-#     before the extension, the extension (its time said), then the device
-#     checks' table with its six rows.
+#     environment, the smoke step, the carried extension, the three
+#     measurements before the checks and the C++ GPU suites, then the
+#     measurements' rows (each rckpt row with its unpinned leases and
+#     device-unshuffled bytes in load.json, sharded.json and stall.json) and
+#     the device checks' table with its six rows.
 #
 #   bash tests/gpu/check-out.sh DIR [--dry-run] [--scratch-may-stay]
 #   bash tests/gpu/check-out.sh --self-test   (each rule rejects what breaks it)
@@ -21,12 +23,38 @@
 # Prints every broken rule; exit 1 when there is one.
 set -uo pipefail
 
-DRY_ROWS=("environment" "smoke" "smoke: Python.h" "C++ gpu tests" "C++ restart on the GPU"
-          "extension" "device path checks"
+DRY_ROWS=("environment" "smoke" "extension" "load throughput" "sharded load" "save_async stall"
+          "device path checks" "C++ gpu tests" "C++ restart on the GPU" "confirmations"
+          "pinned cudaMemcpyAsync (the limit)" "rckpt.load, raw chunks"
+          "rckpt.load, sharded file" "rckpt.save_async"
           "busy stream: load and save do not wait for it" "pool constant over N calls"
           "pool released" "no spinning while a load waits"
           "side stream: tensor freed right after save_async"
           "control: the same free without a record")
+
+# Every rckpt row of a measurement's JSON says what the staging did.
+staging_columns() {
+  python3 - "$@" <<'PY'
+import json, sys
+bad = []
+for path in sys.argv[1:]:
+    try:
+        rows = json.load(open(path))
+    except (OSError, ValueError) as e:
+        bad.append(f"{path}: {e}")
+        continue
+    ours = [r for r in rows if str(r.get("case", r.get("method", ""))).startswith("rckpt")]
+    if not ours:
+        bad.append(f"{path}: no rckpt row")
+    for r in ours:
+        if "unpinned leases" not in r:
+            bad.append(f"{path}: a row without its unpinned leases: {r}")
+        if "case" in r and "device-unshuffled" not in r:
+            bad.append(f"{path}: a row without its device-unshuffled bytes: {r}")
+print("\n".join(bad))
+sys.exit(1 if bad else 0)
+PY
+}
 
 check() {
   local dir="$1" scratch_may_stay="${2:-0}" dry="${3:-0}" problems=0 last=0 line r n total size rel name depth scratch
@@ -72,6 +100,9 @@ check() {
   for f in results.md proof.log; do
     [ -s "$dir/$f" ] || bad "$f is missing or empty"
   done
+  if [ -f "$dir/proof.log" ] && [ "$(stat -c %s "$dir/proof.log")" -gt $(( 8 << 20 )) ]; then
+    bad "proof.log is $(( $(stat -c %s "$dir/proof.log") >> 10 )) KiB (8 MiB at most)"
+  fi
   if [ -s "$dir/results.md" ]; then
     grep -q '^| step | result | seconds | note |$' "$dir/results.md" ||
       bad "results.md has no steps' table"
@@ -95,8 +126,16 @@ check() {
         last="$line"
       fi
     done
-    grep -qE '^\| extension \| PASS \| [0-9]+ \| .* in [0-9]+ s ' "$dir/results.md" ||
-      bad "results.md's extension row does not say how long the build took"
+    grep -qE '^\| extension \| PASS \| [0-9]+ \| .*CPython 3\.12' "$dir/results.md" ||
+      bad "results.md's extension row does not say the carried extension loads in CPython 3.12"
+    local json
+    for json in load sharded stall; do
+      if [ ! -s "$dir/$json.json" ]; then
+        bad "$json.json is missing or empty"
+      elif ! line="$(staging_columns "$dir/$json.json")"; then
+        bad "$line"
+      fi
+    done
   fi
   [ "$problems" = 0 ] || return 1
   echo "check-out: $dir keeps the device machine's rules ($n files, $(( total >> 10 )) KiB)"
@@ -133,23 +172,42 @@ self_test() {
   good; rm "$t/out/proof.log"; expect FAIL "no combined log"
   good; echo "| a | b |" > "$t/out/results.md"; expect FAIL "no steps' table"
   good; mkdir "$t/gone"; expect FAIL "the scratch folder left behind"; rmdir "$t/gone"
-  dry_rows() {  # the dry run's rows, the ones named in $1 swapped with the row after them
+  dry_rows() {  # the dry run's rows
     local r
     for r in "${DRY_ROWS[@]}"; do
       case "$r" in
-        extension) echo "| extension | PASS | 3 | extension configured in 3 s (configure 1 s) |" ;;
+        extension) echo "| extension | PASS | 1 | the carried extension loads in CPython 3.12.1 and runs |" ;;
         *) echo "| $r | PASS | 0 | x |" ;;
       esac
     done
   }
-  good; dry_rows >> "$t/out/results.md"; expect PASS "the dry run's rows" 1
-  good; dry_rows | grep -v "Python.h" >> "$t/out/results.md"; expect FAIL "no Python.h row" 1
-  good; dry_rows | sed '/^| extension /{h;d};/^| device path checks /{G}' >> "$t/out/results.md"
-  expect FAIL "the extension built after the device checks" 1
-  good; dry_rows | sed '/^| C++ restart/{h;d};/^| extension /{G}' >> "$t/out/results.md"
-  expect FAIL "a C++ suite after the extension" 1
-  good; dry_rows | sed 's/ in 3 s / /' >> "$t/out/results.md"; expect FAIL "no build time" 1
-  good; dry_rows | grep -v "side stream" >> "$t/out/results.md"; expect FAIL "no side-stream row" 1
+  measurements() {  # the measurements' JSON, with the staging columns unless $1 drops one
+    local drop="${1:-}"
+    printf '[{"case": "rckpt.load, raw chunks", "unpinned leases": 0, "device-unshuffled": 0}]' |
+      sed "s/, \"$drop\": 0//" > "$t/out/load.json"
+    printf '[{"case": "rckpt.load, sharded file", "unpinned leases": 0, "device-unshuffled": 0}]' \
+      > "$t/out/sharded.json"
+    printf '[{"method": "rckpt.save_async", "saves": "first", "unpinned leases": 0}]' \
+      > "$t/out/stall.json"
+  }
+  good; dry_rows >> "$t/out/results.md"; measurements; expect PASS "the dry run's rows" 1
+  good; dry_rows | grep -v "^| extension" >> "$t/out/results.md"; measurements
+  expect FAIL "no extension row" 1
+  good; dry_rows | sed 's/CPython 3.12.1/CPython 3.11.7/' >> "$t/out/results.md"; measurements
+  expect FAIL "an extension for another Python" 1
+  good; dry_rows | sed '/^| load throughput /{h;d};/^| device path checks /{G}' >> "$t/out/results.md"
+  measurements; expect FAIL "a measurement after the device checks" 1
+  good; dry_rows | sed '/^| save_async stall /{h;d};/^| C++ restart/{G}' >> "$t/out/results.md"
+  measurements; expect FAIL "a measurement after a C++ suite" 1
+  good; dry_rows | grep -v "side stream" >> "$t/out/results.md"; measurements
+  expect FAIL "no side-stream row" 1
+  good; dry_rows >> "$t/out/results.md"; measurements "unpinned leases"
+  expect FAIL "a row without its unpinned leases" 1
+  good; dry_rows >> "$t/out/results.md"; measurements "device-unshuffled"
+  expect FAIL "a row without its device-unshuffled bytes" 1
+  good; dry_rows >> "$t/out/results.md"; measurements; rm "$t/out/stall.json"
+  expect FAIL "no stall rows" 1
+  good; truncate -s 9M "$t/out/proof.log"; expect FAIL "a proof.log over 8 MiB"
   [ "$ok" = 1 ] && echo "check-out self-test: every rule catches what breaks it"
   [ "$ok" = 1 ]
 }

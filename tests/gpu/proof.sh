@@ -1,59 +1,66 @@
 #!/usr/bin/env bash
 # The GPU proof: rckpt's device path on a real GPU, in one command, on the GPU
-# test machine as it is (docs/PERFORMANCE.md "GPU" says how to run it and what
-# it records).
+# test machine as it is (tests/gpu/README.md says how to run it; docs/
+# PERFORMANCE.md "GPU" what it records).
 #
 #   bash tests/gpu/proof.sh [--dry-run] [--out DIR] [--budget S] [--mib N]
 #                           [--state-gib G] [--saves N] [--libtorch]
 #                           [--scratch DIR] [--keep-scratch]
 #
 # Needs gpu-carry/ from scripts/gpu-prepare.sh (run where the dependencies
-# are) beside the work tree. Steps, each a row of DIR/results.md written as it
-# finishes, each under its own timeout, all of them under one budget (--budget,
-# default 240 s: the device machine's calls are short):
+# are) beside the work tree: the binaries, and the Python package with its
+# extension already built for CPython 3.12, so no device time goes to
+# compiling. The measurements come first, then the checks, then what only
+# confirms (hippynn, the Python suite): a run cut short keeps its numbers.
+# Steps, each a row of DIR/results.md written as it finishes, each under its
+# own timeout, all of them under one budget (--budget, default 240 s):
 #   1. environment: the carried files, the machine's Python, torch, nvidia-smi;
-#   2. smoke, fail-fast: `rckpt doctor` and a CLI load onto cuda:0; then
-#      whether Python.h exists (sysconfig), said either way;
-#   3. the C++ GPU suites with --require-gpu (a skip is a failure), before
-#      the extension's build, so a machine without Python.h still runs them;
-#   4. the Python extension built for this machine's Python and torch from
-#      the carried headers and libraries alone (its build time is printed);
-#   5. `python -m rckpt doctor`, fail-fast;
-#   6. the device path against torch's streams and allocator
-#      (tests/gpu/proof_checks.py: a load and a save beside a busy stream,
-#      the device pool constant over N calls, no spinning while a load waits,
-#      a side-stream tensor freed right after save_async);
-#   7. the Python CUDA suite (tests/python/test_gpu.py, RCKPT_REQUIRE_GPU=1);
-#   8. hippynn trained on cuda:0, resumed on cuda:0 and on the CPU;
-#   9. load throughput against pinned cudaMemcpyAsync, torch.load and
-#      safetensors (bench/gpu_bench.py load, --mib, default 256);
-#  10. the save_async stall against DCP async_save (bench/gpu_bench.py stall,
-#      --state-gib, default 0.25, --saves, default 3; one checkpoint per method);
+#   2. smoke, fail-fast: `rckpt doctor` and a CLI load onto cuda:0;
+#   3. the carried extension imported by this machine's Python, fail-fast,
+#      and `python -m rckpt doctor`;
+#   4. load throughput: --mib (default 2048) MiB against pinned
+#      cudaMemcpyAsync, torch.load and safetensors (bench/gpu_bench.py load);
+#   5. a sharded file's restore (format 1.1) beside a plain file's
+#      (bench/gpu_bench.py sharded, --mib);
+#   6. the save_async stall of a --state-gib (default 4) GiB training state,
+#      first save and later saves apart, against a device-to-host copy and
+#      DCP async_save (bench/gpu_bench.py stall, --saves, default 3);
+#      every row of 4-6 says the unpinned staging leases and the bytes the
+#      device un-shuffled;
+#   7. the device path against torch's streams and allocator
+#      (tests/gpu/proof_checks.py);
+#   8. the C++ GPU suites with --require-gpu (a skip is a failure);
+#   9. hippynn trained on cuda:0, resumed on cuda:0 and on the CPU;
+#  10. the Python CUDA suite (tests/python/test_gpu.py, RCKPT_REQUIRE_GPU=1);
 #  11. with --libtorch only (it builds against libtorch's headers, minutes more
 #      than the budget): rckpt::torch's CUDA half (tests/gpu/libtorch/run.sh),
 #      under its own 300 s, added to the budget.
 # DIR (default $OUT, the device tool's output folder, else build-gpu-proof/)
 # receives only what comes back from the device machine: results.md (the
-# steps and every measurement's rows), proof.log (every step's output, each
-# capped at 1 MiB) and the measurements' JSON (checks.json, load.json,
-# stall.json). The build, hippynn's site-packages, TMPDIR and every checkpoint
-# live in a scratch folder (a new one under /tmp, or --scratch DIR, emptied
-# first; named in proof.log), each step's scratch deleted when its row is
-# written and the folder at exit (kept with --keep-scratch).
+# steps and every measurement's rows, rebuilt at each row and when the proof
+# is stopped), proof.log (every step's output streamed as it runs: the first
+# 768 KiB of a step and its last 128 KiB, 8 MiB in all at most) and the
+# measurements' JSON (load.json, sharded.json, stall.json, checks.json,
+# rewritten at each row). The checkpoints, hippynn's site-packages and
+# TMPDIR live in a scratch folder (a new one under /tmp, or --scratch DIR,
+# emptied first; named in proof.log), each step's scratch deleted when its
+# row is written and the folder at exit (kept with --keep-scratch).
 # tests/gpu/check-out.sh checks DIR against the device tool's rules.
-# --dry-run (CI, where there is no GPU) runs everything up to "no GPU here":
-# the carried files, the doctor (which must say why there is no GPU), the
-# Python.h check, the C++ GPU suites (which skip), the extension's configure
-# plus the objects that use each carried dependency, and the checks script's
-# rows as "not run"; then exit 0. PYTHON names the interpreter (default
-# python3). Exit 1 when a step fails, times out or is not reached in the budget.
+# --dry-run (CI, where there is no GPU) runs everything a machine without one
+# can: the carried files, the doctor (which must say why there is no GPU),
+# the carried extension loaded by the interpreter it was built for, the
+# measurements on the CPU with a few MiB (--smoke: the scripts and their rows,
+# through PYTHON and the package at PYTHONPATH), the checks' rows as "not
+# run", the C++ GPU suites (which skip); then exit 0. PYTHON names the
+# interpreter (default python3). Exit 1 when a step fails, times out or is
+# not reached in the budget.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 dry=0
 out="${OUT:-$root/build-gpu-proof}"
 budget=240
-mib=256
-state_gib=0.25
+mib=2048
+state_gib=4
 saves=3
 libtorch=0
 keep=0
@@ -80,29 +87,44 @@ start=$(date +%s)
 deadline=$(( start + budget ))
 carry="$root/gpu-carry"
 if [ -n "$scratch" ]; then
-  # A fixed path (CI's dry run: the extension's objects then hit ccache).
   rm -rf "$scratch"
   mkdir -p "$scratch"
   scratch="$(cd "$scratch" && pwd)"
 else
   scratch="$(mktemp -d /tmp/rckpt-gpu-proof.XXXXXX)"
 fi
-cleanup() { [ "$keep" = 1 ] || rm -rf "$scratch"; }
-trap cleanup EXIT
-trap 'exit 143' TERM INT
 mkdir -p "$out" "$scratch/logs" "$scratch/sections" "$scratch/tmp"
 results="$out/results.md"
 log="$out/proof.log"
-rm -f "$results" "$log" "$out/checks.json" "$out/load.json" "$out/stall.json"
+rm -f "$results" "$log" "$out"/*.json
+: > "$log"
 failed=0
-py="${PYTHON:-python3}"  # the machine's Python with torch and nanobind
-pybuild="$scratch/build-python"
-export root carry py pybuild dry scratch
+py="${PYTHON:-python3}"  # the machine's Python with torch
+# proof.log's bounds: each step streams its first step_head bytes as they come
+# and, when it said more, its last step_tail bytes at its end; nothing is
+# streamed past log_cap (the rows' lines still are, within log_room).
+step_head=$(( 768 << 10 ))
+step_tail=$(( 128 << 10 ))
+log_room=$(( 256 << 10 ))
+log_cap=$(( (8 << 20) - log_room ))
+export root carry py dry scratch
 export LD_LIBRARY_PATH="$carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export RCKPT_CLI_BINARY="$carry/bin/rckpt" RCKPT_DEMO_BINARY="$carry/bin/rckpt-train-demo"
+if [ "$dry" = 1 ]; then
+  # The machine has no GPU and no CPython 3.12 with torch: the measurements'
+  # scripts run on the CPU through PYTHON and the package it imports.
+  pypath="${PYTHONPATH:-$root/build/python}"
+else
+  pypath="$carry/python${PYTHONPATH:+:$PYTHONPATH}"
+fi
+export PYTHONPATH="$pypath"
 
-# say LINE: to the terminal and to the combined log.
-say() { echo "$*"; echo "$*" >> "$log"; }
+log_size() { stat -c %s "$log"; }
+# say LINE: to the terminal and to the combined log (within its bound).
+say() {
+  echo "$*"
+  [ "$(log_size)" -lt $(( log_cap + log_room - 4096 )) ] && echo "$*" >> "$log"
+}
 say "rckpt GPU proof: $(date -u '+%Y-%m-%d %H:%M:%S UTC'); budget ${budget} s; scratch: $scratch"
 say "out: $out (results.md, proof.log and the measurements' JSON only)"
 
@@ -116,19 +138,28 @@ say "out: $out (results.md, proof.log and the measurements' JSON only)"
 } > "$scratch/head.md"
 : > "$scratch/steps.md"
 
+# results.md, rebuilt after every row and when the proof is stopped: the
+# steps' table, then the measurements' tables in the order their steps ran
+# (each written row by row as the step runs).
+publish() {
+  cat "$scratch/head.md" "$scratch/steps.md" "$scratch"/sections/*.md > "$results" 2>/dev/null
+}
+cleanup() { [ "$keep" = 1 ] || rm -rf "$scratch"; }
+stopped() {
+  echo "| (stopped) | FAIL | $(( $(date +%s) - start )) | the proof was stopped here |" >> "$scratch/steps.md"
+  publish
+  cleanup
+  exit 143
+}
+trap cleanup EXIT
+trap stopped TERM INT
+
 # What DIR holds, against what comes back from the device machine (the
-# scratch folder still exists: it goes at exit), said in the log and the
-# terminal; a broken rule fails the proof.
+# scratch folder still exists: it goes at exit); a broken rule fails the proof.
 check_out() {
   if ! bash "$root/tests/gpu/check-out.sh" "$out" --scratch-may-stay 2>&1 | tee -a "$log"; then
     failed=1
   fi
-}
-
-# results.md, rebuilt after every row: the steps' table, then the
-# measurements' tables in the order their steps ran.
-publish() {
-  cat "$scratch/head.md" "$scratch/steps.md" "$scratch"/sections/*.md > "$results" 2>/dev/null
 }
 
 # row NAME RESULT SECONDS NOTE
@@ -138,29 +169,16 @@ row() {
   say "== $1: $2 ($3 s) $4"
 }
 
-# The step's output into the combined log, at most 1 MiB of it (its first
-# 256 KiB and its last 768 KiB).
-append_log() {
-  local f="$1" size
-  size=$(stat -c %s "$f")
-  if [ "$size" -le $(( 1 << 20 )) ]; then
-    cat "$f" >> "$log"
-  else
-    head -c $(( 256 << 10 )) "$f" >> "$log"
-    echo "... [$(( size - (1 << 20) )) bytes of this step's output left out] ..." >> "$log"
-    tail -c $(( 768 << 10 )) "$f" >> "$log"
-  fi
-}
-
 # step NAME BUDGET_S FAIL_FAST COMMAND...: runs it (a command or an exported
 # function) under min(BUDGET_S, what is left of the proof's budget), with its
 # own TMPDIR in the scratch folder, deleted with what it holds once the row is
-# written. Returns 0 when it passed, 1 when it failed, 2 when the budget left
-# no time to run it.
+# written. Its output streams into proof.log as it comes (its head; its tail
+# at its end, when it said more). Returns 0 when it passed, 1 when it failed,
+# 2 when the budget left no time to run it.
 step() {
   local name="$1" step_budget="$2" fail_fast="$3"
   shift 3
-  local slug left limit t0 rc secs slog note
+  local slug left limit t0 rc secs slog note head_bytes size
   slug="$(echo "$name" | tr -c 'A-Za-z0-9\n' '-')"
   left=$(( deadline - $(date +%s) ))
   if [ "$left" -lt 10 ]; then
@@ -172,12 +190,25 @@ step() {
   slog="$scratch/logs/$slug.log"
   mkdir -p "$scratch/tmp/$slug"
   t0=$(date +%s)
-  echo >> "$log"
+  say ""
   say "===== $name (timeout ${limit} s of its ${step_budget} s)"
-  TMPDIR="$scratch/tmp/$slug" timeout -k 10 "$limit" bash -c '"$@"' step "$@" >"$slog" 2>&1
-  rc=$?
+  head_bytes=$(( log_cap - $(log_size) ))
+  [ "$head_bytes" -gt "$step_head" ] && head_bytes=$step_head
+  [ "$head_bytes" -lt 0 ] && head_bytes=0
+  TMPDIR="$scratch/tmp/$slug" timeout -k 10 "$limit" bash -c '"$@"' step "$@" 2>&1 |
+    tee -p "$slog" | head -c "$head_bytes" >> "$log"
+  rc=${PIPESTATUS[0]}
   secs=$(( $(date +%s) - t0 ))
-  append_log "$slog"
+  size=$(stat -c %s "$slog")
+  if [ "$size" -gt "$head_bytes" ]; then
+    local tail_bytes=$(( log_cap - $(log_size) ))
+    [ "$tail_bytes" -gt "$step_tail" ] && tail_bytes=$step_tail
+    [ "$tail_bytes" -lt 0 ] && tail_bytes=0
+    say "... [$(( size - head_bytes - tail_bytes < 0 ? 0 : size - head_bytes - tail_bytes )) bytes of this step's output left out] ..."
+    if [ "$tail_bytes" -gt 0 ]; then
+      tail -c "$(( tail_bytes < size - head_bytes ? tail_bytes : size - head_bytes ))" "$slog" >> "$log"
+    fi
+  fi
   rm -rf "$scratch/tmp/$slug"
   note="$(tail -1 "$slog")"
   if [ "$rc" = 0 ]; then
@@ -201,24 +232,28 @@ step() {
 # 1. What the proof brings and what the machine has.
 check_carry() {
   for f in bin/rckpt bin/gpu_tests bin/restart_gpu_tests bin/rckpt-train-demo bin/rckpt-bench \
-           bin/rckpt_gpu_throughput deps/include/zstd.h deps/include/xxhash.h deps/bin/flatc; do
+           bin/rckpt_gpu_throughput python/rckpt/__init__.py python/BUILT_WITH \
+           deps/include/zstd.h deps/include/xxhash.h deps/bin/flatc; do
     [ -e "$carry/$f" ] || { echo "missing gpu-carry/$f: run scripts/gpu-prepare.sh where the dependencies are"; return 1; }
   done
+  ls "$carry"/python/rckpt/_core.cpython-312-*.so >/dev/null ||
+    { echo "missing the extension for CPython 3.12 in gpu-carry/python/rckpt"; return 1; }
   ls "$carry"/wheels/hippynn-*.whl >/dev/null || { echo "missing hippynn's wheel"; return 1; }
   command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version \
     --format=csv,noheader || echo "nvidia-smi: not found"
   echo "cores $(nproc), /tmp free $(df -Pk /tmp | awk 'NR == 2 {print int($4 / 1048576)}') GiB"
-  "$py" -c "import sys, torch, numpy, nanobind, pytest; print('python', sys.version.split()[0], \
+  echo "extension built with CPython $(cat "$carry/python/BUILT_WITH")"
+  "$py" -c "import sys, torch, numpy, pytest; print('python', sys.version.split()[0], \
 'torch', torch.__version__, 'cuda', torch.version.cuda, 'available', torch.cuda.is_available())"
 }
 export -f check_carry
-step environment 30 1 check_carry
+step environment 15 1 check_carry
 
 # 2. Smoke: the doctor and one load onto the GPU, before anything long.
 doctor_log="$scratch/logs/doctor.log"
-timeout -k 5 60 "$carry/bin/rckpt" doctor >"$doctor_log" 2>&1
+timeout -k 5 30 "$carry/bin/rckpt" doctor >"$doctor_log" 2>&1
 doctor_rc=$?
-append_log "$doctor_log"
+head -c "$step_head" "$doctor_log" >> "$log"
 if grep -q "^devices: none" "$doctor_log"; then
   if [ "$dry" = 1 ] && [ "$doctor_rc" = 0 ]; then
     row smoke "no GPU here" 0 "$(grep '^devices' "$doctor_log")"
@@ -233,139 +268,91 @@ else
     row smoke FAIL 0 "rckpt doctor exit $doctor_rc: $(grep PROBLEM "$doctor_log")"
     exit 1
   fi
-  step smoke 60 1 "$carry/bin/rckpt" load --model-device cuda:0 \
+  step smoke 20 1 "$carry/bin/rckpt" load --model-device cuda:0 \
     "$root/tests/data/golden/v1.0-training-state.rckpt"
 fi
-# The extension needs this Python's headers (the machine's Python may lack
-# them): said here, before anything waits on them.
-python_headers() {
-  "$py" -c 'import os, sys, sysconfig
-inc = sysconfig.get_paths()["include"]
-h = os.path.join(inc, "Python.h")
-if os.path.isfile(h):
-    print("Python.h found:", h)
-else:
-    print("Python.h MISSING: no", h, "(the extension cannot be built for this Python; the C++ suites still run)")
-    sys.exit(1)'
-}
-export -f python_headers
-step "smoke: Python.h" 15 0 python_headers
-headers_rc=$?
 
-# 3. The C++ GPU suites, before the extension's build: a skip is a failure
-# (in the dry run they skip, which shows the carried binaries start here).
+# 3. The carried extension. On the GPU machine, its Python imports the
+# package (which needs torch); here, the interpreter it was built for loads
+# the extension module itself (it links no torch) and asks it for the doctor.
+carried_extension() {
+  local built_with
+  built_with="$(cut -d' ' -f2 "$carry/python/BUILT_WITH")"
+  if [ "$dry" = 1 ]; then
+    "$built_with" -c 'import glob, importlib.machinery, importlib.util, sys
+so = glob.glob(sys.argv[1] + "/rckpt/_core.cpython-312-*.so")[0]
+spec = importlib.util.spec_from_file_location("rckpt._core", so,
+    loader=importlib.machinery.ExtensionFileLoader("rckpt._core", so))
+core = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(core)
+r = core.doctor("/nonexistent/libcuda.so.1")
+assert r["devices"] == [] and r["problem"] is None, r
+print("the carried extension loads in CPython", sys.version.split()[0], "and runs:", so)' "$carry/python"
+  else
+    "$py" -c 'import sys, rckpt, rckpt._core as c
+assert sys.version_info[:2] == (3, 12), sys.version
+print("rckpt", rckpt.__version__ if hasattr(rckpt, "__version__") else "", "from", c.__file__)'
+  fi
+}
+export -f carried_extension
+step extension 15 1 carried_extension
+[ "$no_gpu" = 0 ] && step "python doctor" 15 1 "$py" -m rckpt doctor
+
+# 4-6. The measurements; each checkpoint deleted once its rows are written.
+smoke=()
+[ "$no_gpu" = 1 ] && smoke=(--smoke)
+step "load throughput" 55 0 "$py" "$root/bench/gpu_bench.py" load --mib "$mib" --reps 3 \
+  --table "$scratch/sections/04-load.md" --json "$out/load.json" --dir "$scratch/files" "${smoke[@]}"
+step "sharded load" 25 0 "$py" "$root/bench/gpu_bench.py" sharded --mib "$mib" --reps 3 \
+  --table "$scratch/sections/05-sharded.md" --json "$out/sharded.json" --dir "$scratch/files" \
+  "${smoke[@]}"
+step "save_async stall" 55 0 "$py" "$root/bench/gpu_bench.py" stall --state-gib "$state_gib" \
+  --saves "$saves" --peers default --table "$scratch/sections/06-stall.md" \
+  --json "$out/stall.json" --dir "$scratch/files" "${smoke[@]}"
+rm -rf "$scratch/files"
+
+# 7. The device path against torch's streams and allocator.
+checks_dry=()
+[ "$no_gpu" = 1 ] && checks_dry=(--dry-run)
+step "device path checks" 40 0 "$py" "$root/tests/gpu/proof_checks.py" "${checks_dry[@]}" \
+  --table "$scratch/sections/07-checks.md" --json "$out/checks.json" --dir "$scratch/files"
+
+# 8. The C++ GPU suites: a skip is a failure (in the dry run they skip, which
+# shows the carried binaries start here).
 require=(--require-gpu)
 [ "$no_gpu" = 1 ] && require=()
-step "C++ gpu tests" 90 0 "$carry/bin/gpu_tests" "${require[@]}"
-step "C++ restart on the GPU" 60 0 "$carry/bin/restart_gpu_tests" "${require[@]}"
-
-# 4. The Python extension for this machine's Python and torch.
-launcher=()
-command -v ccache >/dev/null && launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-export launcher_args="${launcher[*]}"
-# Every header of zstd, xxHash and FlatBuffers an object used came from
-# gpu-carry/ (the machine has none of them; a build here must not find the
-# system's).
-deps_from_carry() {
-  local carry_deps headers outside
-  carry_deps="$(realpath "$carry/deps")"
-  # ninja's paths are relative to the build folder when it lies inside the
-  # work tree (CI's --scratch): made absolute before comparing.
-  headers="$(ninja -C "$pybuild" -t deps | sed 's/^ *//' |
-             grep -E '(^|/)(zstd|xxhash|flatbuffers/[a-z_]+)\.h$' | sort -u |
-             (cd "$pybuild" && xargs -r realpath -m) | sort -u)"
-  outside="$(echo "$headers" | grep -v "^$carry_deps/" | grep .)"
-  if [ -n "$outside" ]; then
-    echo "headers from outside gpu-carry/:"
-    echo "$outside" | head
-    return 1
-  fi
-  if [ -z "$headers" ]; then
-    echo "ninja's dependency log names no zstd, xxHash or FlatBuffers header: nothing checked"
-    return 1
-  fi
-  echo "$(echo "$headers" | grep -c .) zstd, xxHash and FlatBuffers headers, all from gpu-carry/"
-}
-build_extension() {
-  local t0 t1 t2 what
-  t0=$(date +%s)
-  # shellcheck disable=SC2086
-  cmake -S "$root" -B "$pybuild" -G Ninja -DCMAKE_BUILD_TYPE=Release $launcher_args \
-    -DCMAKE_PREFIX_PATH="$carry/deps" -DRCKPT_PYTHON="$(command -v "$py")" -DRCKPT_BUILD_PYTHON=ON \
-    -DRCKPT_BUILD_TESTS=OFF -DRCKPT_BUILD_EXAMPLES=OFF -DRCKPT_BUILD_BENCH=OFF \
-    -DRCKPT_ENABLE_MPI=OFF || return 1
-  t1=$(date +%s)
-  if [ "$dry" = 1 ]; then
-    # The objects that use each carried dependency (flatc generates the
-    # schema header), not the whole library: CI's time is short.
-    ninja -C "$pybuild" src/CMakeFiles/rckpt.dir/codec/codec.cc.o \
-      src/CMakeFiles/rckpt.dir/format/manifest.cc.o src/CMakeFiles/rckpt.dir/format/file_reader.cc.o || return 1
-    what="configured + the objects that use the carried dependencies (dry run)"
-  else
-    cmake --build "$pybuild" -j "$(nproc)" --target rckpt_python_package rckpt_cli || return 1
-    what="built"
-  fi
-  t2=$(date +%s)
-  deps_from_carry || return 1
-  echo "extension $what in $(( t2 - t0 )) s (configure $(( t1 - t0 )) s, build $(( t2 - t1 )) s, $(nproc) cores)"
-}
-export -f deps_from_carry build_extension
-if [ "$headers_rc" = 1 ]; then
-  failed=1
-  row extension "not run" 0 "this Python has no Python.h (see smoke: Python.h)"
-else
-  step extension 180 1 build_extension
-fi
-export PYTHONPATH="$pybuild/python${PYTHONPATH:+:$PYTHONPATH}"
+step "C++ gpu tests" 25 0 "$carry/bin/gpu_tests" "${require[@]}"
+step "C++ restart on the GPU" 20 0 "$carry/bin/restart_gpu_tests" "${require[@]}"
 
 if [ "$no_gpu" = 1 ]; then
-  step "device path checks" 30 0 "$py" "$root/tests/gpu/proof_checks.py" --dry-run \
-    --table "$scratch/sections/06-checks.md" --json "$out/checks.json" --dir "$scratch/files"
-  row "device steps" "not run" 0 "no GPU here: the proof stops before the steps that need one"
+  row "confirmations" "not run" 0 "no GPU here: hippynn and the Python CUDA suite need one"
   check_out
   say "proof: dry run $( [ "$failed" = 0 ] && echo complete || echo FAILED ), no GPU here ($(( $(date +%s) - start )) s); the table is $results"
   [ "$failed" = 0 ] || exit 1
   exit 0
 fi
-if [ "$headers_rc" = 1 ]; then
-  say "proof: FAILED: without Python.h nothing past the C++ suites can run"
-  exit 1
-fi
 
-step "python doctor" 30 1 "$py" -m rckpt doctor
-
-# 6. The device path against torch's streams and allocator.
-step "device path checks" 90 0 "$py" "$root/tests/gpu/proof_checks.py" \
-  --table "$scratch/sections/06-checks.md" --json "$out/checks.json" --dir "$scratch/files"
-
-# 7. The Python CUDA suite against this machine's torch.
-step "python CUDA suite" 120 0 env RCKPT_REQUIRE_GPU=1 RCKPT_CLI="$carry/bin/rckpt" \
-  RCKPT_TEST_DATA_DIR="$root/tests/data" RCKPT_SOURCE_DIR="$root" \
-  "$py" -m pytest -q -ra -p no:cacheprovider -m gpu "$root/tests/python/test_gpu.py"
-
-# 8. hippynn trained on cuda:0, resumed on cuda:0 and on the CPU; its
+# 9. hippynn trained on cuda:0, resumed on cuda:0 and on the CPU; its
 # site-packages in the scratch folder, its run folders in the step's TMPDIR.
 site="$scratch/site"
-if step "hippynn install" 30 0 "$py" -m pip install -q --no-deps --no-index --target "$site" \
+if step "hippynn install" 15 0 "$py" -m pip install -q --no-deps --no-index --target "$site" \
      "$carry"/wheels/hippynn-*.whl; then
   for resume in cuda:0 cpu; do
-    step "hippynn cuda:0 -> $resume" 60 0 env PYTHONPATH="$PYTHONPATH:$site" \
+    step "hippynn cuda:0 -> $resume" 45 0 env PYTHONPATH="$PYTHONPATH:$site" \
       "$py" "$root/tests/hippynn/restart_scenario.py" --device cuda:0 --resume-on "$resume"
   done
 fi
 
-# 9-10. Throughput and stall rows; each checkpoint deleted once its row is written.
-step "load throughput" 60 0 "$py" "$root/bench/gpu_bench.py" load --mib "$mib" --reps 3 \
-  --table "$scratch/sections/09-load.md" --json "$out/load.json" --dir "$scratch/files"
-step "save_async stall" 90 0 "$py" "$root/bench/gpu_bench.py" stall --gib "$state_gib" \
-  --saves "$saves" --table "$scratch/sections/10-stall.md" --json "$out/stall.json" \
-  --dir "$scratch/files"
-rm -rf "$scratch/files"
+# 10. The Python CUDA suite against this machine's torch.
+step "python CUDA suite" 90 0 env RCKPT_REQUIRE_GPU=1 RCKPT_CLI="$carry/bin/rckpt" \
+  RCKPT_TEST_DATA_DIR="$root/tests/data" RCKPT_SOURCE_DIR="$root" \
+  "$py" -m pytest -q -ra -p no:cacheprovider -m gpu "$root/tests/python/test_gpu.py"
 
-# 11. rckpt::torch's CUDA half, opt-in.
+# 11. rckpt::torch's CUDA half, opt-in: it builds the library against
+# libtorch's headers from the carried dependencies.
 if [ "$libtorch" = 1 ]; then
   step "libtorch GPU half" "$libtorch_budget" 0 bash "$root/tests/gpu/libtorch/run.sh" \
-    --require-gpu --rckpt-build "$pybuild" --out "$scratch/libtorch"
+    --require-gpu --deps "$carry/deps" --out "$scratch/libtorch"
 else
   row "libtorch GPU half" "not run" 0 "opt-in (--libtorch): its build against libtorch's headers does not fit the ${budget} s budget"
 fi

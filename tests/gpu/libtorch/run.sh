@@ -7,8 +7,8 @@
 # Builds, against this machine's libtorch (that of PYTHON's torch, default
 # python3):
 #   1. rckpt's library, installed into OUT/prefix: `cmake --install` of
-#      --rckpt-build DIR when given (a build of rckpt with the CLI, as
-#      tests/gpu/proof.sh's extension step makes), else a Release build of the
+#      --rckpt-build DIR when given (a build of rckpt with the CLI), else a
+#      Release build of the
 #      library and the CLI here, from the dependencies in --deps DIR
 #      (default gpu-carry/deps, as scripts/gpu-prepare.sh carries them);
 #   2. the adapter (torch/), the examples (examples/libtorch) and
