@@ -130,6 +130,36 @@ LOAD_COLUMNS = ["case", "seconds", "GiB/s", "vs pinned memcpy", "unpinned leases
                 "device-unshuffled", "note"]
 
 
+class LoadRows:
+    """The rows of a table of loads of `total` bytes onto `device`: the pinned-memcpy limit
+    first, then each case's median against it; `results` holds each case's seconds."""
+
+    def __init__(self, args, device, total, reps, title):
+        self.device, self.total, self.reps = device, total, reps
+        self.rep = Table(args.table, args.json, title, LOAD_COLUMNS)
+        self.limit = copy_limit(total, device, reps, args.smoke)
+        self.results = {}
+        self.rep.row(case="pinned cudaMemcpyAsync (the limit)", seconds=f"{self.limit:.3f}",
+                     **{"GiB/s": f"{self.rate(self.limit):.2f}", "vs pinned memcpy": "1.00"})
+
+    def rate(self, seconds):
+        return self.total / seconds / (1 << 30)
+
+    def case(self, name, fn, note=""):
+        before = staging_counters()
+        try:
+            s, out = timed(fn, self.device, self.reps)
+        except Exception as e:  # a peer this torch lacks: the row says why
+            self.rep.row(case=name, note=f"skipped: {type(e).__name__}: {str(e)[:120]}")
+            return
+        staging = staging_columns(before, out) if name.startswith("rckpt") else {}
+        del out
+        self.results[name] = s
+        self.rep.row(case=name, seconds=f"{s:.3f}", note=note,
+                     **{"GiB/s": f"{self.rate(s):.2f}", "vs pinned memcpy": f"{self.limit / s:.2f}"},
+                     **staging)
+
+
 def smooth_state(nbytes, parts=16):
     """Float tensors that compress as trained weights do (zstd + shuffle
     gets them smaller), on the CPU."""
@@ -142,13 +172,18 @@ def smooth_state(nbytes, parts=16):
     return state
 
 
-def load_cases(args):
+def load_setup(args):
+    """cuda:0 (the CPU with --smoke), the repetitions, a state of --mib MiB, its bytes."""
     device = torch.device("cpu" if args.smoke else "cuda:0")
     nbytes = (4 if args.smoke else args.mib) << 20
-    reps = 1 if args.smoke else args.reps
     os.makedirs(args.dir, exist_ok=True)
     state = smooth_state(nbytes)
     total = sum(t.numel() * t.element_size() for t in state.values())
+    return device, (1 if args.smoke else args.reps), state, total
+
+
+def load_cases(args):
+    device, reps, state, total = load_setup(args)
     paths = {"raw": os.path.join(args.dir, "raw.rckpt"), "zstd": os.path.join(args.dir, "z.rckpt"),
              "pt": os.path.join(args.dir, "s.pt"), "st": os.path.join(args.dir, "s.safetensors")}
     rckpt.save(paths["raw"], {"model": state})
@@ -161,31 +196,9 @@ def load_cases(args):
         st = None
     warm_page_cache(paths.values())
     where = f"{device}" if args.smoke else f"cuda:0 ({torch.cuda.get_device_name(0)})"
-    rep = Table(args.table, args.json,
-                 f"load {total >> 20} MiB onto {where}, page cache warm, median of {reps}",
-                 LOAD_COLUMNS)
-
-    def rate(s):
-        return total / s / (1 << 30)
-
-    limit = copy_limit(total, device, reps, args.smoke)
-    rep.row(case="pinned cudaMemcpyAsync (the limit)", seconds=f"{limit:.3f}",
-            **{"GiB/s": f"{rate(limit):.2f}", "vs pinned memcpy": "1.00"})
-
-    results = {}
-
-    def case(name, fn, note=""):
-        before = staging_counters()
-        try:
-            s, out = timed(fn, device, reps)
-        except Exception as e:  # a peer this torch lacks: the row says why
-            rep.row(case=name, note=f"skipped: {type(e).__name__}: {str(e)[:120]}")
-            return
-        staging = staging_columns(before, out) if name.startswith("rckpt") else {}
-        del out
-        results[name] = s
-        rep.row(case=name, seconds=f"{s:.3f}", note=note,
-                **{"GiB/s": f"{rate(s):.2f}", "vs pinned memcpy": f"{limit / s:.2f}"}, **staging)
+    rows = LoadRows(args, device, total, reps,
+                    f"load {total >> 20} MiB onto {where}, page cache warm, median of {reps}")
+    rep, case, results, limit = rows.rep, rows.case, rows.results, rows.limit
 
     placement = {"map_location": str(device)}
     case("rckpt.load, raw chunks", lambda: rckpt.load(paths["raw"], **placement),
@@ -239,12 +252,7 @@ def build_training(gib, device, smoke):
 def sharded_cases(args):
     """The sharded file's restore (format 1.1) against a plain load of the same bytes."""
     import rckpt.distributed as rd
-    device = torch.device("cpu" if args.smoke else "cuda:0")
-    nbytes = (4 if args.smoke else args.mib) << 20
-    reps = 1 if args.smoke else args.reps
-    os.makedirs(args.dir, exist_ok=True)
-    state = smooth_state(nbytes)
-    total = sum(t.numel() * t.element_size() for t in state.values())
+    device, reps, state, total = load_setup(args)
     plain = os.path.join(args.dir, "plain.rckpt")
     sharded = os.path.join(args.dir, "sharded.rckpt")
     rckpt.save(plain, {"model": state})
@@ -254,32 +262,16 @@ def sharded_cases(args):
         name: rd.Shard(t, [0], t.shape) for name, t in state.items()}})
     warm_page_cache([plain, sharded])
     where = f"{device}" if args.smoke else f"cuda:0 ({torch.cuda.get_device_name(0)})"
-    rep = Table(args.table, args.json,
-                f"sharded load: {total >> 20} MiB saved by rckpt.distributed.save (format 1.1) "
-                f"onto {where}, page cache warm, median of {reps}", LOAD_COLUMNS)
-    limit = copy_limit(total, device, reps, args.smoke)
-    rep.row(case="pinned cudaMemcpyAsync (the limit)", seconds=f"{limit:.3f}",
-            **{"GiB/s": f"{total / limit / (1 << 30):.2f}", "vs pinned memcpy": "1.00"})
+    rows = LoadRows(args, device, total, reps,
+                    f"sharded load: {total >> 20} MiB saved by rckpt.distributed.save (format 1.1) "
+                    f"onto {where}, page cache warm, median of {reps}")
     placement = {"map_location": str(device)}
     names = {f"model.{name}": None for name in state}
-    results = {}
-    for name, fn in (
-            ("rckpt.load, plain file (the reference)", lambda: rckpt.load(plain, **placement)),
-            ("rckpt.load, sharded file", lambda: rckpt.load(sharded, **placement)),
-            ("rckpt.distributed.load, sharded file, one process",
-             lambda: rd.load(rd.LOCAL, sharded, names, **placement))):
-        before = staging_counters()
-        try:
-            secs, out = timed(fn, device, reps)
-        except Exception as e:
-            rep.row(case=name, note=f"skipped: {type(e).__name__}: {str(e)[:120]}")
-            continue
-        staging = staging_columns(before, out)
-        del out
-        results[name] = secs
-        rep.row(case=name, seconds=f"{secs:.3f}",
-                **{"GiB/s": f"{total / secs / (1 << 30):.2f}",
-                   "vs pinned memcpy": f"{limit / secs:.2f}"}, **staging)
+    rows.case("rckpt.load, plain file (the reference)", lambda: rckpt.load(plain, **placement))
+    rows.case("rckpt.load, sharded file", lambda: rckpt.load(sharded, **placement))
+    rows.case("rckpt.distributed.load, sharded file, one process",
+              lambda: rd.load(rd.LOCAL, sharded, names, **placement))
+    rep, results = rows.rep, rows.results
     remove(plain)
     remove(sharded)
     ref = results.get("rckpt.load, plain file (the reference)")

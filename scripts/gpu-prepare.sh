@@ -50,15 +50,19 @@ for b in "${bins[@]}"; do
   [ -x "$build/$b" ] || { echo "gpu-prepare: $build/$b is missing: build the tree first" >&2; exit 2; }
   objcopy --strip-debug "$build/$b" "$carry/bin/$(basename "$b")"
 done
-# Their shared libraries beyond the C and C++ runtimes every Linux has.
-for b in "$carry"/bin/*; do
-  ldd "$b" | awk '/=> \// {print $3}'
-done | sort -u | while read -r lib; do
-  case "$(basename "$lib")" in
-    libc.so*|libm.so*|libstdc++.so*|libgcc_s.so*|ld-linux*|libpthread.so*|libdl.so*|librt.so*) ;;
-    *) cp -L "$lib" "$carry/lib/" ;;
-  esac
-done
+# copy_libs FILE...: the shared libraries the files need beyond the C and C++
+# runtimes every Linux has, into lib/.
+copy_libs() {
+  for b in "$@"; do
+    ldd "$b" | awk '/=> \// {print $3}'
+  done | sort -u | while read -r lib; do
+    case "$(basename "$lib")" in
+      libc.so*|libm.so*|libstdc++.so*|libgcc_s.so*|ld-linux*|libpthread.so*|libdl.so*|librt.so*) ;;
+      *) cp -L "$lib" "$carry/lib/" ;;
+    esac
+  done
+}
+copy_libs "$carry"/bin/*
 
 # What building the Python extension there takes, with /usr's layout so the
 # CMake package files (which find their files relative to themselves) work.
@@ -136,14 +140,7 @@ for so in "$carry"/python/rckpt/*.so; do objcopy --strip-debug "$so"; done
 ls "$carry"/python/rckpt/_core.cpython-312-*.so >/dev/null
 echo "$("$py312" -c 'import sys; print(sys.version.split()[0])') $py312" > "$carry/python/BUILT_WITH"
 echo "gpu-prepare: the extension for CPython 3.12 in $(( $(date +%s) - t0 )) s ($py312)"
-for so in "$carry"/python/rckpt/*.so; do
-  ldd "$so" | awk '/=> \// {print $3}'
-done | sort -u | while read -r lib; do
-  case "$(basename "$lib")" in
-    libc.so*|libm.so*|libstdc++.so*|libgcc_s.so*|ld-linux*|libpthread.so*|libdl.so*|librt.so*) ;;
-    *) cp -L "$lib" "$carry/lib/" ;;
-  esac
-done
+copy_libs "$carry"/python/rckpt/*.so
 
 # hippynn's wheel, for the hippynn restart on the GPU.
 if ! pip_out="$("${PYTHON:-python3}" -m pip download -q --disable-pip-version-check --no-deps --retries 1 \
