@@ -74,7 +74,11 @@ class WorkerThreads {
 
   static std::atomic<WorkerThreads*>& Instance() {
     static std::atomic<WorkerThreads*> instance{[] {
-      pthread_atfork(nullptr, nullptr, [] { Instance().store(new WorkerThreads); });
+      pthread_atfork(nullptr, nullptr, [] {
+        auto* fresh = new WorkerThreads;
+        fresh->before_ = Instance().load();  // kept reachable, never touched
+        Instance().store(fresh);
+      });
       return new WorkerThreads;
     }()};
     return instance;
@@ -83,6 +87,7 @@ class WorkerThreads {
   std::mutex mu_;
   std::vector<Parked*> idle_;
   int threads_ = 0;
+  WorkerThreads* before_ = nullptr;  // the parent's set, in a forked child
 };
 
 }  // namespace
