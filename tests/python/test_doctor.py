@@ -47,13 +47,15 @@ def test_devices_are_listed_by_uuid_with_their_memory_and_bus(monkeypatch):
 
 @needs_standin
 def test_the_device_examined_is_the_local_ranks_or_every_one_when_asked(monkeypatch):
-    monkeypatch.setenv("RCKPT_STANDIN_DEVICES", "4")
-    monkeypatch.setenv("LOCAL_RANK", "3")
+    # The stand-in's two devices (it reads RCKPT_STANDIN_DEVICES once, when the process first
+    # loads it); rank 1 of a torchrun job without torch's view says which is its own.
+    monkeypatch.setenv("RCKPT_STANDIN_DEVICES", "2")
+    monkeypatch.setenv("LOCAL_RANK", "1")
     report = rckpt.doctor(cuda_driver=STANDIN, compare_torch=False)
     assert report.ok, report.problem
-    assert report.current_device == 3
-    assert [d.examined for d in report.devices] == [False, False, False, True]
-    assert "cuda:3's context" in str(report)
+    assert report.current_device == 1
+    assert [d.examined for d in report.devices] == [False, True]
+    assert "cuda:1's context" in str(report)
     every = rckpt.doctor(cuda_driver=STANDIN, compare_torch=False, all_devices=True)
     assert every.all_devices and all(d.examined and d.kernel_loads for d in every.devices)
     # The kernel image's driver minimum, and why.
