@@ -18,8 +18,10 @@ namespace {
 // again. They live as long as the process (never joined: exit ends them).
 class WorkerThreads {
  public:
-  // Runs `job` on an idle thread, or a new one when none is idle.
-  void Lend(std::function<void()> job) {
+  // Runs `job` on an idle thread, or a new one when none is idle, then
+  // `parked` once the thread is idle again (so a pool that waits for it
+  // finds its threads idle for the next pool).
+  void Lend(std::function<void()> job, std::function<void()> parked) {
     Parked* p = nullptr;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -37,6 +39,7 @@ class WorkerThreads {
     {
       std::lock_guard<std::mutex> lock(p->mu);
       p->job = std::move(job);
+      p->parked = std::move(parked);
     }
     p->cv.notify_one();
   }
@@ -55,20 +58,25 @@ class WorkerThreads {
     std::mutex mu;
     std::condition_variable cv;
     std::function<void()> job;
+    std::function<void()> parked;
   };
 
   void Park(Parked* p) {
     for (;;) {
-      std::function<void()> job;
+      std::function<void()> job, parked;
       {
         std::unique_lock<std::mutex> lock(p->mu);
         p->cv.wait(lock, [p] { return p->job != nullptr; });
         job = std::move(p->job);
+        parked = std::move(p->parked);
         p->job = nullptr;
       }
       job();
-      std::lock_guard<std::mutex> lock(mu_);
-      idle_.push_back(p);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        idle_.push_back(p);
+      }
+      parked();  // its last touch of the pool, which may be gone right after
     }
   }
 
@@ -100,7 +108,12 @@ int ResolveThreads(int threads) {
 WorkerThreadStats ProcessWorkerThreads() { return WorkerThreads::Get().Stats(); }
 
 ThreadPool::ThreadPool(int threads) : workers_(std::max(threads, 0)), working_(workers_) {
-  for (int i = 0; i < workers_; ++i) WorkerThreads::Get().Lend([this] { Work(); });
+  for (int i = 0; i < workers_; ++i) {
+    WorkerThreads::Get().Lend([this] { Work(); }, [this] {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (--working_ == 0) done_cv_.notify_all();
+    });
+  }
 }
 
 ThreadPool::~ThreadPool() {
@@ -130,12 +143,7 @@ void ThreadPool::Work() {
       cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
       // Queued tasks are drained before stopping: the destructor promises
       // that everything submitted runs.
-      if (queue_.empty()) {
-        // The thread goes back to the process's set once this returns; the
-        // pool may be gone by then, so this is its last touch of it.
-        if (--working_ == 0) done_cv_.notify_all();
-        return;
-      }
+      if (queue_.empty()) return;  // the thread goes back to the process's set
       task = std::move(queue_.front());
       queue_.pop_front();
     }

@@ -56,7 +56,7 @@ class ThreadPool {
   std::deque<std::function<void()>> queue_;
   bool stop_ = false;
   int workers_ = 0;
-  int working_ = 0;  // workers still in Work()
+  int working_ = 0;  // lent threads not yet back among the idle
   std::condition_variable done_cv_;
 };
 
