@@ -29,9 +29,9 @@
 # PATH, else pyenv's (~/.pyenv/versions/3.12.*), else uv's (`uv python find
 # 3.12`); nanobind (the version of PYTHON's) is installed from PyPI into a
 # venv of it kept at ${XDG_CACHE_HOME:-~/.cache}/rckpt/venv-py3.12-nanobind.
-# The build is build-gpu-py312/ beside BUILD_DIR (BUILD_DIR's build type, S3
-# and MPI off), through ccache when it exists, so a second preparation
-# compiles only what changed.
+# The build is build-gpu-py312/ beside BUILD_DIR: the extension's sources
+# only (about 25 files), linked against BUILD_DIR's library
+# (RCKPT_LIBRARY_FROM), through ccache when it exists.
 # Prints the path to carry. Exit 3 when PyPI cannot be reached for hippynn or
 # nanobind (PYTHON names the interpreter whose pip downloads hippynn; default
 # python3), 4 when no CPython 3.12 is found.
@@ -122,16 +122,16 @@ fi
 build312="$(dirname "$build")/build-gpu-py312"
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-# BUILD_DIR's build type and warnings, so that where BUILD_DIR went through
-# ccache the library's objects are found there.
+# The extension's own sources, linked against BUILD_DIR's library (the one the
+# carried binaries are made of), with BUILD_DIR's build type and warnings.
 cached() { sed -n "s/^$1:[A-Z]*=//p" "$build/CMakeCache.txt"; }
 build_type="$(cached CMAKE_BUILD_TYPE)"
 t0=$(date +%s)
-CCACHE_BASEDIR="$root" cmake -S "$root" -B "$build312" -G Ninja \
+CCACHE_BASEDIR="$root" cmake -S "$root" -B "$build312" -G Ninja -DRCKPT_LIBRARY_FROM="$build" \
   -DCMAKE_BUILD_TYPE="${build_type:-Release}" -DRCKPT_WERROR="$(cached RCKPT_WERROR)" \
   "${launcher[@]}" -DRCKPT_PYTHON="$venv312/bin/python" -DRCKPT_BUILD_PYTHON=ON \
   -DRCKPT_BUILD_TESTS=OFF -DRCKPT_BUILD_TOOLS=OFF -DRCKPT_BUILD_EXAMPLES=OFF \
-  -DRCKPT_BUILD_BENCH=OFF -DRCKPT_ENABLE_MPI=OFF -DRCKPT_ENABLE_S3=OFF >/dev/null
+  -DRCKPT_BUILD_BENCH=OFF -DRCKPT_ENABLE_MPI=OFF >/dev/null
 CCACHE_BASEDIR="$root" cmake --build "$build312" -j"$(nproc)" --target rckpt_python_package >/dev/null
 mkdir -p "$carry/python"
 cp -r "$build312/python/rckpt" "$carry/python/rckpt"

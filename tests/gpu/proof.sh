@@ -195,9 +195,13 @@ step() {
   head_bytes=$(( log_cap - $(log_size) ))
   [ "$head_bytes" -gt "$step_head" ] && head_bytes=$step_head
   [ "$head_bytes" -lt 0 ] && head_bytes=0
-  TMPDIR="$scratch/tmp/$slug" timeout -k 10 "$limit" bash -c '"$@"' step "$@" 2>&1 |
-    tee -p "$slog" | head -c "$head_bytes" >> "$log"
-  rc=${PIPESTATUS[0]}
+  # In the background, waited for: a TERM (the device tool's limit) runs the
+  # trap at once, which writes results.md before the proof goes.
+  { TMPDIR="$scratch/tmp/$slug" timeout -k 10 "$limit" bash -c '"$@"' step "$@" 2>&1
+    echo "$?" > "$scratch/rc"; } | tee -p "$slog" | head -c "$head_bytes" >> "$log" &
+  wait
+  rc="$(cat "$scratch/rc" 2>/dev/null || echo 1)"
+  rm -f "$scratch/rc"
   secs=$(( $(date +%s) - t0 ))
   size=$(stat -c %s "$slog")
   if [ "$size" -gt "$head_bytes" ]; then
