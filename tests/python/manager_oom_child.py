@@ -30,7 +30,7 @@ def main(directory):
     m.steps()  # what the load needs of the listing and its transport, before the cap
     _, hard = resource.getrlimit(resource.RLIMIT_AS)
     resource.setrlimit(resource.RLIMIT_AS, (address_space_bytes() + (32 << 20), hard))
-    out = {"loaded": None, "error": None, "message": None}
+    out: dict = {"loaded": None, "error": None, "message": None}
     try:
         m.load(threads=1)
         out["loaded"] = m.loaded_step

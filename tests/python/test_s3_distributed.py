@@ -208,10 +208,11 @@ def test_a_killed_rank_leaves_the_previous_object_and_no_upload(s3_server, s3_pr
 def test_a_manager_of_ranks_commits_each_step_as_one_object(s3_server, s3_prefix, aws, tmp_path,
                                                             launcher):
     prefix = s3_server.url(s3_prefix + "run")
+    records: List[Optional[dict]] = []
     if launcher == "gloo":
         records = Job("manager", prefix, 3, aws, tmp_path).wait()
     else:
-        records = mpi_job("manager", prefix, 3, aws, tmp_path)
+        records = list(mpi_job("manager", prefix, 3, aws, tmp_path))
     for r in records:
         assert r and r["ok"], records
         # Each step one object from both ranks, committed by rank 0's pointer; keep=2:

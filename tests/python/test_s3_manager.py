@@ -404,6 +404,7 @@ def test_a_writer_cleans_up_after_a_job_killed_mid_upload(s3_prefix, fault_proxy
     job = subprocess.Popen([sys.executable, "-c", KILLED_UPLOAD, directory],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                            env=dict(os.environ, **ENV.aws_environ(fault_proxy.endpoint)))
+    assert job.stdout is not None and job.stderr is not None
     try:
         assert job.stdout.readline() == "saving\n", job.stderr.read()
         wait_fired(fault_proxy, "step 2's parts")
