@@ -337,6 +337,32 @@ def test_reading_takes_nothing_over_and_a_writer_removes_only_what_is_stale(s3_p
     assert late.steps() == [1, 3, 6]
 
 
+def test_a_step_whose_complete_answer_was_lost_is_saved_and_kept(s3_prefix, fault_proxy):
+    # The first CompleteMultipartUpload reaches the server and its answer is lost; every
+    # retry is answered 500 (as Ceph RGW answers for an upload it no longer has); every
+    # ETag a HeadObject or PutObject shows is opaque (as GCS's, SSE-KMS's): the upload's
+    # marker tells the save that it made the object, and the step is committed.
+    directory = ENV.url(s3_prefix + "run")
+    fault_proxy.add_rules([
+        {"match": {"operation": "CompleteMultipartUpload"}, "times": 1,
+         "action": {"reset_after_bytes": 0, "direction": "response"}},
+        {"match": {"operation": "CompleteMultipartUpload"}, "times": -1,
+         "action": {"status": 500}},
+        {"match": {"operation": "HeadObject"}, "times": -1, "action": {"etag": "opaque"}},
+        {"match": {"operation": "PutObject"}, "times": -1, "action": {"etag": "opaque"}}])
+    mgr = rckpt.CheckpointManager(directory, async_save=False,
+                                  s3=through(fault_proxy, max_attempts=3))
+    mgr.save(1, state(1, n=3 * MiB))  # 12 MiB: a multipart upload
+    assert fault_proxy.stats()["requests"]["CompleteMultipartUpload"] >= 2  # retried
+    assert mgr.steps() == [1]
+    # Kept: another writer, for which everything is stale, finds it committed.
+    other = rckpt.CheckpointManager(directory, async_save=False, stale_after=0)
+    other.save(2, state(2))
+    assert other.removed_uncommitted == [] and other.steps() == [1, 2]
+    assert other.load(1)["model"]["step"] == 1
+    assert uploads(s3_prefix) == []
+
+
 READER = textwrap.dedent("""
     import json, sys, warnings
     import rckpt
