@@ -99,7 +99,12 @@ struct RankState {
 // manifest and footer as the last part and completes the upload; on any
 // failure every rank that knows the upload aborts it (docs/DISTRIBUTED.md,
 // "To object storage"). There options.fs is the file system used
-// (DefaultFileSystem() when null).
+// (DefaultFileSystem() when null). A rank lost after rank 0 completed the
+// upload does not undo the save: rank 0 returns OK, and so does every rank
+// that finds the object carrying the upload's marker.
+// options.replace = false never replaces a file at `path` (AlreadyExists on
+// every rank, nothing written): rank 0's rename does not replace, or the
+// upload is completed with If-None-Match: *.
 // Every rank returns the same result: on any rank's failure, every rank
 // returns that error (prefixed "rank <r>: "), the temporary is removed, and
 // a previous file at `path` is intact. Errors: InvalidArgument (bad options;

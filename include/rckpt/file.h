@@ -124,6 +124,13 @@ struct SharedWrite {
   uint64_t min_part_bytes = 0;
   uint64_t max_part_bytes = 0;
   uint64_t max_parts = 0;
+  // The write's own identity, which the file carries once committed (S3:
+  // user metadata set when the upload starts): SharedWriteCommitted tells
+  // by it whether the commit happened, whoever made it.
+  std::string marker;
+  // false: the commit never replaces a file at the path: AlreadyExists when
+  // one is there (S3: If-None-Match: *). Set by the committing process.
+  bool replace = true;
 };
 
 // What a part's upload returns, and the commit needs: its number and the
@@ -218,10 +225,17 @@ class FileSystem {
       const std::string& path, const SharedWrite& write, uint64_t first_part,
       std::vector<uint64_t> part_bytes);
   // Makes the parts, in number order, the file at `path`, replacing what was
-  // there. On failure nothing new is visible; the write is not aborted.
+  // there (unless write.replace is false). On failure nothing new is
+  // visible; the write is not aborted. A commit whose answer was lost is
+  // recognised by the write's marker: OK.
   virtual Status CommitSharedWrite(const std::string& path,
                                    const SharedWrite& write,
                                    std::span<const SharedPart> parts);
+  // Whether the file at `path` is `write`, committed (by any process): for a
+  // process that cannot learn the committer's outcome. Unsupported by
+  // default.
+  virtual Result<bool> SharedWriteCommitted(const std::string& path,
+                                            const SharedWrite& write);
   // Discards the write and its parts; the previous file stays. Any process
   // may call it, as often as it likes (OK when it is already gone).
   virtual Status AbortSharedWrite(const std::string& path,

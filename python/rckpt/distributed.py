@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union
 
 from . import _distributed
 from ._local_only import refuse_url
-from ._args import device_str, map_location_arg, progress_callback, rng_records
+from ._args import check_bool, device_str, map_location_arg, progress_callback, rng_records
 from .errors import Error, IoError
 from .rng import RngRecord, RngState
 
@@ -386,6 +386,7 @@ def save(comm: Comm, path: Union[str, os.PathLike[str]], state: dict[str, Any], 
          chunk_bytes: int = 4 << 20, threads: int = 0,
          metadata: Optional[Mapping[str, object]] = None, origin: Optional[Origin] = None,
          progress: Optional[Progress] = None, emulate_devices: int = 0,
+         if_absent: bool = False,
          timeout: Union[float, datetime.timedelta] = DEFAULT_TIMEOUT) -> None:
     """Saves the state of every rank of ``comm`` into one file at ``path``, atomically.
 
@@ -419,8 +420,11 @@ def save(comm: Comm, path: Union[str, os.PathLike[str]], state: dict[str, Any], 
     ``emulate_devices`` are rckpt.save's; ``progress`` sees this rank's
     bytes. The directory of ``path`` is created when it does not exist, as
     DCP's ``dcp.save`` creates its checkpoint directory (rckpt.save, like
-    torch.save, refuses instead). The file at ``path`` is replaced only when
-    every rank succeeded;
+    torch.save, refuses instead). ``if_absent=True`` never replaces a file:
+    rckpt.AlreadyExistsError on every rank, nothing written, when one is at
+    ``path`` at the commit (locally a rename that does not replace; in S3
+    ``If-None-Match: *``), as rckpt.save's. The file at ``path`` is replaced
+    only when every rank succeeded;
     otherwise every rank raises the same exception (TypeError naming the key
     path of a value that cannot be stored; InvalidArgumentError for blocks
     that overlap, leave a gap or disagree on shape, dtype or section;
@@ -438,6 +442,7 @@ def save(comm: Comm, path: Union[str, os.PathLike[str]], state: dict[str, Any], 
             raise TypeError(f"path must be a str or os.PathLike, not {type(path)}")
         if not isinstance(state, dict):
             raise TypeError(f"the state to save must be a dict of sections, not {type(state)}")
+        check_bool("rckpt.distributed.save", "if_absent", if_absent)
         full = state
         if common is not None and rank == 0:
             if not isinstance(common, dict):
@@ -449,7 +454,8 @@ def save(comm: Comm, path: Union[str, os.PathLike[str]], state: dict[str, Any], 
         plan = _distributed.prepare_save(
             comm, os.fspath(path), full, Shard, rank_state, rng_records(rng), codec, level,
             chunk_bytes, threads, {str(k): str(v) for k, v in (metadata or {}).items()}, origin,
-            progress_callback(progress, f"save (rank {rank})"), emulate_devices)
+            progress_callback(progress, f"save (rank {rank})"), emulate_devices,
+            replace=not if_absent)
         if not _in_object_storage(path):
             _make_parent(os.fspath(path))  # once the state is known to be storable
         return plan

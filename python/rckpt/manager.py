@@ -11,37 +11,51 @@ Layout of the directory::
 
 Crash rules (docs/ASYNC.md): a save in flight or failed is never counted;
 pruning runs only after the new checkpoint is durable and never removes it;
-``load()`` walks the steps newest-first and skips, with a warning, any file
-that does not verify; temporaries left by a crashed process are removed when
-a manager opens the directory.
+``load()`` walks the steps newest-first and skips, with a warning, a file
+that is damaged (CorruptionError) or gone, and raises every other error
+(I/O, memory, options) with its cause; temporaries left by a crashed process
+are removed by the next manager that saves (opening to read takes nothing
+over).
 
 In object storage (``s3://BUCKET/PREFIX``) the same names are objects under
 the prefix, and the commit marker is the pointer: a step is committed once
 its object is complete (CompleteMultipartUpload or PutObject, written with
 ``If-None-Match: *`` so that two jobs cannot replace each other's step) and
-"latest" names it or a newer step. Step objects newer than "latest" are
-leftovers of a process killed between the two; a manager opening the prefix
-removes them and aborts the incomplete uploads of its own names
-(docs/OBJECT_STORAGE.md, "The manager on a prefix").
+"latest" names it or a newer step. While a manager writes a step, a small
+lease object beside it (``step-N.rckpt.lease``) says until when its writer
+is alive; the writer refreshes it. Incomplete uploads of the manager's names
+and step objects newer than "latest" are leftovers of a killed process: a
+manager that saves removes those of a writer whose lease ran out, or, with
+no lease, older than ``stale_after`` (docs/OBJECT_STORAGE.md, "The manager
+on a prefix").
 """
 
+import json
 import os
 import pickle
 import re
+import socket
 import threading
+import time
 import warnings
 
 from . import _state_types, storage
 from . import checkpoint as _checkpoint
 from .async_save import AsyncSaver, SaveFuture
 from ._local_only import refuse_url
-from .errors import AlreadyExistsError, Error, InvalidArgumentError, NotFoundError
+from .errors import (AlreadyExistsError, CorruptionError, Error, InvalidArgumentError,
+                     NotFoundError)
 from .s3 import S3Options
 
 _STEP_FILE = re.compile(r"^step-(\d+)\.rckpt$")
 # rckpt's temporaries: <final name>.tmp-<pid>-<16 hex digits>.
 _TEMP_FILE = re.compile(r"^(?:step-\d+\.rckpt|latest)\.tmp-(\d+)-[0-9a-f]{16}$")
 _LATEST = "latest"
+_LEASE = ".lease"  # step-N.rckpt.lease: the lease of step N's writer (object storage)
+# How long a writer's lease lasts, in seconds; it is renewed every quarter of that
+# while the step is written, so a renewal may take three quarters of it (S3's
+# retries included) before the lease runs out.
+_LEASE_SECONDS = 120.0
 
 
 def step_file(step):
@@ -67,23 +81,87 @@ def _fsync_dir(directory):
         os.close(fd)
 
 
-def _check_prefix(directory, comm):
+def _check_prefix(directory):
     """An s3:// directory without a trailing '/', or InvalidArgumentError."""
     bucket = directory[len("s3://"):].split("/", 1)[0]
     if not bucket:
         raise InvalidArgumentError(f"CheckpointManager: directory {directory!r} names no "
                                    f"bucket: expected s3://BUCKET/PREFIX")
-    if comm is not None:
-        raise InvalidArgumentError(
-            f"CheckpointManager: comm= with the object storage directory {directory!r} is not "
-            f"supported yet (rckpt.distributed does not save to s3:// so far); give a shared "
-            f"file system directory, or save from one process without comm=")
     return directory.rstrip("/")
 
 
 def _check_step(who, step):
     if isinstance(step, bool) or not isinstance(step, int) or step < 0:
         raise ValueError(f"CheckpointManager.{who}: step must be an int >= 0, got {step!r}")
+
+
+def _now_ms():
+    return int(time.time() * 1000)
+
+
+class _Lease:
+    """The lease of one step's writer: a small object beside the step saying until when
+    the writer is alive, written before the step's upload starts and renewed on a thread
+    of its own while it runs. A multipart upload's own metadata is fixed when the upload
+    starts and ListMultipartUploads does not show it, so a renewable object is the only
+    mark a writer can keep fresh that another process can read."""
+
+    def __init__(self, path, s3):
+        self.path = path
+        self._s3 = s3
+        self._seconds = _LEASE_SECONDS
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = None
+        self._released = False
+
+    def _write(self):
+        now = _now_ms()
+        record = {"writer": f"{socket.gethostname()} pid {os.getpid()}",
+                  "renewed_unix_ms": now, "expires_unix_ms": now + int(self._seconds * 1000)}
+        storage.write(self.path, json.dumps(record).encode() + b"\n", s3=self._s3)
+
+    def take(self):
+        """Writes the lease (its error raised: nothing of the step is written then) and
+        starts renewing it."""
+        self._write()
+        self._thread = threading.Thread(target=self._renew, name="rckpt-lease", daemon=True)
+        self._thread.start()
+
+    def _renew(self):
+        warned = False
+        while not self._stop.wait(self._seconds / 4):
+            try:
+                self._write()
+            except Error as e:
+                if not warned:
+                    warnings.warn(f"rckpt.CheckpointManager: the lease {self.path} was not "
+                                  f"renewed (tried again every {self._seconds / 4:g} s): {e}")
+                    warned = True
+
+    def release(self):
+        """Stops renewing and removes the lease (once; later calls do nothing). A lease
+        that cannot be removed runs out by itself."""
+        with self._lock:
+            if self._released:
+                return
+            self._released = True
+            self._stop.set()
+            if self._thread is not None and self._thread is not threading.current_thread():
+                self._thread.join()
+            try:
+                storage.delete(self.path, missing_ok=True, s3=self._s3)
+            except Error:
+                pass
+
+
+def _lease_expiry(path, s3):
+    """The expires_unix_ms of the lease object at ``path``; None when there is none or it
+    holds no such record."""
+    try:
+        return int(json.loads(storage.read(path, s3=s3))["expires_unix_ms"])
+    except (NotFoundError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _check_count(name, value, allow_none):
@@ -101,9 +179,10 @@ class CheckpointManager:
     ::
 
         with rckpt.CheckpointManager("run/ckpt", keep=3, keep_every=1000) as mgr:
-            start = 0 if mgr.latest_step() is None else mgr.latest_step() + 1
-            if start:
-                ck = mgr.load(start - 1)
+            start = 0
+            if mgr.latest_step() is not None:
+                ck = mgr.load()                # the newest step that verifies
+                start = mgr.loaded_step + 1    # which may be older than latest_step()
                 ...
             for step in range(start, steps):
                 train_step()
@@ -120,6 +199,10 @@ class CheckpointManager:
       go through rckpt.distributed.save (synchronous), rank 0 prunes and
       writes "latest", and every rank gets the same steps; ``timeout``
       (seconds) bounds each collective, as rckpt.distributed's calls.
+    - ``stale_after`` (seconds, default 3600, as ``rckpt incomplete --abort
+      --older-than``): what a writer that left no lease (object storage) or no
+      live process (a local temporary's) started this long ago is a dead
+      writer's, which the next save removes.
     - other keywords are rckpt.save's options (codec, level, chunk_bytes,
       threads, metadata, origin, progress, emulate_devices, drop_functions).
 
@@ -128,34 +211,40 @@ class CheckpointManager:
     (NotADirectoryError), since the manager keeps a directory of its own.
 
     ``directory`` may be an object storage prefix, ``"s3://BUCKET/PREFIX"``
-    (a str: pathlib collapses "//"), synchronous or asynchronous alike: each
-    step is an object under it and "latest" a small pointer object naming the
-    newest; a step counts once both are written. Step objects are written
-    with ``If-None-Match: *``: where the server honours it (AWS, SeaweedFS),
-    a second job saving the same step fails with rckpt.AlreadyExistsError
-    instead of replacing the first one's. Opening the prefix aborts the
-    incomplete uploads of the manager's own names and removes step objects
-    newer than "latest" (left by a process killed between the two): one job
-    writes to a prefix at a time. ``comm=`` with an s3:// directory is refused
-    (InvalidArgumentError) until rckpt.distributed writes to object storage.
-    ``s3=rckpt.s3.S3Options(...)`` reaches the prefix with those options (endpoint,
-    credentials, ...) rather than the environment's configuration: the manager's
-    saves, loads, "latest" pointer and pruning all use them (a ``load(s3=...)``
-    overrides them for that load).
+    (a str: pathlib collapses "//"), synchronous or asynchronous alike, or
+    with ``comm=`` (every rank's part in one object): each step is an object
+    under it and "latest" a small pointer object naming the newest; a step
+    counts once both are written. Step objects are written with
+    ``If-None-Match: *``: where the server honours it (AWS, SeaweedFS), a
+    second job saving the same step fails with rckpt.AlreadyExistsError
+    instead of replacing the first one's. Opening the prefix, ``steps()``,
+    ``latest_step()`` and ``load()`` only read: an evaluator may open a
+    prefix a job is writing. A save first removes what dead writers left:
+    incomplete uploads of the manager's names and step objects newer than
+    "latest" whose writer's lease ran out, or, without a lease, older than
+    ``stale_after`` (``removed_uncommitted`` lists the steps removed).
+    ``s3=rckpt.s3.S3Options(...)`` reaches the prefix with those options
+    (endpoint, credentials, ...) rather than the environment's configuration:
+    the manager's saves, loads, "latest" pointer and pruning all use them (a
+    ``load(s3=...)`` overrides them for that load).
 
     Not thread-safe: one thread calls the manager.
     """
 
     def __init__(self, directory, *, keep=3, keep_every=None, async_save=True, comm=None,
-                 timeout=1800.0, s3=None, **save_options):
+                 timeout=1800.0, s3=None, stale_after=3600.0, **save_options):
         _check_count("keep", keep, allow_none=True)
         _check_count("keep_every", keep_every, allow_none=True)
+        if isinstance(stale_after, bool) or not isinstance(stale_after, (int, float)) or \
+                not stale_after >= 0:
+            raise ValueError(f"CheckpointManager: stale_after must be a number of seconds >= 0, "
+                             f"got {stale_after!r}")
         if not isinstance(directory, (str, os.PathLike)):
             raise TypeError(f"CheckpointManager: directory must be a str or os.PathLike, "
                             f"not {type(directory)}")
         self._remote = isinstance(directory, str) and storage.is_url(directory)
         if self._remote:
-            directory = _check_prefix(directory, comm)
+            directory = _check_prefix(directory)
         else:
             refuse_url(directory, "CheckpointManager", "directory")
         allowed = {"codec", "level", "chunk_bytes", "threads", "metadata", "origin",
@@ -168,8 +257,10 @@ class CheckpointManager:
             raise TypeError(f"CheckpointManager: s3 must be an rckpt.s3.S3Options or None, not "
                             f"{type(s3).__name__}")
         if s3 is not None and comm is not None:
-            raise InvalidArgumentError("CheckpointManager: s3= goes with an s3:// directory, "
-                                       "which comm= does not support yet")
+            raise InvalidArgumentError(
+                "CheckpointManager: s3= does not go with comm=: rckpt.distributed reaches "
+                "object storage through the environment's configuration (AWS_ENDPOINT_URL, "
+                "AWS_PROFILE, ~/.aws, ...), as the AWS CLI does")
         if not isinstance(async_save, bool):
             raise TypeError(f"CheckpointManager: async_save must be True or False, not "
                             f"{async_save!r}")
@@ -189,13 +280,16 @@ class CheckpointManager:
         if s3 is not None:
             save_options["s3"] = s3
         self._options = save_options
+        self.stale_after = float(stale_after)
         self._saver = AsyncSaver() if self.async_save else None
-        self._pending = None  # (step, SaveFuture) of the save in flight
+        self._pending = None  # (step, SaveFuture, lease or None) of the save in flight
         self._commit_lock = threading.Lock()
         self._closed = False
+        self._clean_up_due = True  # until a save's clean-up leaves nothing undecided
         self.loaded_step = None  # the step the last load() / load_into() read
-        self.removed_uncommitted = []  # steps the opening removed (object storage)
-        self._on_root(self._open_prefix if self._remote else self._open_directory)
+        self.removed_uncommitted = []  # steps this manager's saves removed (object storage)
+        if not self._remote:
+            self._on_root(self._open_directory)
 
     # -- collective helpers -------------------------------------------------------------
     def _is_root(self):
@@ -223,13 +317,28 @@ class CheckpointManager:
         except OSError as e:
             raise type(e)(e.errno, f"CheckpointManager: cannot create directory "
                                    f"{self.directory!r}: {e.strerror}") from None
-        for name in os.listdir(self.directory):
-            m = _TEMP_FILE.match(name)
-            if m and not _pid_alive(int(m.group(1))):
-                try:
-                    os.remove(os.path.join(self.directory, name))
-                except FileNotFoundError:
-                    pass  # another cleaner won
+
+    # -- what dead writers left -------------------------------------------------------------
+    def _clean_up(self):
+        """Removes what dead writers left (before a save, on rank 0); returns whether
+        something was left undecided (a writer that may be alive: looked at again at the
+        next save) and the uncommitted steps removed."""
+        if not self._remote:
+            for name in os.listdir(self.directory):
+                m = _TEMP_FILE.match(name)
+                if m and not _pid_alive(int(m.group(1))):
+                    try:
+                        os.remove(os.path.join(self.directory, name))
+                    except FileNotFoundError:
+                        pass  # another cleaner won
+            return False, []
+        removed = []
+        try:
+            return self._clean_up_prefix(removed), removed
+        except Error as e:  # housekeeping: the save goes on, the next one looks again
+            warnings.warn(f"rckpt.CheckpointManager: what dead writers left under "
+                          f"{self._prefix()} was not cleaned up: {e}", stacklevel=4)
+            return True, removed
 
     # -- object storage --------------------------------------------------------------------
     def _prefix(self):
@@ -240,21 +349,65 @@ class CheckpointManager:
         name = path[len(self._prefix()):]
         return name == _LATEST or _STEP_FILE.match(name) is not None
 
-    def _open_prefix(self):
-        """Aborts the incomplete uploads of the manager's names (saves that never completed)
-        and removes step objects newer than the pointer (completed, never committed)."""
+    def _clean_up_prefix(self, removed):
+        """Aborts the incomplete uploads of the manager's names and removes step objects
+        newer than the pointer (completed, never committed) whose writer is provably dead
+        (_writer_dead), and the leases that protect nothing any more."""
+        prefix = self._prefix()
+        now = _now_ms()
+        objects = {f.path: f for f in storage.list_files(prefix, s3=self._s3)}
+        leases = {}
+
+        def dead(path, started_ms):
+            if path + _LEASE in objects and path not in leases:
+                leases[path] = _lease_expiry(path + _LEASE, self._s3)
+            return self._writer_dead(leases.get(path), started_ms, now)
+
+        undecided = set()
         try:
-            storage.abort_stale(self._prefix(), self._own_name, s3=self._s3)
+            incomplete = storage.list_incomplete(prefix, s3=self._s3)
         except Error as e:  # a store without ListMultipartUploads: saves work all the same
-            warnings.warn(f"rckpt.CheckpointManager: the incomplete uploads under "
-                          f"{self._prefix()} were not aborted: {e}", stacklevel=4)
+            warnings.warn(f"rckpt.CheckpointManager: the incomplete uploads under {prefix} "
+                          f"were not looked at: {e}", stacklevel=5)
+            incomplete = []
+        for w in incomplete:
+            if not self._own_name(w.path):
+                continue
+            if not dead(w.path, w.started_unix_ms):
+                undecided.add(w.path)
+                continue
+            try:
+                storage.abort_incomplete(w, s3=self._s3)
+            except NotFoundError:
+                pass  # another cleaner won, or the upload completed meanwhile
         pointer = self._read_pointer()
-        if pointer is None:
-            return
-        for s in self._listed_steps():
-            if s > pointer:
-                storage.delete(self.path(s), missing_ok=True, s3=self._s3)
-                self.removed_uncommitted.append(s)
+        for s in self._listed_steps(objects.values()):
+            path = self.path(s)
+            if pointer is None or s <= pointer:
+                continue
+            if not dead(path, objects[path].modified_unix_ms):
+                undecided.add(path)
+                continue
+            storage.delete(path, missing_ok=True, s3=self._s3)
+            removed.append(s)
+        for path in objects:
+            if path.endswith(_LEASE) and path[:-len(_LEASE)] not in undecided and \
+                    self._own_name(path[:-len(_LEASE)]) and \
+                    dead(path[:-len(_LEASE)], objects[path].modified_unix_ms):
+                storage.delete(path, missing_ok=True, s3=self._s3)
+        return bool(undecided)
+
+    def _writer_dead(self, expires_ms, started_ms, now_ms):
+        """Whether the writer of something begun at ``started_ms`` (0: unknown) is
+        provably dead: its lease, expiring at ``expires_ms``, ran out, and it began before
+        (so it was that writer's); or, with no lease (None), it began ``stale_after``
+        ago."""
+        if expires_ms is not None:
+            if now_ms <= expires_ms:
+                return False
+            if started_ms == 0 or started_ms <= expires_ms:
+                return True
+        return started_ms > 0 and now_ms - started_ms >= self.stale_after * 1000
 
     def _read_pointer(self):
         """The step "latest" names in object storage; None when there is none (or it is
@@ -274,11 +427,14 @@ class CheckpointManager:
             return None
         return step
 
-    def _listed_steps(self):
-        """The step objects under the prefix, committed or not, oldest first."""
+    def _listed_steps(self, listing=None):
+        """The step objects under the prefix (in ``listing``, when given, of
+        storage.list_files), committed or not, oldest first."""
         prefix = self._prefix()
         steps = []
-        for f in storage.list_files(prefix, s3=self._s3):
+        if listing is None:
+            listing = storage.list_files(prefix, s3=self._s3)
+        for f in listing:
             m = _STEP_FILE.match(f.path[len(prefix):])
             if m:
                 steps.append(int(m.group(1)))
@@ -338,36 +494,51 @@ class CheckpointManager:
         if step in self.steps():
             raise ValueError(f"CheckpointManager.save: step {step} is already saved in "
                              f"{self.path(step)!r}")
+        if self._clean_up_due:
+            self._clean_up_due, removed = self._on_root(self._clean_up)
+            self.removed_uncommitted += removed
         path = self.path(step)
+        # Rank 0 (or the only process) holds the lease of the step it writes.
+        lease = _Lease(path + _LEASE, self._s3) if self._remote and self._is_root() else None
+        self._on_root(lambda: lease and lease.take())
         commit = lambda: self._commit(step)  # noqa: E731
         # In object storage a step never replaces another job's (If-None-Match).
         options = dict(self._options, if_absent=True) if self._remote else self._options
-        with _state_types.dropping_functions(self._drop_functions, "CheckpointManager.save"):
-            if self.async_save:
-                future = self._saver.save(path, state, rng=rng, on_success=commit, **options)
-                self._pending = (step, future)
-                return future
-            if self._comm is None:
+        try:
+            with _state_types.dropping_functions(self._drop_functions, "CheckpointManager.save"):
+                if self.async_save:
+                    future = self._saver.save(path, state, rng=rng, on_success=commit, **options)
+                    self._pending = (step, future, lease)
+                    if lease is not None:
+                        future.add_done_callback(lambda _: lease.release())
+                    lease = None  # released when the save ends
+                    return future
                 try:
-                    _checkpoint.save(path, state, rng=rng, **options)
+                    if self._comm is None:
+                        _checkpoint.save(path, state, rng=rng, **options)
+                    else:
+                        from . import distributed
+                        distributed.save(self._comm, path, state, rank_state=rank_state,
+                                         common=common, rng=rng, **options)
                 except AlreadyExistsError as e:
                     raise AlreadyExistsError(
                         f"CheckpointManager.save: step {step} was written to {path!r} by "
                         f"another job meanwhile (one job per directory): {e}") from None
-            else:
-                from . import distributed
-                distributed.save(self._comm, path, state, rank_state=rank_state, common=common,
-                                 rng=rng, **self._options)
-        self._on_root(commit)
+            self._on_root(commit)
+        finally:
+            if lease is not None:
+                lease.release()
         return SaveFuture(path)
 
     def _raise_pending(self):
         """Waits for the save in flight; raises its error if nobody was handed it."""
         if self._pending is None:
             return
-        _, future = self._pending
+        _, future, lease = self._pending
         future._wait(None)
         self._pending = None
+        if lease is not None:
+            lease.release()  # (its done callback may still be on its way)
         if future._error is not None and not future.retrieved:
             future.retrieved = True
             raise future._error
@@ -463,14 +634,33 @@ class CheckpointManager:
             raise Error(f"CheckpointManager of {self.directory!r} is closed")
 
     # -- loading ----------------------------------------------------------------------------
+    def _step_saved(self, path):
+        """Whether the step file ``path`` exists (every rank gets rank 0's answer). Errors
+        are raised: a throttled or refused listing is not "missing"."""
+        def look():
+            if not self._remote:
+                return os.path.exists(path)
+            return any(f.path == path for f in storage.list_files(path, s3=self._s3))
+        return self._on_root(look)
+
+    def _damaged(self, path, error):
+        """Whether ``error``, of loading the step file ``path``, says the step is damaged
+        (its bytes are not a valid checkpoint, or the file is gone): the walk then goes on
+        to the step before. Any other error (I/O after the retries, memory, an option, an
+        expired token) is trouble, not damage: loading an older step would resume from
+        the wrong state."""
+        if isinstance(error, CorruptionError):
+            return True
+        return isinstance(error, FileNotFoundError) and not self._step_saved(path)
+
     def _walk(self, step, load_one):
-        """load_one(path) for ``step``, or newest-first over the steps until one verifies."""
+        """load_one(path) for ``step``, or newest-first over the steps until one loads."""
         self._check_open()
         self._raise_pending()
         if step is not None:
             _check_step("load", step)
             path = self.path(step)
-            if not (storage.exists(path, s3=self._s3) if self._remote else os.path.exists(path)):
+            if not self._step_saved(path):
                 raise NotFoundError(f"CheckpointManager: step {step} is not saved in "
                                     f"{self.directory!r} (saved steps: {self._scan_all()})")
             return step, load_one(path)
@@ -486,15 +676,22 @@ class CheckpointManager:
             try:
                 return s, load_one(path)
             except (Error, OSError) as e:
+                if not self._damaged(path, e):
+                    raise
                 warnings.warn(f"rckpt.CheckpointManager: skipping {path}: {e}", stacklevel=3)
         raise NotFoundError(f"no checkpoint in {self.directory!r} loads and verifies")
 
     def load(self, step=None, **load_options):
-        """Loads ``step`` (None: the newest step that loads and verifies, skipping damaged
-        ones with a warning naming the file and the reason); returns what rckpt.load
-        returns, with the step as ``.step`` where it takes attributes (a Checkpoint
-        does) and always as the manager's ``loaded_step``. Keywords are rckpt.load's (with ``comm``:
-        ``wants=`` and rckpt.distributed.load's, and a RankLoad comes back)."""
+        """Loads ``step`` (None: the newest step that loads and verifies, skipping a
+        damaged one (rckpt.CorruptionError: truncated, a checksum that fails) or one whose
+        file is gone, with a warning naming the file and the reason; any other error, an
+        I/O error after the retries, OutOfMemoryError, a bad option, is raised with its
+        cause, never taken for damage). Returns what rckpt.load returns, with the step as
+        ``.step`` where it takes attributes (a Checkpoint does) and always as the
+        manager's ``loaded_step``: resume from ``loaded_step + 1``, which is older than
+        ``latest_step()`` when a damaged step was skipped. Keywords are rckpt.load's
+        (with ``comm``: ``wants=`` and rckpt.distributed.load's, and a RankLoad comes
+        back)."""
         if self._comm is None:
             load_options.setdefault("verify", True)
             if self._s3 is not None:

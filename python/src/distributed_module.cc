@@ -121,7 +121,7 @@ std::unique_ptr<SavePlan> PrepareSave(nb::handle comm, std::string path, nb::obj
                                       nb::handle shard_type, nb::handle rank_state, nb::list rng,
                                       const std::string& codec, int level, uint64_t chunk_bytes,
                                       int threads, nb::dict metadata, nb::handle origin,
-                                      nb::object progress, int emulate_devices) {
+                                      nb::object progress, int emulate_devices, bool replace) {
   auto plan = std::make_unique<SavePlan>();
   plan->comm = std::make_unique<PyCommunicator>(nb::borrow(comm));
   plan->path = std::move(path);
@@ -145,6 +145,7 @@ std::unique_ptr<SavePlan> PrepareSave(nb::handle comm, std::string path, nb::obj
   plan->progress = std::make_unique<Progress>(std::move(progress));
   plan->options =
       SaveOptionsOf(codec, level, chunk_bytes, threads, plan->runtime.get(), plan->progress.get());
+  plan->options.replace = replace;
   UseTorchForDevices(plan->runtime.get(), &plan->options);
   return plan;
 }
@@ -251,7 +252,8 @@ NB_MODULE(_distributed, m) {
   nb::class_<LoadPlan>(m, "LoadPlan");
   m.def("prepare_save", &PrepareSave, "comm"_a, "path"_a, "state"_a, "shard_type"_a,
         "rank_state"_a.none(), "rng"_a, "codec"_a, "level"_a, "chunk_bytes"_a, "threads"_a,
-        "metadata"_a, "origin"_a.none(), "progress"_a.none(), "emulate_devices"_a);
+        "metadata"_a, "origin"_a.none(), "progress"_a.none(), "emulate_devices"_a,
+        "replace"_a = true);
   m.def("save", &Save, "plan"_a);
   m.def("prepare_load", &PrepareLoad, "comm"_a, "path"_a, "wants"_a, "map_location"_a.none(),
         "model_device"_a.none(), "verify"_a, "threads"_a, "progress"_a.none(), "emulate_devices"_a);

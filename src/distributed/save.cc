@@ -351,7 +351,7 @@ class CollectiveSave {
     // Rank 0 owns the temporary: it creates and names it for every rank,
     // removes it on failure (when `target_` goes) and renames it on success.
     if (s.ok() && rank_ == 0) {
-      target_.emplace(PosixFileSystem(), path_);
+      target_.emplace(PosixFileSystem(), path_, o_.replace);
       Result<std::unique_ptr<WritableFile>> f = target_->Open();
       s = f.ok() ? (*f)->Close() : f.status();
     }
@@ -419,22 +419,27 @@ class CollectiveSave {
     PutField(&hello, host);
     PutField(&hello, write ? write->id : std::string());
     PutField(&hello, write ? Limits(*write) : std::string());
+    PutField(&hello, write ? write->marker : std::string());
     Result<std::vector<std::string>> all = AgreeAndAllGather(comm_, s, hello);
     if (!all.ok()) return Abandon(fs, write, all.status());
     std::set<std::string, std::less<>> lower;
     int on_this_host = 0;
     for (int r = 0; r < size_; ++r) {
-      std::optional<std::vector<std::string_view>> f = Fields((*all)[r], 4);
+      std::optional<std::vector<std::string_view>> f = Fields((*all)[r], 5);
       if (!f)
         return Abandon(fs, write,
                        Status::IoError("collective save: a malformed message"));
       if (r < rank_) AddNames((*f)[0], &lower);
       if ((*f)[1] == host) ++on_this_host;
-      if (r == 0 && !write) write = ParseLimits((*f)[2], (*f)[3]);
+      if (r == 0 && !write) {
+        write = ParseLimits((*f)[2], (*f)[3]);
+        if (write) write->marker = std::string((*f)[4]);
+      }
     }
     if (!write)
       return Abandon(fs, write,
                      Status::IoError("collective save: a malformed message"));
+    write->replace = o_.replace;
     ResolveRankThreads(on_this_host);
 
     // Step 2.
@@ -493,9 +498,15 @@ class CollectiveSave {
     Status done = parts.status();
     if (parts.ok() && rank_ == 0)
       done = CompleteShared(fs, *write, *layout, *parts);
-    // Step 4.
+    // Step 4. A rank lost after the parts were in (the agreement fails)
+    // does not undo rank 0's completion: the object is the save's then, and
+    // every rank that can tell so (rank 0; another rank finding the object
+    // carrying the upload's marker) returns OK.
     Status agreed = Agree(comm_, done);
-    if (!agreed.ok()) return Abandon(fs, write, agreed);
+    if (!agreed.ok()) {
+      if (done.ok() && (rank_ == 0 || CommittedAnyway(fs, *write))) return Status::Ok();
+      return Abandon(fs, write, agreed);
+    }
     return Status::Ok();
   }
 
@@ -641,6 +652,12 @@ class CollectiveSave {
     RCKPT_ASSIGN_OR_RETURN(std::vector<SharedPart> parts, last->Finish());
     all.insert(all.end(), parts.begin(), parts.end());
     return fs.CommitSharedWrite(path_, write, all);
+  }
+
+  // Whether rank 0 completed the upload (the object carries its marker).
+  bool CommittedAnyway(FileSystem& fs, const SharedWrite& write) {
+    Result<bool> committed = fs.SharedWriteCommitted(path_, write);
+    return committed.ok() && *committed;
   }
 
   // The upload aborted by this rank (when it knows it), and `s` returned.

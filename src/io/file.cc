@@ -141,4 +141,9 @@ Status FileSystem::AbortSharedWrite(const std::string& path,
   return NoSharedWrites(path);
 }
 
+Result<bool> FileSystem::SharedWriteCommitted(const std::string& path,
+                                              const SharedWrite& /*write*/) {
+  return NoSharedWrites(path);
+}
+
 }  // namespace rckpt

@@ -133,6 +133,12 @@ Status UrlFileSystem::AbortSharedWrite(const std::string& path,
   return fs->AbortSharedWrite(path, write);
 }
 
+Result<bool> UrlFileSystem::SharedWriteCommitted(const std::string& path,
+                                                 const SharedWrite& write) {
+  RCKPT_ASSIGN_OR_RETURN(FileSystem * fs, For(path));
+  return fs->SharedWriteCommitted(path, write);
+}
+
 FileSystem& DefaultFileSystem() {
   // Never destroyed: saves may run on other threads while the process exits.
   static UrlFileSystem* fs = new UrlFileSystem(PosixFileSystem(), NewEnvironmentS3FileSystem);

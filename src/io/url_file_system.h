@@ -56,6 +56,8 @@ class UrlFileSystem final : public FileSystem {
                            std::span<const SharedPart> parts) override;
   Status AbortSharedWrite(const std::string& path,
                           const SharedWrite& write) override;
+  Result<bool> SharedWriteCommitted(const std::string& path,
+                                    const SharedWrite& write) override;
 
  private:
   // The file system serving `path`.

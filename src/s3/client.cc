@@ -319,8 +319,16 @@ Status S3Client::Failure(const S3Call& call, const Attempt& a, const HttpRespons
                            " has expired or is invalid" + what + ": get new temporary credentials");
   }
   if (e.code == "AccessDenied" || (r.status == 403 && e.code.empty())) {
-    return Status::IoError("access denied to " + name + what + ": the " + who +
-                           " lacks the permission");
+    // AWS refuses to say whether a key exists to an identity that may not
+    // list the bucket: a missing key is 403 then, not 404.
+    std::string message = "access denied to " + name + what + ": the " + who +
+                          " lacks the permission";
+    if (!call.key.empty() && (call.method == "GET" || call.method == "HEAD")) {
+      message.append(", or the key does not exist and the ").append(who);
+      message.append(" lacks s3:ListBucket on bucket '").append(call.bucket);
+      message.append("' (S3 then answers 403, not 404)");
+    }
+    return Status::IoError(message);
   }
   std::string hinted = e.region;
   if (const std::string* h = r.Header("x-amz-bucket-region")) hinted = *h;

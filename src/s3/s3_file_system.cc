@@ -170,8 +170,9 @@ class S3FileSystem final : public FileSystem {
 
   Result<SharedWrite> StartSharedWrite(const std::string& path) override {
     RCKPT_ASSIGN_OR_RETURN(S3Url url, ParseS3Url(path));
-    RCKPT_ASSIGN_OR_RETURN(std::string id, CreateUpload(*client_, url));
-    return SharedWrite{std::move(id), kMinPartBytes, kMaxPartBytes, kMaxParts};
+    std::string marker = NewUploadMarker();
+    RCKPT_ASSIGN_OR_RETURN(std::string id, CreateUpload(*client_, url, marker));
+    return SharedWrite{std::move(id), kMinPartBytes, kMaxPartBytes, kMaxParts, std::move(marker)};
   }
 
   Result<std::unique_ptr<SharedWriteRegion>> OpenSharedWriteRegion(
@@ -208,7 +209,13 @@ class S3FileSystem final : public FileSystem {
       }
       etags.push_back(p.tag);
     }
-    return CompleteParts(*client_, url, write.id, etags);
+    return CompleteParts(*client_, url, write.id, etags, write.marker, !write.replace);
+  }
+
+  Result<bool> SharedWriteCommitted(const std::string& path, const SharedWrite& write) override {
+    RCKPT_ASSIGN_OR_RETURN(S3Url url, ParseS3Url(path));
+    if (write.marker.empty()) return false;
+    return HasMarker(*client_, url, write.marker);
   }
 
   Status AbortSharedWrite(const std::string& path,

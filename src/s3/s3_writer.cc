@@ -1,13 +1,12 @@
 #include "s3/s3_writer.h"
 
-#include <openssl/evp.h>
-
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <mutex>
 #include <new>
+#include <random>
 #include <vector>
 
 #include "s3/xml.h"
@@ -26,38 +25,6 @@ struct PartBuffer {
   uint64_t capacity = 0;
   uint64_t used = 0;
 };
-
-// The ETag S3 gives a multipart object: the MD5 of the parts' MD5s, then
-// "-<parts>". Empty when a part's ETag is not an MD5 (SSE-KMS, some
-// servers).
-std::string CompositeEtag(const std::vector<std::string>& etags) {
-  std::vector<unsigned char> digests;
-  for (const std::string& quoted : etags) {
-    std::string e = quoted;
-    if (e.size() >= 2 && e.front() == '"' && e.back() == '"') e = e.substr(1, e.size() - 2);
-    if (e.size() != 32) return "";
-    for (size_t i = 0; i < 32; i += 2) {
-      unsigned v = 0;
-      for (size_t k = i; k < i + 2; ++k) {
-        const char c = e[k];
-        const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-        if (d < 0) return "";
-        v = v * 16 + static_cast<unsigned>(d);
-      }
-      digests.push_back(static_cast<unsigned char>(v));
-    }
-  }
-  unsigned char md5[EVP_MAX_MD_SIZE];
-  unsigned int n = 0;
-  if (EVP_Digest(digests.data(), digests.size(), md5, &n, EVP_md5(), nullptr) != 1) return "";
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out = "\"";
-  for (unsigned int i = 0; i < n; ++i) {
-    out.push_back(kHex[md5[i] >> 4]);
-    out.push_back(kHex[md5[i] & 15]);
-  }
-  return out + "-" + std::to_string(etags.size()) + "\"";
-}
 
 // Parts uploaded in the background, at most `in_flight_max` at a time, each
 // reporting its ETag; the buffers of finished parts are kept for reuse.
@@ -184,30 +151,10 @@ class PartUploads {
   std::vector<std::string> etags_;  // guarded by mu_ while parts are in flight
 };
 
-// The ETag S3 gives an object put whole: its MD5, quoted.
-std::string Md5Etag(std::span<const std::byte> body) {
-  unsigned char md5[EVP_MAX_MD_SIZE];
-  unsigned int n = 0;
-  if (EVP_Digest(body.data(), body.size(), md5, &n, EVP_md5(), nullptr) != 1) return "";
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out = "\"";
-  for (unsigned int i = 0; i < n; ++i) {
-    out.push_back(kHex[md5[i] >> 4]);
-    out.push_back(kHex[md5[i] & 15]);
-  }
-  return out + "\"";
-}
-
-// Whether the object at `url` exists with ETag `expected` (never for "").
-bool HasEtag(S3Client& client, const S3Url& url, const std::string& expected) {
-  if (expected.empty()) return false;
-  S3Call head;
-  head.op = "HeadObject";
-  head.method = "HEAD";
-  head.bucket = url.bucket;
-  head.key = url.key;
-  Result<HttpResponse> h = client.Execute(head);
-  return h.ok() && h->Header("etag") != nullptr && *h->Header("etag") == expected;
+// Whether a write that failed made its object all the same (an answer lost).
+bool MadeAllTheSame(S3Client& client, const S3Url& url, const std::string& marker) {
+  Result<bool> mine = HasMarker(client, url, marker);
+  return mine.ok() && *mine;
 }
 
 // Copies `data` into `*current` (a buffer from `buffer(size)` when it has
@@ -235,6 +182,7 @@ class S3Writer final : public AtomicWritableFile {
       : url_(std::move(url)),
         expected_(expected_size),
         if_absent_(if_absent),
+        marker_(NewUploadMarker()),
         parts_(client, url_, client->options().upload_parts_in_flight) {}
 
   ~S3Writer() override { (void)Abort(); }
@@ -299,7 +247,7 @@ class S3Writer final : public AtomicWritableFile {
   Status SendCurrent() {
     if (parts_.upload_id().empty()) {
       RCKPT_ASSIGN_OR_RETURN(std::string id,
-                             CreateUpload(parts_.client(), url_));
+                             CreateUpload(parts_.client(), url_, marker_));
       parts_.SetUploadId(std::move(id));
     }
     PartBuffer part = std::move(current_);
@@ -315,14 +263,14 @@ class S3Writer final : public AtomicWritableFile {
     c.bucket = url_.bucket;
     c.key = url_.key;
     c.headers = EncryptionHeaders(parts_.client().options());
+    c.headers.emplace_back(kMarkerHeader, marker_);
     c.body = {current_.data.get(), current_.used};
     c.if_none_match = if_absent_;
     Status s = parts_.client().Execute(c).status();
-    // A retried put finds the key taken when an earlier try wrote it and
-    // its answer was lost: the object then has this body's MD5 as its ETag.
-    if (s.code() == StatusCode::kAlreadyExists && HasEtag(parts_.client(), url_, Md5Etag(c.body))) {
-      s = Status::Ok();
-    }
+    // A try whose answer was lost may have written the object: a retry then
+    // finds the key taken (412), or the tries end in errors. The object
+    // carrying this write's marker says it did.
+    if (!s.ok() && MadeAllTheSame(parts_.client(), url_, marker_)) s = Status::Ok();
     RCKPT_RETURN_IF_ERROR(s);
     current_ = PartBuffer{};
     return Status::Ok();
@@ -333,7 +281,7 @@ class S3Writer final : public AtomicWritableFile {
     parts_.Wait(0);
     RCKPT_RETURN_IF_ERROR(parts_.FirstError());
     Status s = CompleteParts(parts_.client(), url_, parts_.upload_id(),
-                             parts_.etags(), if_absent_);
+                             parts_.etags(), marker_, if_absent_);
     if (s.ok()) parts_.ForgetUpload();  // nothing left to abort
     return s;
   }
@@ -341,6 +289,7 @@ class S3Writer final : public AtomicWritableFile {
   const S3Url url_;
   const uint64_t expected_;
   const bool if_absent_;
+  const std::string marker_;  // this write's identity (kMarkerHeader)
   PartUploads parts_;
   PartBuffer current_;
   bool ended_ = false;
@@ -431,7 +380,36 @@ uint64_t PartBytes(uint64_t number, uint64_t expected_size, uint64_t fixed) {
   return std::min(base, kMaxPartBytes);
 }
 
-Result<std::string> CreateUpload(S3Client& client, const S3Url& url) {
+std::string NewUploadMarker() {
+  // The system's entropy: markers of writes anywhere never meet.
+  std::random_device random;
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t bits = random();
+    for (int shift = 28; shift >= 0; shift -= 4) out.push_back(kHex[(bits >> shift) & 15]);
+  }
+  return out;
+}
+
+Result<bool> HasMarker(S3Client& client, const S3Url& url, const std::string& marker) {
+  S3Call head;
+  head.op = "HeadObject";
+  head.method = "HEAD";
+  head.bucket = url.bucket;
+  head.key = url.key;
+  Result<HttpResponse> h = client.Execute(head);
+  if (!h.ok()) {
+    if (h.status().code() == StatusCode::kNotFound) return false;
+    return h.status();
+  }
+  const std::string* got = h->Header(kMarkerHeader);
+  return got != nullptr && *got == marker;
+}
+
+
+Result<std::string> CreateUpload(S3Client& client, const S3Url& url,
+                                 const std::string& marker) {
   S3Call c;
   c.op = "CreateMultipartUpload";
   c.method = "POST";
@@ -439,6 +417,7 @@ Result<std::string> CreateUpload(S3Client& client, const S3Url& url) {
   c.key = url.key;
   c.query = {{"uploads", ""}};
   c.headers = EncryptionHeaders(client.options());
+  c.headers.emplace_back(kMarkerHeader, marker);
   c.idempotent = false;
   RCKPT_ASSIGN_OR_RETURN(HttpResponse r, client.Execute(c));
   Result<std::string> id = ParseUploadId(r.body);
@@ -451,7 +430,7 @@ Result<std::string> CreateUpload(S3Client& client, const S3Url& url) {
 Status CompleteParts(S3Client& client, const S3Url& url,
                      const std::string& upload_id,
                      const std::vector<std::string>& etags,
-                     bool if_none_match) {
+                     const std::string& marker, bool if_none_match) {
   const std::string body = CompleteMultipartUploadBody(etags);
   S3Call c;
   c.op = "CompleteMultipartUpload";
@@ -465,13 +444,12 @@ Status CompleteParts(S3Client& client, const S3Url& url,
   c.if_none_match = if_none_match;
   Result<HttpResponse> r = client.Execute(c);
   if (r.ok()) return Status::Ok();
-  // A retried Complete finds no upload (or, conditional, the key taken) when
-  // an earlier try completed it and its answer was lost: the object with the
-  // parts' ETag is there.
-  const bool lost_answer = (r.status().code() == StatusCode::kNotFound &&
-                            r.status().message().find("NoSuchUpload") != std::string::npos) ||
-                           r.status().code() == StatusCode::kAlreadyExists;
-  if (lost_answer && HasEtag(client, url, CompositeEtag(etags))) return Status::Ok();
+  // A try that completed the upload may have lost its answer: the retry then
+  // finds no upload (404 NoSuchUpload; Ceph RGW answers 500, retried to the
+  // end) or, conditional, the key taken (412). Whatever the error, the
+  // object carrying this upload's marker says the upload completed; its
+  // ETag cannot (not an MD5 of anything on GCS, with SSE-KMS or SSE-C).
+  if (MadeAllTheSame(client, url, marker)) return Status::Ok();
   return r.status();
 }
 

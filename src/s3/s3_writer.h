@@ -40,16 +40,31 @@ uint64_t PartBytes(uint64_t number, uint64_t expected_size, uint64_t fixed);
 std::unique_ptr<AtomicWritableFile> NewS3Writer(std::shared_ptr<S3Client> client, S3Url url,
                                                 uint64_t expected_size, bool if_absent = false);
 
+// Every write's identity, sent as user metadata with its PutObject or
+// CreateMultipartUpload: the object it makes carries it, so a write whose
+// answer was lost is told by a HEAD (ETags are opaque: not an MD5 on GCS,
+// with SSE-KMS or SSE-C, on MinIO with encryption).
+inline constexpr char kMarkerHeader[] = "x-amz-meta-rckpt-upload";
+// A new marker: 32 random hex digits.
+std::string NewUploadMarker();
+
 // The multipart upload's steps, for the writers above and for shared writes
-// (rckpt/file.h). CompleteParts takes the ETags of parts 1..N; a retried
-// Complete whose first answer was lost is recognised by the object's ETag;
-// with `if_none_match` it is sent with `If-None-Match: *` (AlreadyExists when
-// the key exists). AbortUpload is OK when the upload is gone already.
-Result<std::string> CreateUpload(S3Client& client, const S3Url& url);
+// (rckpt/file.h). CreateUpload sends `marker`; CompleteParts takes the ETags
+// of parts 1..N and, when the Complete fails in any way (a try completed it
+// and its answer was lost: the retry finds no upload, the key taken, or
+// errors to the end), succeeds all the same when the object carries
+// `marker`; with `if_none_match` it is sent with `If-None-Match: *`
+// (AlreadyExists when the key exists). AbortUpload is OK when the upload is
+// gone already.
+Result<std::string> CreateUpload(S3Client& client, const S3Url& url,
+                                 const std::string& marker);
 Status CompleteParts(S3Client& client, const S3Url& url,
                      const std::string& upload_id,
                      const std::vector<std::string>& etags,
-                     bool if_none_match = false);
+                     const std::string& marker, bool if_none_match = false);
+// Whether the object at `url` carries `marker` (false when there is none;
+// the HEAD's error when it fails).
+Result<bool> HasMarker(S3Client& client, const S3Url& url, const std::string& marker);
 Status AbortUpload(S3Client& client, const S3Url& url,
                    const std::string& upload_id);
 

@@ -141,6 +141,31 @@ TEST(CommunicatorSaveTest, AnErrorOnOneRankIsEveryRanksAndKeepsThePreviousFile) 
   }
 }
 
+// SaveOptions::replace = false: the rename never replaces a file at the
+// path; every rank returns AlreadyExists, the first file stays, no
+// temporary is left.
+TEST(CommunicatorSaveTest, ASaveThatMustNotReplaceFindsThePathTakenOnEveryRank) {
+  const std::string dir = NewTempDir("comm-create");
+  const std::string path = dir + "/ck.rckpt";
+  const auto create = [&] {
+    return OnRanks<Status>(2, [&](Communicator& comm) {
+      SaveOptions o;
+      o.replace = false;
+      return SaveDistributed(comm, path, StateOf(comm.rank(), 2), o);
+    });
+  };
+  for (const Status& s : create()) ASSERT_TRUE(s.ok()) << s.ToString();
+  const std::string before = FileBytes(path);
+  for (const Status& s : create()) {
+    EXPECT_EQ(s.code(), StatusCode::kAlreadyExists) << s.ToString();
+  }
+  EXPECT_EQ(FileBytes(path), before);
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    EXPECT_EQ(entry.path().filename().string().find(".tmp-"), std::string::npos)
+        << entry.path();
+  }
+}
+
 TEST(CommunicatorSaveTest, ARankThatNeverComesMakesTheOthersFailInsteadOfWaiting) {
   const std::string dir = NewTempDir("comm-vanish");
   const std::string path = dir + "/ck.rckpt";

@@ -54,6 +54,14 @@ class ThreadGroup {
 
   int size() const { return size_; }
 
+  // Ends the group as a rank's death ends a real one: every rank waiting in
+  // a collective, and every later one, fails at once.
+  void Break() {
+    std::lock_guard lock(mu_);
+    broken_ = true;
+    cv_.notify_all();
+  }
+
  private:
   const int size_;
   const std::chrono::milliseconds timeout_;

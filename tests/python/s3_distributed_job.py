@@ -6,10 +6,15 @@ or mpi4py's COMM_WORLD (under mpiexec: RCKPT_JOB_STORE unset).
     s3_distributed_job.py save URL STEP OUT   save step STEP's state, then load it back
                                               at this world size and check it
     s3_distributed_job.py load URL STEP OUT   load at this world size and check step STEP
+    s3_distributed_job.py manager PREFIX STEP OUT
+                                              a CheckpointManager(PREFIX, comm=, keep=2)
+                                              saves steps 1..STEP; rank 0 truncates the
+                                              newest step's object; every rank loads
+                                              (the step before) and checks it
 
 Each rank writes OUT/<rank>.json: {"rank", "ok", "error"} (the exception's
-class and message when it raised). The S3 server is reached through the
-AWS_* environment.
+class and message when it raised; the manager's also "steps", "loaded" and
+"warned"). The S3 server is reached through the AWS_* environment.
 """
 
 import json
@@ -51,10 +56,19 @@ def state_of(rank, world, step):
     return state
 
 
+def wants_of(rank, world):
+    """This rank's rows of every tensor (the 0-d one whole)."""
+    return {name: (None if not TENSORS[name][1] else rd.part(TENSORS[name][1], rank, world))
+            for name in TENSORS}
+
+
 def check_load(comm, url, step, rank, world):
-    wants = {name: (None if not TENSORS[name][1] else rd.part(TENSORS[name][1], rank, world))
-             for name in TENSORS}
-    back = rd.load(comm, url, wants, timeout=120)
+    wants = wants_of(rank, world)
+    return check_loaded(rd.load(comm, url, wants, timeout=120), wants, step, rank, world)
+
+
+def check_loaded(back, wants, step, rank, world):
+    """back (a RankLoad of ``wants``) holds step ``step``'s blocks and this rank's tree."""
     assert back["controller"] == {"step": step}, back["controller"]
     for name, block in wants.items():
         want = global_tensor(name, step)
@@ -67,6 +81,31 @@ def check_load(comm, url, step, rank, world):
     if back.saved_world_size == world:
         assert back.rank_state == {"rank": rank}, back.rank_state
     return back
+
+
+def run_manager(comm, prefix, last, rank, world, record):
+    """The manager mode (see the module's docstring)."""
+    import warnings
+
+    import rckpt
+    from rckpt import storage
+
+    mgr = rckpt.CheckpointManager(prefix, comm=comm, keep=2, timeout=120)
+    for step in range(1, last + 1):
+        mgr.save(step, state_of(rank, world, step), rank_state={"rank": rank})
+    record["steps"] = mgr.steps()
+    if rank == 0:
+        whole = storage.read(mgr.path(last))
+        storage.write(mgr.path(last), whole[:len(whole) // 2])
+    mgr.steps()  # every rank waits for rank 0's damage (a collective)
+    wants = wants_of(rank, world)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        back = mgr.load(wants=wants)
+    record["loaded"] = mgr.loaded_step
+    record["warned"] = [str(w.message) for w in caught]
+    check_loaded(back, wants, last - 1, rank, world)
+    mgr.close()
 
 
 def main(argv):
@@ -84,10 +123,14 @@ def main(argv):
         rank, world = comm.Get_rank(), comm.Get_size()
     record: dict[str, object] = {"rank": rank, "ok": True, "error": None}
     try:
-        if mode == "save":
-            rd.save(comm, url, state_of(rank, world, step), rank_state={"rank": rank},
-                    codec=os.environ.get("RCKPT_JOB_CODEC", "none"), timeout=120)
-        check_load(comm, url, step, rank, world)
+        if mode == "manager":
+            import torch.distributed as dist
+            run_manager(dist.group.WORLD if store else comm, url, step, rank, world, record)
+        else:
+            if mode == "save":
+                rd.save(comm, url, state_of(rank, world, step), rank_state={"rank": rank},
+                        codec=os.environ.get("RCKPT_JOB_CODEC", "none"), timeout=120)
+            check_load(comm, url, step, rank, world)
     except Exception as e:  # noqa: BLE001  (reported to the test)
         record = {"rank": rank, "ok": False, "error": [type(e).__name__, str(e)]}
         traceback.print_exc()

@@ -1,13 +1,16 @@
 """rckpt.CheckpointManager: steps exist only once durable under their final
 name, pruning after the new checkpoint is durable, resume newest-first past
-damaged files, leftover temporaries cleaned, and SIGKILL at several points of
-a background save never costs an earlier checkpoint."""
+damaged files and never past trouble (memory, a bad option), leftover
+temporaries cleaned by the next save, and SIGKILL at several points of a
+background save never costs an earlier checkpoint."""
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import threading
+import warnings
 
 import pytest
 import torch
@@ -139,7 +142,38 @@ def test_nothing_that_verifies_is_not_found(tmp_path):
             m.load()
 
 
-def test_opening_removes_temporaries_of_dead_processes_only(tmp_path):
+def test_load_skips_damage_and_raises_trouble(tmp_path):
+    with rckpt.CheckpointManager(tmp_path, keep=None) as m:
+        for step in (1, 2):
+            m.save(step, state_at(step))
+    m = rckpt.CheckpointManager(tmp_path, keep=None)
+    # A bad option fails on the newest step as it would on any: raised as it is, not
+    # taken for damage (which would fall back to step 1, then say nothing loads).
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(rckpt.InvalidArgumentError, match="unknown section .no-such-section."):
+            m.load(sections=["no-such-section"])
+    assert m.loaded_step is None
+    # A step whose file is gone (a link to a removed file) is skipped, with a warning.
+    os.symlink(tmp_path / "removed.rckpt", tmp_path / "step-000003.rckpt")
+    with pytest.warns(UserWarning, match="skipping .*step-000003.rckpt"):
+        assert m.load().step == 2
+    with pytest.raises(rckpt.NotFoundError, match="step 3 is not saved"):
+        m.load(3)
+
+
+def test_load_raises_out_of_memory_rather_than_loading_an_older_step(tmp_path):
+    run = subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__),
+                                                       "manager_oom_child.py"), str(tmp_path)],
+                         capture_output=True, text=True, timeout=240,
+                         env=dict(os.environ, MALLOC_ARENA_MAX="1"))
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout.splitlines()[-1])
+    assert out["error"] == "OutOfMemoryError" and out["loaded"] is None, (out, run.stderr)
+    assert "host memory" in out["message"], out
+
+
+def test_a_save_removes_temporaries_of_dead_processes_only(tmp_path):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     stale = tmp_path / f"step-000004.rckpt.tmp-{dead.pid}-0123456789abcdef"
@@ -148,9 +182,13 @@ def test_opening_removes_temporaries_of_dead_processes_only(tmp_path):
     other = tmp_path / "notes.txt"
     for p in (stale, stale_latest, live, other):
         p.write_bytes(b"partial")
+    everything = sorted(os.listdir(tmp_path))
     m = rckpt.CheckpointManager(tmp_path)
-    assert sorted(os.listdir(tmp_path)) == sorted([live.name, other.name])
     assert m.steps() == []
+    assert sorted(os.listdir(tmp_path)) == everything  # opening to read takes nothing over
+    m.save(1, state_at(1)).result()
+    assert sorted(os.listdir(tmp_path)) == sorted([live.name, other.name, "latest",
+                                                   "step-000001.rckpt"])
 
 
 def test_bad_arguments_name_the_field(tmp_path):
@@ -228,7 +266,6 @@ def test_sigkill_during_a_background_save_keeps_every_earlier_checkpoint(tmp_pat
         assert "step-000003.rckpt" not in names
         assert any(n.startswith("step-000003.rckpt.tmp-") for n in names), names
     m = rckpt.CheckpointManager(tmp_path, keep=2)
-    assert not any(".tmp-" in n for n in os.listdir(tmp_path))  # cleaned on open
     expected = [2, 3] if point == "durable" else [1, 2]
     assert m.steps() == expected
     for s in expected:
@@ -237,3 +274,5 @@ def test_sigkill_during_a_background_save_keeps_every_earlier_checkpoint(tmp_pat
     ck = m.load()
     assert ck.step == latest == expected[-1]
     assert ck["controller"]["step"] == latest
+    m.save(latest + 1, state_at(latest + 1)).result()
+    assert not any(".tmp-" in n for n in os.listdir(tmp_path))  # cleaned by the save

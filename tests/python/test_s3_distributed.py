@@ -1,7 +1,8 @@
 """rckpt.distributed to s3://: the ranks of a job (gloo, mpi4py) write ONE
 object with one multipart upload, any world size loads it, and a rank killed
 mid-upload or rank 0 killed before the upload's completion leaves the
-previous object and no incomplete upload.
+previous object and no incomplete upload; a CheckpointManager with comm=
+keeps its steps under a prefix, one object each.
 
 Jobs of 2 ranks (s3_distributed_job.py), started here with a rendezvous
 through a temporary file, so a test can kill one rank and watch the other.
@@ -137,25 +138,33 @@ def test_gloo_ranks_write_one_object_that_one_process_loads_whole(s3_server, s3_
     assert json.loads(shown.stdout)["metadata"]["rckpt.world_size"] == str(WORLD)
 
 
-def test_mpi_ranks_write_one_compressed_object_over_the_previous(s3_server, s3_prefix, aws,
-                                                                 tmp_path):
+def mpi_job(mode: str, url: str, step: int, aws: Dict[str, str], tmp, **env: str) -> List[dict]:
+    """WORLD ranks of s3_distributed_job.py under mpiexec; every rank's record. Skips
+    without mpi4py or mpiexec."""
     mpiexec = os.environ.get("RCKPT_MPIEXEC") or shutil.which("mpiexec")
     if importlib.util.find_spec("mpi4py") is None or not mpiexec:
         pytest.skip("MPI runs skipped: mpi4py or mpiexec is missing (Debian: python3-mpi4py, "
                     "openmpi-bin)")
-    url = s3_server.url(s3_prefix + "ck.rckpt")
-    save_alone(url, 1)
     cmd = [mpiexec, "--oversubscribe", "-np", str(WORLD)]
     if os.geteuid() == 0:
         cmd.append("--allow-run-as-root")
-    cmd += ["--mca", "btl", "self,vader", sys.executable, JOB, "save", url, "2", str(tmp_path)]
-    env = dict(os.environ, **aws, RCKPT_JOB_CODEC="zstd", OMP_NUM_THREADS="1")
-    env.pop("RCKPT_JOB_STORE", None)
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
+    cmd += ["--mca", "btl", "self,vader", sys.executable, JOB, mode, url, str(step), str(tmp)]
+    environ = dict(os.environ, **aws, **env, OMP_NUM_THREADS="1")
+    environ.pop("RCKPT_JOB_STORE", None)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=environ)
     assert p.returncode == 0, f"{p.stdout}\n{p.stderr}"
+    records = []
     for r in range(WORLD):
-        with open(tmp_path / f"{r}.json") as f:
-            record = json.load(f)
+        with open(os.path.join(tmp, f"{r}.json")) as f:
+            records.append(json.load(f))
+    return records
+
+
+def test_mpi_ranks_write_one_compressed_object_over_the_previous(s3_server, s3_prefix, aws,
+                                                                 tmp_path):
+    url = s3_server.url(s3_prefix + "ck.rckpt")
+    save_alone(url, 1)
+    for record in mpi_job("save", url, 2, aws, tmp_path, RCKPT_JOB_CODEC="zstd"):
         assert record["ok"], record
     keys, uploads = keys_and_uploads(s3_server, s3_prefix)
     assert len(keys) == 1 and not uploads, (keys, uploads)
@@ -193,3 +202,26 @@ def test_a_killed_rank_leaves_the_previous_object_and_no_upload(s3_server, s3_pr
     keys, uploads = keys_and_uploads(s3_server, s3_prefix)
     assert len(keys) == 1 and not uploads, (keys, uploads)
     expect_step(url, 1)
+
+
+@pytest.mark.parametrize("launcher", ["gloo", "mpi"])
+def test_a_manager_of_ranks_commits_each_step_as_one_object(s3_server, s3_prefix, aws, tmp_path,
+                                                            launcher):
+    prefix = s3_server.url(s3_prefix + "run")
+    records: List[Optional[dict]] = []
+    if launcher == "gloo":
+        records = Job("manager", prefix, 3, aws, tmp_path).wait()
+    else:
+        records = list(mpi_job("manager", prefix, 3, aws, tmp_path))
+    for r in records:
+        assert r and r["ok"], records
+        # Each step one object from both ranks, committed by rank 0's pointer; keep=2:
+        # rank 0 pruned step 1 once step 3 was committed; every rank agrees.
+        assert r["steps"] == [2, 3], r
+        # Step 3's object damaged by rank 0: every rank skipped it, with a warning.
+        assert r["loaded"] == 2, r
+        assert any("skipping" in w and "step-000003.rckpt" in w for w in r["warned"]), r
+    keys, uploads = keys_and_uploads(s3_server, s3_prefix)
+    assert sorted(k[len(s3_prefix):] for k in keys) == ["run/latest", "run/step-000002.rckpt",
+                                                        "run/step-000003.rckpt"], keys
+    assert not uploads

@@ -59,6 +59,21 @@ Control API (JSON over HTTP on the control port):
                        client that gave up before a request is forwarded has
                        its request dropped, never forwarded late.
                    {"delay_ms": D}  the request is forwarded D ms late.
+                   {"throttle_bytes_per_s": R, "direction": "request"|"response"}
+                       the body (the request's when it has one, else the
+                       response's; direction overrides) is relayed at R bytes
+                       a second for as long as the rule is set: DELETE /rules
+                       lets the rest go at full speed (a slow upload or
+                       download that a test ends when it has looked).
+                   {"etag": "opaque"}  the answer's ETag header is replaced by
+                       an opaque one (base64, the MD5 of nothing), as GCS's
+                       XML API, SSE-KMS and SSE-C objects and MinIO with
+                       encryption give; the same ETag always becomes the same
+                       opaque one. Bodies are relayed as they are (an <ETag>
+                       in XML too), and nothing is translated back (SigV4
+                       signs a request's If-Match and CompleteMultipartUpload's
+                       body of part ETags): meant for HeadObject and PutObject
+                       answers.
                  A reset, truncation or stall at or past the end of a body
                  leaves the response whole (the rule is used up all the same;
                  GET /stats counts only faults injected).
@@ -75,6 +90,8 @@ A bad rule is answered 400 with the reason, and none of the list is added.
 """
 
 import argparse
+import base64
+import hashlib
 import http.server
 import json
 import os
@@ -138,6 +155,8 @@ class Rule:
         "truncate": (("truncate_at",), ()),
         "stall": (("stall_seconds",), ("after_bytes",)),
         "delay": (("delay_ms",), ()),
+        "throttle": (("throttle_bytes_per_s",), ("direction",)),
+        "etag": (("etag",), ()),
     }
 
     def __init__(self, spec, index):
@@ -168,8 +187,8 @@ class Rule:
                  if any(k in self.action for k in keys)]
         if len(kinds) != 1:
             raise RuleError(f"{where}: action: expected exactly one of status (with code or "
-                            f"error_body), reset_after_bytes, truncate_at, stall_seconds, delay_ms; "
-                            f"got {json.dumps(self.action)}")
+                            f"error_body), reset_after_bytes, truncate_at, stall_seconds, delay_ms, "
+                            f"throttle_bytes_per_s, etag; got {json.dumps(self.action)}")
         self.kind = kinds[0]
         for key in self.action:
             if key not in sum(self.ACTIONS[self.kind], ()):
@@ -199,10 +218,13 @@ class Rule:
                                 f"{json.dumps(self.region)}")
         elif self.kind == "reset":
             self.bytes = _number(f"{where}.reset_after_bytes", a["reset_after_bytes"], 0, True)
-            self.direction = a.get("direction")
-            if self.direction not in (None, "request", "response"):
-                raise RuleError(f"{where}.direction: expected 'request' or 'response', got "
-                                f"{json.dumps(self.direction)}")
+            self._check_direction(where)
+        elif self.kind == "throttle":
+            self.rate = _number(f"{where}.throttle_bytes_per_s", a["throttle_bytes_per_s"], 1)
+            self._check_direction(where)
+        elif self.kind == "etag":
+            if a["etag"] != "opaque":
+                raise RuleError(f"{where}.etag: expected 'opaque', got {json.dumps(a['etag'])}")
         elif self.kind == "truncate":
             self.bytes = _number(f"{where}.truncate_at", a["truncate_at"], 0, True)
         elif self.kind == "stall":
@@ -212,6 +234,16 @@ class Rule:
                 _number(f"{where}.after_bytes", self.bytes, 0, True)
         else:
             self.ms = _number(f"{where}.delay_ms", a["delay_ms"], 0)
+
+    def _check_direction(self, where):
+        self.direction = self.action.get("direction")
+        if self.direction not in (None, "request", "response"):
+            raise RuleError(f"{where}.direction: expected 'request' or 'response', got "
+                            f"{json.dumps(self.direction)}")
+
+    def on_request_body(self, request):
+        """Whether the rule's fault meets the request's body (else the response's)."""
+        return self.direction == "request" or (self.direction is None and request.has_body())
 
     def matches(self, request):
         m = self.match
@@ -276,6 +308,10 @@ class State:
                     rule.fired += 1
                     return rule
         return None
+
+    def is_set(self, rule):
+        with self.lock:
+            return any(r is rule for r in self.rules)
 
     def count(self, **counts):
         with self.lock:
@@ -506,6 +542,18 @@ def error_response(rule, request, number, keep_alive):
     return head.encode() + body
 
 
+ETAG_LINE = re.compile(rb"^(etag:[ \t]*)([^\r\n]*)", re.IGNORECASE | re.MULTILINE)
+
+
+def opaque_etag(head):
+    """A response head whose ETag is replaced by an opaque one, as GCS's look
+    ("CJ+Zz5nV4fICEAE="): base64 of 11 bytes of the SHA-256 of the real one."""
+    def replace(m):
+        digest = hashlib.sha256(m.group(2)).digest()[:11]
+        return m.group(1) + b'"' + base64.b64encode(digest) + b'"'
+    return ETAG_LINE.sub(replace, head, count=1)
+
+
 def _xml_escape(text):
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
@@ -595,7 +643,9 @@ class Connection:
         if request.has_body():
             cut = rule.bytes if rule and rule.kind == "reset" and \
                 rule.direction != "response" else None
-            outcome = self.relay_request_body(request, cut)
+            throttle = rule if rule and rule.kind == "throttle" and \
+                rule.on_request_body(request) else None
+            outcome = self.relay_request_body(request, cut, throttle)
             if outcome == "cut":
                 self.state.count(fault_reset=1)
                 reset(self.client)
@@ -627,12 +677,16 @@ class Connection:
         except OSError:
             pass
 
-    def relay_request_body(self, request, cut):
-        """Relays the request's body: None when whole, "cut" when it stopped after cut
-        bytes, "early" when the upstream answered (or stopped reading) before its end."""
+    def relay_request_body(self, request, cut, throttle=None):
+        """Relays the request's body (at throttle's rate, when given): None when whole,
+        "cut" when it stopped after cut bytes, "early" when the upstream answered (or
+        stopped reading) before its end."""
         sent = 0
+        pieces = body_pieces(self.from_client, request.body_framing())
+        if throttle is not None:
+            pieces = self.throttled(pieces, throttle)
         try:
-            for piece in body_pieces(self.from_client, request.body_framing()):
+            for piece in pieces:
                 if select.select([self.upstream], [], [], 0)[0]:
                     return "early"
                 if cut is not None and sent + len(piece) > cut:
@@ -648,11 +702,30 @@ class Connection:
         finally:
             self.state.count(bytes_to_upstream=sent)
 
-    def relay_body(self, reader, framing, dst, cut, counter):
-        """Relays a body; True when it stopped at cut."""
-        sent, rest = relay(body_pieces(reader, framing), dst, cut)
+    def relay_body(self, reader, framing, dst, cut, counter, throttle=None):
+        """Relays a body (at throttle's rate, when given); True when it stopped at cut."""
+        pieces = body_pieces(reader, framing)
+        if throttle is not None:
+            pieces = self.throttled(pieces, throttle)
+        sent, rest = relay(pieces, dst, cut)
         self.state.count(**{counter: sent})
         return rest is not None
+
+    def throttled(self, pieces, rule):
+        """pieces cut into slices of a tenth of a second's worth at rule's rate, one every
+        tenth of a second, while the rule is set; then the rest as it comes."""
+        self.state.count(fault_throttle=1)
+        step = max(1, int(rule.rate / 10))
+        throttling = True
+        for piece in pieces:
+            at = 0
+            while throttling and at < len(piece):
+                yield piece[at:at + step]
+                at += step
+                self.server.stopping.wait(step / rule.rate)
+                throttling = self.state.is_set(rule)
+            if at < len(piece):
+                yield piece[at:]
 
     def read_response(self):
         raw = self.from_upstream.read_until(b"\r\n\r\n", MAX_HEAD)
@@ -664,6 +737,9 @@ class Connection:
         """Relays the response with rule's fault; False when the connection must close."""
         framing = response.body_framing(request.method)
         kind = rule.kind if rule else None
+        if kind == "etag":
+            response = Response(opaque_etag(response.raw))
+            self.state.count(fault_etag=1)
         if kind == "reset" and (rule.direction == "response" or
                                 (rule.direction is None and not request.has_body())):
             if rule.bytes == 0:
@@ -695,8 +771,10 @@ class Connection:
                 sent += len(rest) + more
             self.state.count(bytes_from_upstream=sent)
         else:
+            throttle = rule if kind == "throttle" and not rule.on_request_body(request) else None
             self.client.sendall(response.raw)
-            self.relay_body(self.from_upstream, framing, self.client, None, "bytes_from_upstream")
+            self.relay_body(self.from_upstream, framing, self.client, None, "bytes_from_upstream",
+                            throttle)
         return framing[0] != "close" and not response.closes()
 
     def answer(self, request, rule):

@@ -252,5 +252,110 @@ TEST_F(S3DistributedTest,
   EXPECT_EQ(UnderPrefix(), std::make_pair(size_t{0}, size_t{0}));
 }
 
+// Where ETags are opaque (the proxy makes HeadObject's so), rank 0's
+// CompleteMultipartUpload whose answer was lost, its retries answered 500
+// (Ceph RGW's answer for an upload it no longer has), is recognised by the
+// marker the upload carries: every rank succeeds, the object is whole.
+TEST_F(S3DistributedTest, ALostCompleteAnswerIsRecognisedByTheUploadsMarker) {
+  ASSERT_OK(proxy_->AddRules(R"([
+    {"match": {"operation": "CompleteMultipartUpload"}, "times": 1,
+     "action": {"reset_after_bytes": 0, "direction": "response"}},
+    {"match": {"operation": "CompleteMultipartUpload"}, "times": -1,
+     "action": {"status": 500}},
+    {"match": {"operation": "HeadObject"}, "times": -1, "action": {"etag": "opaque"}}])"));
+  for (const Status& s : Save(2, 1)) ASSERT_OK(s);
+  const std::string stats = *proxy_->Stats();
+  EXPECT_GE(Count(stats, "CompleteMultipartUpload"), 2) << stats;
+  EXPECT_EQ(Count(stats, "etag"), 1) << stats;
+  ASSERT_OK(proxy_->ClearRules());
+  ASSERT_NO_FATAL_FAILURE(ExpectLoads(2, 2, 1));
+  EXPECT_EQ(UnderPrefix(), std::make_pair(size_t{1}, size_t{0}));
+}
+
+// SaveOptions::replace = false completes the upload with If-None-Match: *:
+// over an existing object every rank returns AlreadyExists, the upload is
+// aborted and the object stays.
+TEST_F(S3DistributedTest, ASaveThatMustNotReplaceFindsTheKeyTakenOnEveryRank) {
+  for (const Status& s : Save(2, 1, {.replace = false})) ASSERT_OK(s);
+  const std::string before = ObjectBytes();
+  for (const Status& s : Save(2, 2, {.replace = false})) {
+    EXPECT_EQ(s.code(), StatusCode::kAlreadyExists) << s.ToString();
+  }
+  EXPECT_EQ(ObjectBytes(), before);
+  EXPECT_EQ(UnderPrefix(), std::make_pair(size_t{1}, size_t{0}));
+}
+
+// A rank that dies at its collective number `die_at` (counted from 1):
+// once `before` returns, the group breaks, as a peer's death breaks a real
+// job's.
+class DyingCommunicator : public Communicator {
+ public:
+  DyingCommunicator(testing::ThreadGroup& group, int rank, int die_at,
+                    std::function<void()> before)
+      : group_(group), inner_(group, rank), die_at_(die_at), before_(std::move(before)) {}
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  Result<std::vector<std::string>> AllGather(std::string_view bytes) override {
+    if (++calls_ == die_at_) {
+      before_();
+      group_.Break();
+      return Status::IoError("rank " + std::to_string(rank()) + " is gone");
+    }
+    return inner_.AllGather(bytes);
+  }
+  Result<std::string> Broadcast(int root, std::string_view bytes) override {
+    RCKPT_ASSIGN_OR_RETURN(std::vector<std::string> all, AllGather(bytes));
+    return all[root];
+  }
+
+ private:
+  testing::ThreadGroup& group_;
+  testing::ThreadCommunicator inner_;
+  const int die_at_;
+  const std::function<void()> before_;
+  int calls_ = 0;
+};
+
+// Rank 2 of 3 dies at the ranks' last agreement, after rank 0 completed the
+// upload: the object is the save's, so rank 0 and rank 1 (which finds the
+// object carrying the upload's marker) report success, not a failure.
+TEST_F(S3DistributedTest, ARankLostAfterTheCompletionDoesNotFailTheSave) {
+  // The number of collectives rank 2 makes in a save: the last is the final
+  // agreement.
+  int collectives = 0;
+  const std::string counted = url_ + ".counted";
+  OnRanks<Status>(3, [&](Communicator& comm) {
+    Status s = SaveDistributed(comm, counted, StateOf(comm.rank(), 3, 1), {.fs = fs_.get()});
+    if (comm.rank() == 2) collectives = dynamic_cast<testing::ThreadCommunicator&>(comm).collectives();
+    return s;
+  });
+  ASSERT_GT(collectives, 1);
+  ASSERT_OK(fs_->Remove(counted));
+  testing::ThreadGroup group(3, 60s);
+  std::vector<Status> out(3);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 3; ++r) {
+    ranks.emplace_back([&, r] {
+      const SaveOptions o = {.fs = fs_.get()};
+      if (r != 2) {
+        testing::ThreadCommunicator comm(group, r);
+        out[r] = SaveDistributed(comm, url_, StateOf(r, 3, 1), o);
+        return;
+      }
+      // Rank 2 dies once the object is there (rank 0 completed it).
+      DyingCommunicator comm(group, r, collectives, [&] {
+        for (int i = 0; i < 600 && !fs_->Exists(url_); ++i) std::this_thread::sleep_for(50ms);
+      });
+      out[r] = SaveDistributed(comm, url_, StateOf(r, 3, 1), o);
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  // (Rank 2 stands for a dead process: what it returns is nobody's.)
+  EXPECT_OK(out[0]);
+  EXPECT_OK(out[1]);
+  ASSERT_NO_FATAL_FAILURE(ExpectLoads(3, 3, 1));
+  EXPECT_EQ(UnderPrefix(), std::make_pair(size_t{1}, size_t{0}));
+}
+
 }  // namespace
 }  // namespace rckpt

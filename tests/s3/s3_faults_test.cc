@@ -205,6 +205,70 @@ TEST_F(S3FaultTest, AConditionalWriteWhoseAnswerWasLostIsASuccess) {
   EXPECT_TRUE(left.empty());  // the refused upload was aborted
 }
 
+// Where ETags are opaque (GCS's XML API, SSE-KMS and SSE-C objects, MinIO
+// with encryption; here the proxy makes every HeadObject's and PutObject's
+// ETag opaque), a save whose CompleteMultipartUpload or PutObject answer was
+// lost is recognised by the marker its upload carries: the retry finds no
+// upload (404 NoSuchUpload, as AWS answers: the proxy answers so, since
+// SeaweedFS completes a completed upload again), the key taken (412, a
+// conditional write), or fails to the end (Ceph RGW answers 500 for an
+// upload it no longer has). A save that finds the key taken by another
+// write is still AlreadyExists.
+TEST_F(S3FaultTest, ALostAnswerIsRecognisedByTheWritesMarkerWhereETagsAreOpaque) {
+  S3Options o = server_->Options(proxy_->endpoint());
+  o.max_attempts = 3;
+  std::unique_ptr<FileSystem> fs = Through(o);
+  const auto opaque_and = [&](const std::string& lost) {
+    ASSERT_OK(proxy_->ClearRules());
+    Inject("[" + lost + R"(,
+      {"match": {"operation": "HeadObject"}, "times": -1, "action": {"etag": "opaque"}},
+      {"match": {"operation": "PutObject"}, "times": -1, "action": {"etag": "opaque"}}])");
+  };
+  const std::string lost_complete =
+      R"({"match": {"operation": "CompleteMultipartUpload"}, "times": 1,
+          "action": {"reset_after_bytes": 0, "direction": "response"}})";
+  const std::string big = prefix_ + "opaque.rckpt";
+  opaque_and(lost_complete + R"(,
+      {"match": {"operation": "CompleteMultipartUpload"}, "times": -1,
+       "action": {"status": 404, "code": "NoSuchUpload"}})");
+  ASSERT_OK(Save(big, State(5, 4 << 20, 21), {.fs = fs.get()}));
+  EXPECT_EQ(Count(Stats(), "CompleteMultipartUpload"), 2) << Stats();
+  // Every retried Complete answered 500, as Ceph RGW answers one whose
+  // upload is gone.
+  opaque_and(lost_complete + R"(,
+      {"match": {"operation": "CompleteMultipartUpload"}, "times": -1,
+       "action": {"status": 500}})");
+  ASSERT_OK(Save(big, State(5, 4 << 20, 22), {.fs = fs.get()}));
+  ASSERT_OK_AND_ASSIGN(Checkpoint back, Load(big, {.fs = direct_.get()}));
+  ExpectState(back, 5, 4 << 20, 22);
+  // Conditional writes: the retry finds the key taken by its own first try.
+  const std::string probe = prefix_ + "probe.rckpt";
+  ASSERT_OK(Save(probe, State(1, 100, 1), {.fs = direct_.get(), .replace = false}));
+  if (Save(probe, State(1, 100, 2), {.fs = direct_.get(), .replace = false}).ok()) {
+    GTEST_SKIP() << "this S3 server ignores If-None-Match: * (a second conditional PutObject "
+                    "replaced the object)";
+  }
+  const SaveOptions create = {.fs = fs.get(), .replace = false};
+  const std::string created = prefix_ + "opaque-created.rckpt";
+  const std::string small = prefix_ + "opaque-small.rckpt";
+  opaque_and(lost_complete + R"(,
+      {"match": {"operation": "PutObject"}, "times": 1,
+       "action": {"reset_after_bytes": 0, "direction": "response"}})");
+  ASSERT_OK(Save(created, State(5, 4 << 20, 23), create));
+  ASSERT_OK(Save(small, State(1, 1000, 24), create));
+  EXPECT_GE(Count(Stats(), "etag"), 2) << Stats();
+  EXPECT_THAT(Save(created, State(5, 4 << 20, 25), create),
+              StatusIs(StatusCode::kAlreadyExists, "already exists"));
+  EXPECT_THAT(Save(small, State(1, 1000, 26), create),
+              StatusIs(StatusCode::kAlreadyExists, "already exists"));
+  ASSERT_OK_AND_ASSIGN(back, Load(created, {.fs = direct_.get()}));
+  ExpectState(back, 5, 4 << 20, 23);
+  ASSERT_OK_AND_ASSIGN(back, Load(small, {.fs = direct_.get()}));
+  ExpectState(back, 1, 1000, 24);
+  ASSERT_OK_AND_ASSIGN(std::vector<IncompleteWrite> left, direct_->ListIncomplete(prefix_));
+  EXPECT_TRUE(left.empty());
+}
+
 // save_async returns once its snapshot is taken: the upload completes in
 // the background (held here by the proxy until the test has looked: every
 // CompleteMultipartUpload stalls past the client's timeout until the rule
@@ -287,6 +351,11 @@ TEST_F(S3FaultTest, AuthorizationErrorsEachSayWhatIsWrong) {
     const char* says;
   } cases[] = {
       {R"({"status": 403, "code": "AccessDenied"})", StatusCode::kIoError, "access denied to '"},
+      // AWS's answer to a GET of a missing key without s3:ListBucket.
+      {R"({"status": 403, "code": "AccessDenied"})", StatusCode::kIoError,
+       "or the key does not exist and the access key id"},
+      {R"({"status": 403, "code": "AccessDenied"})", StatusCode::kIoError,
+       "lacks s3:ListBucket on bucket 'rckpt-test' (S3 then answers 403, not 404)"},
       {R"({"status": 400, "code": "ExpiredToken"})", StatusCode::kIoError,
        "session token that comes with the access key id"},
       {R"({"status": 403, "code": "InvalidAccessKeyId"})", StatusCode::kIoError,
