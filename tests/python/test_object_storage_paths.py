@@ -30,15 +30,6 @@ def optional(module):
         pytest.skip(str(e))
 
 
-def test_checkpoint_manager_refuses_an_s3_directory_with_a_communicator():
-    with pytest.raises(rckpt.InvalidArgumentError) as refused:
-        rckpt.CheckpointManager("s3://ckpts/run", async_save=False, comm=rckpt.distributed.LOCAL)
-    assert str(refused.value).startswith(
-        "CheckpointManager: comm= with the object storage directory 's3://ckpts/run' is not "
-        "supported yet")
-    assert isinstance(refused.value, ValueError)
-
-
 @pytest.mark.parametrize("url", ["s3://", "s3:///run"])
 def test_checkpoint_manager_refuses_an_s3_url_without_a_bucket(url):
     with pytest.raises(rckpt.InvalidArgumentError,
