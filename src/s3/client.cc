@@ -319,10 +319,12 @@ Status S3Client::Failure(const S3Call& call, const Attempt& a, const HttpRespons
   }
   if (e.code == "RequestTimeTooSkewed" || e.code == "RequestExpired" ||
       e.code == "RequestInTheFuture") {
+    const std::string by = r.Header("date") == nullptr
+                               ? "the answer had no Date to correct it by"
+                               : "signed again by the server's Date, " +
+                                     std::to_string(clock_.offset_s()) + " s from this host's";
     return Status::IoError("the server refused the time " + op_at + " was signed at" + what +
-                           ": this host's clock is off (by " +
-                           std::to_string(clock_.offset_s()) +
-                           " s from the server's Date, already corrected for): set it by NTP");
+                           ": this host's clock is off (" + by + "): set it by NTP");
   }
   if (e.code == "SignatureDoesNotMatch") {
     return Status::IoError("the server refused the signature of " + op_at + what +
