@@ -319,6 +319,11 @@ Result<S3Config> ResolveConfig(const S3Options& options, const Environment& env,
   RCKPT_RETURN_IF_ERROR(flag("AWS_USE_FIPS_ENDPOINT", "use_fips_endpoint", &c.variant.fips));
   RCKPT_RETURN_IF_ERROR(
       flag("AWS_USE_DUALSTACK_ENDPOINT", "use_dualstack_endpoint", &c.variant.dualstack));
+  // The S3 block's older setting turns it on whatever else says, as in botocore.
+  if (const std::string* s3_block = profile.Find("s3.use_dualstack_endpoint");
+      s3_block != nullptr && Lower(*s3_block) == "true") {
+    c.variant.dualstack = true;
+  }
   if (!options.endpoint.empty()) {
     RCKPT_ASSIGN_OR_RETURN(c.endpoint, ParseEndpoint(options.endpoint, "S3 endpoint"));
   } else {

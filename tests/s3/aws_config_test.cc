@@ -189,6 +189,11 @@ TEST(ResolveConfigTest, FipsAndDualStackFromTheEnvironmentThenTheProfile) {
   p.settings["use_fips_endpoint"] = "true";
   ASSERT_OK_AND_ASSIGN(c, ResolveConfig(S3Options{}, MapEnvironment(), p));
   EXPECT_EQ(c.endpoint.host, "s3-fips.dualstack.us-gov-west-1.amazonaws.com");
+  // The profile's "s3 =" block: its use_dualstack_endpoint = true wins, as in botocore.
+  Profile block;
+  block.settings = {{"region", "eu-west-1"}, {"s3.use_dualstack_endpoint", "true"}};
+  ASSERT_OK_AND_ASSIGN(c, ResolveConfig(S3Options{}, off, block));
+  EXPECT_EQ(c.endpoint.host, "s3-fips.dualstack.eu-west-1.amazonaws.com");
 
   MapEnvironment china({{"AWS_REGION", "cn-north-1"}});
   ASSERT_OK_AND_ASSIGN(c, ResolveConfig(S3Options{}, china, Profile{}));
