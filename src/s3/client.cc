@@ -230,9 +230,12 @@ bool S3Client::Judge(const S3Call& call, Attempt& a, HttpResponse r) {
   // A region hint: the bucket lives elsewhere. Followed once, not counted.
   std::string hinted = e.region;
   if (const std::string* h = r.Header("x-amz-bucket-region")) hinted = *h;
+  // A HEAD has no body to give a code: its 400 with the header is the hint
+  // (botocore's redirector reads it so).
   const bool wrong_region = r.status == 301 || e.code == "PermanentRedirect" ||
                             e.code == "AuthorizationHeaderMalformed" ||
-                            e.code == "IllegalLocationConstraintException";
+                            e.code == "IllegalLocationConstraintException" ||
+                            (r.status == 400 && call.method == "HEAD");
   if (wrong_region && !hinted.empty() && hinted != a.region && !a.redirected) {
     a.redirected = true;
     {
@@ -319,10 +322,10 @@ Status S3Client::Failure(const S3Call& call, const Attempt& a, const HttpRespons
   }
   if (e.code == "RequestTimeTooSkewed" || e.code == "RequestExpired" ||
       e.code == "RequestInTheFuture") {
-    const std::string by = r.Header("date") == nullptr
-                               ? "the answer had no Date to correct it by"
-                               : "signed again by the server's Date, " +
-                                     std::to_string(clock_.offset_s()) + " s from this host's";
+    const std::string by = a.reclocked ? "signed again by the server's Date, " +
+                                             std::to_string(clock_.offset_s()) +
+                                             " s from this host's"
+                                       : "the answer had no Date to correct it by";
     return Status::IoError("the server refused the time " + op_at + " was signed at" + what +
                            ": this host's clock is off (" + by + "): set it by NTP");
   }

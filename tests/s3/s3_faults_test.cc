@@ -444,6 +444,19 @@ TEST_F(S3FaultTest, ARegionHintIsFollowedOnce) {
   EXPECT_EQ(Count(stats, "status"), 2) << stats;
 }
 
+// A HEAD's wrong-region answer is a 400 with no body, only the
+// x-amz-bucket-region header: followed as the other hints are.
+TEST_F(S3FaultTest, AHeadsRegionHintIsFollowedToo) {
+  const std::string url = prefix_ + "head-region.rckpt";
+  ASSERT_OK(Save(url, State(1, 1000, 12), {.fs = direct_.get()}));
+  Inject(R"([{"match": {"operation": "HeadObject"}, "times": 1,
+              "action": {"status": 400, "code": "BadRequest", "region": "eu-west-1"}}])");
+  EXPECT_TRUE(fs_->Exists(url));
+  const std::string stats = Stats();
+  EXPECT_EQ(Count(stats, "eu-west-1"), 1) << stats;
+  EXPECT_EQ(Count(stats, "ListObjectsV2"), 0) << stats;  // not found by the listing instead
+}
+
 // The helper process saves a new state over an old one and is killed at a
 // moment of its save; the old state must load, and the incomplete upload
 // it may leave is found and aborted by `rckpt incomplete`.
