@@ -5,7 +5,7 @@
 #include <array>
 #include <memory>
 
-namespace rckpt::torch {
+namespace rckpt::libtorch {
 namespace {
 
 // rckpt's dtypes in DType order, and torch's scalar type of each.
@@ -238,4 +238,4 @@ std::vector<std::pair<std::string, at::Tensor>> ModuleState(const ::torch::nn::M
   return out;
 }
 
-}  // namespace rckpt::torch
+}  // namespace rckpt::libtorch

@@ -19,7 +19,7 @@
 #include "rckpt/runtime.h"
 #include "rckpt/torch.h"
 
-namespace rckpt::torch {
+namespace rckpt::libtorch {
 
 // The exception being handled as a Status: OutOfMemory for an allocation,
 // DeviceError for a CUDA failure, InvalidArgument for the rest, each as
@@ -108,6 +108,6 @@ Status AddDict(Checkpoint* ck, std::string_view section,
 // are left out.
 std::vector<std::pair<std::string, at::Tensor>> ModuleState(const ::torch::nn::Module& module);
 
-}  // namespace rckpt::torch
+}  // namespace rckpt::libtorch
 
 #endif  // RCKPT_TORCH_BRIDGE_H_

@@ -1,6 +1,6 @@
 #include "dict_layout.h"
 
-namespace rckpt::torch {
+namespace rckpt::libtorch {
 namespace {
 
 // Deeper than any state_dict; a malformed tree cannot exhaust the stack.
@@ -82,4 +82,4 @@ Result<SectionDict> ReadSectionDict(const Value& tree, std::string_view section,
   return out;
 }
 
-}  // namespace rckpt::torch
+}  // namespace rckpt::libtorch

@@ -13,7 +13,7 @@
 #include "rckpt/status.h"
 #include "rckpt/tree.h"
 
-namespace rckpt::torch {
+namespace rckpt::libtorch {
 
 // A map key as a component of a tensor name, as Python's rckpt names
 // tensors: a str as is, an int in decimal, True / False / None, anything
@@ -38,6 +38,6 @@ struct SectionDict {
 Result<SectionDict> ReadSectionDict(const Value& tree, std::string_view section,
                                     std::span<const std::string> section_tensors);
 
-}  // namespace rckpt::torch
+}  // namespace rckpt::libtorch
 
 #endif  // RCKPT_TORCH_DICT_LAYOUT_H_

@@ -8,7 +8,7 @@
 #include "rckpt/inspect.h"
 #include "rckpt/io.h"
 
-namespace rckpt::torch {
+namespace rckpt::libtorch {
 namespace {
 
 // What a file (or a loaded checkpoint) holds of a tensor.
@@ -209,4 +209,4 @@ Status SaveModule(const std::string& path, const ::torch::nn::Module& module,
   });
 }
 
-}  // namespace rckpt::torch
+}  // namespace rckpt::libtorch

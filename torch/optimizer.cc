@@ -10,7 +10,7 @@
 #include "dict_layout.h"
 #include "optimizer_layout.h"
 
-namespace rckpt::torch {
+namespace rckpt::libtorch {
 namespace {
 
 namespace optim = ::torch::optim;
@@ -30,7 +30,7 @@ Result<OptimizerKind> OptimizerKindOf(const optim::Optimizer& optimizer) {
   if (dynamic_cast<const optim::Adam*>(&optimizer) != nullptr) return OptimizerKind::kAdam;
   if (dynamic_cast<const optim::AdamW*>(&optimizer) != nullptr) return OptimizerKind::kAdamW;
   if (dynamic_cast<const optim::SGD*>(&optimizer) != nullptr) return OptimizerKind::kSgd;
-  return Status::Unsupported("rckpt::torch saves and restores the state of "
+  return Status::Unsupported("rckpt::libtorch saves and restores the state of "
                              "torch::optim::Adam, AdamW and SGD, not of a " +
                              c10::demangle(typeid(optimizer).name()));
 }
@@ -108,7 +108,8 @@ bool Amsgrad(OptimizerKind kind, const optim::OptimizerOptions& options) {
 // A group's hyper-parameters from the file, on a copy of the group's
 // options, refusing what libtorch's optimizer does not do.
 Result<std::unique_ptr<optim::OptimizerOptions>> ReadGroupOptions(
-    OptimizerKind kind, const OptimizerGroupLayout& g, const optim::OptimizerOptions& current) {
+    OptimizerKind kind, const OptimizerGroupLayout& g, const optim::OptimizerOptions& current,
+    const RestoreOptimizerOptions& restore) {
   RCKPT_ASSIGN_OR_RETURN(bool maximize, g.Flag("maximize", false));
   if (maximize) {
     return Status::InvalidArgument(g.where + " has maximize=True, which " +
@@ -125,11 +126,20 @@ Result<std::unique_ptr<optim::OptimizerOptions>> ReadGroupOptions(
     o.lr(lr).momentum(momentum).dampening(dampening).weight_decay(weight_decay).nesterov(nesterov);
     return options;
   }
-  RCKPT_ASSIGN_OR_RETURN(bool decoupled, g.Flag("decoupled_weight_decay", false));
-  if (kind == OptimizerKind::kAdam && decoupled) {
+  // Adam and AdamW differ only in how weight_decay is applied, so the
+  // state of one fits the other and would change the update silently. A
+  // file without the key (older torch wrote none, for either) cannot tell.
+  const bool into_adamw = kind == OptimizerKind::kAdamW;
+  RCKPT_ASSIGN_OR_RETURN(bool decoupled, g.Flag("decoupled_weight_decay", into_adamw));
+  if (decoupled != into_adamw && !restore.accept_other_adam_variant) {
     return Status::InvalidArgument(
-        g.where + " has decoupled_weight_decay=True (AdamW's update, what Python's AdamW "
-        "writes): restore it into a torch::optim::AdamW");
+        g.where +
+        (decoupled ? " has decoupled_weight_decay=True (AdamW's update, what Python's AdamW "
+                     "writes): restore it into a torch::optim::AdamW"
+                   : " has decoupled_weight_decay=False (Adam's update, what Python's Adam "
+                     "writes): restore it into a torch::optim::Adam") +
+        ", or set RestoreOptimizerOptions::accept_other_adam_variant to restore it into this " +
+        OptimizerClass(kind));
   }
   RCKPT_ASSIGN_OR_RETURN(auto betas, g.Pair("betas"));
   RCKPT_ASSIGN_OR_RETURN(double eps, g.Number("eps"));
@@ -143,9 +153,8 @@ Result<std::unique_ptr<optim::OptimizerOptions>> ReadGroupOptions(
   return options;
 }
 
-// A state tensor of the file, checked against its parameter and moved to
-// the parameter's device (and dtype, for a floating-point parameter), as
-// Python's load_state_dict moves it.
+// A state tensor of the file, checked against its parameter (OwnTensor
+// places it).
 Result<at::Tensor> ParamStateTensor(const Loaded& ck, const OptimizerParamLayout& entry,
                                     const std::string& field, const at::Tensor& param) {
   const Value* v = entry.Find(field);
@@ -164,7 +173,55 @@ Result<at::Tensor> ParamStateTensor(const Loaded& ck, const OptimizerParamLayout
     return Status::InvalidArgument(where + " has shape " + SizesText(t.sizes()) +
                                    " but its parameter has shape " + SizesText(param.sizes()));
   }
-  return t.to(param.device(), param.is_floating_point() ? param.scalar_type() : t.scalar_type());
+  return t;
+}
+
+// The tensor a restored state keeps: the loaded values on the parameter's
+// device (and in its dtype, for a floating-point parameter), as Python's
+// load_state_dict moves them, copied into the optimizer's own tensor when it
+// has one that fits, as RestoreModule copies into parameters. Never the
+// loaded tensor itself: that is the caller's, and on the host a view of the
+// file's mapping, which training would write through.
+at::Tensor OwnTensor(const at::Tensor& loaded, const at::Tensor& own, const at::Tensor& param) {
+  const at::ScalarType dtype =
+      param.is_floating_point() ? param.scalar_type() : loaded.scalar_type();
+  if (own.defined() && own.sizes().equals(loaded.sizes()) && own.device() == param.device() &&
+      own.scalar_type() == dtype) {
+    own.copy_(loaded);
+    return own;
+  }
+  return loaded.to(param.device(), dtype, /*non_blocking=*/false, /*copy=*/true);
+}
+
+// Replaces the loaded tensors of `state` with tensors of the optimizer's
+// (OwnTensor), `own` being the parameter's state before the restore, if any.
+void OwnStateTensors(OptimizerKind kind, optim::OptimizerParamState& state,
+                     const optim::OptimizerParamState* own, const at::Tensor& param) {
+  auto place = [&](const at::Tensor& loaded, const at::Tensor* mine) {
+    return OwnTensor(loaded, mine != nullptr ? *mine : at::Tensor(), param);
+  };
+  if (kind == OptimizerKind::kSgd) {
+    auto& s = static_cast<optim::SGDParamState&>(state);
+    const auto* o = static_cast<const optim::SGDParamState*>(own);
+    if (s.momentum_buffer().defined()) {
+      s.momentum_buffer(place(s.momentum_buffer(), o ? &o->momentum_buffer() : nullptr));
+    }
+    return;
+  }
+  auto adam = [&](auto& s, const auto* o) {
+    s.exp_avg(place(s.exp_avg(), o ? &o->exp_avg() : nullptr));
+    s.exp_avg_sq(place(s.exp_avg_sq(), o ? &o->exp_avg_sq() : nullptr));
+    if (s.max_exp_avg_sq().defined()) {
+      s.max_exp_avg_sq(place(s.max_exp_avg_sq(), o ? &o->max_exp_avg_sq() : nullptr));
+    }
+  };
+  if (kind == OptimizerKind::kAdam) {
+    adam(static_cast<optim::AdamParamState&>(state),
+         static_cast<const optim::AdamParamState*>(own));
+  } else {
+    adam(static_cast<optim::AdamWParamState&>(state),
+         static_cast<const optim::AdamWParamState*>(own));
+  }
 }
 
 // Adam's step count: Python keeps a 0-d tensor (a float32 one), older
@@ -282,7 +339,8 @@ Status AddOptimizerState(Checkpoint* ck, const optim::Optimizer& optimizer,
 }
 
 Status RestoreOptimizerState(const Loaded& ck, optim::Optimizer& optimizer,
-                             std::string_view section) {
+                             const RestoreOptimizerOptions& restore) {
+  const std::string_view section = restore.section;
   RCKPT_ASSIGN_OR_RETURN(OptimizerKind kind, OptimizerKindOf(optimizer));
   Result<OptimizerLayout> layout = ReadOptimizerLayout(ck.checkpoint.Tree(), section);
   if (!layout.ok()) return layout.status().WithContext("the loaded checkpoint");
@@ -307,20 +365,25 @@ Status RestoreOptimizerState(const Loaded& ck, optim::Optimizer& optimizer,
     for (size_t j = 0; j < saved.params.size(); ++j) {
       params.emplace(saved.params[j], std::make_pair(g, groups[g].params()[j]));
     }
-    RCKPT_ASSIGN_OR_RETURN(auto o, ReadGroupOptions(kind, saved, groups[g].options()));
+    RCKPT_ASSIGN_OR_RETURN(auto o, ReadGroupOptions(kind, saved, groups[g].options(), restore));
     options.push_back(std::move(o));
   }
-  std::vector<std::pair<void*, std::unique_ptr<optim::OptimizerParamState>>> states;
+  std::vector<std::pair<at::Tensor, std::unique_ptr<optim::OptimizerParamState>>> states;
   for (const OptimizerParamLayout& entry : layout->state) {
     const auto& [g, param] = params.at(entry.index);
     RCKPT_ASSIGN_OR_RETURN(auto state, ReadParamState(kind, ck, entry, param,
                                                       Amsgrad(kind, *options[g])));
-    states.emplace_back(param.unsafeGetTensorImpl(), std::move(state));
+    states.emplace_back(param, std::move(state));
   }
   // Everything is checked: now the optimizer changes.
   for (size_t g = 0; g < groups.size(); ++g) groups[g].set_options(std::move(options[g]));
-  optimizer.state().clear();
-  for (auto& [key, state] : states) optimizer.state()[key] = std::move(state);
+  auto& live = optimizer.state();
+  for (auto& [param, state] : states) {
+    auto it = live.find(param.unsafeGetTensorImpl());
+    OwnStateTensors(kind, *state, it != live.end() ? it->second.get() : nullptr, param);
+  }
+  live.clear();
+  for (auto& [param, state] : states) live[param.unsafeGetTensorImpl()] = std::move(state);
   return Status::Ok();
 }
 
@@ -331,8 +394,12 @@ Status AddOptimizer(Checkpoint* ck, const optim::Optimizer& optimizer, std::stri
 }
 
 Status RestoreOptimizer(const Loaded& ck, optim::Optimizer& optimizer, std::string_view section) {
-  return Guard("RestoreOptimizer",
-               [&] { return RestoreOptimizerState(ck, optimizer, section); });
+  return RestoreOptimizer(ck, optimizer, RestoreOptimizerOptions{.section = std::string(section)});
 }
 
-}  // namespace rckpt::torch
+Status RestoreOptimizer(const Loaded& ck, optim::Optimizer& optimizer,
+                        const RestoreOptimizerOptions& options) {
+  return Guard("RestoreOptimizer", [&] { return RestoreOptimizerState(ck, optimizer, options); });
+}
+
+}  // namespace rckpt::libtorch

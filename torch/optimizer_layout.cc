@@ -4,7 +4,7 @@
 
 #include "dict_layout.h"
 
-namespace rckpt::torch {
+namespace rckpt::libtorch {
 namespace {
 
 const Value* FindIn(const std::vector<std::pair<std::string, const Value*>>& entries,
@@ -151,4 +151,4 @@ Result<OptimizerLayout> ReadOptimizerLayout(const Value& tree, std::string_view 
   return out;
 }
 
-}  // namespace rckpt::torch
+}  // namespace rckpt::libtorch

@@ -16,7 +16,7 @@
 #include "rckpt/status.h"
 #include "rckpt/tree.h"
 
-namespace rckpt::torch {
+namespace rckpt::libtorch {
 
 // One entry of "param_groups": its hyper-parameters (every key but
 // "params", in file order) and the saved indices of its parameters.
@@ -57,6 +57,6 @@ struct OptimizerLayout {
 // entry whose index no group has, a field name that is not a str.
 Result<OptimizerLayout> ReadOptimizerLayout(const Value& tree, std::string_view section);
 
-}  // namespace rckpt::torch
+}  // namespace rckpt::libtorch
 
 #endif  // RCKPT_TORCH_OPTIMIZER_LAYOUT_H_

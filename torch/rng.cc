@@ -6,7 +6,7 @@
 
 #include "bridge.h"
 
-namespace rckpt::torch {
+namespace rckpt::libtorch {
 namespace {
 
 constexpr std::string_view kTorchPrefix = "torch.";
@@ -153,4 +153,4 @@ Status RestoreRng(const Checkpoint& ck, const GeneratorMap& generators,
   return Guard("RestoreRng", [&] { return RestoreFrom(ck, generators, report); });
 }
 
-}  // namespace rckpt::torch
+}  // namespace rckpt::libtorch

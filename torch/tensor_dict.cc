@@ -8,7 +8,7 @@
 #include "dict_layout.h"
 #include "rckpt/io.h"
 
-namespace rckpt::torch {
+namespace rckpt::libtorch {
 namespace {
 
 // The metadata key by which Python's rckpt.load knows that the file holds
@@ -158,10 +158,10 @@ Result<TensorDict> LoadTensors(const std::string& path, std::string_view section
   LoadOptions load = options;
   load.sections = {std::string(section)};
   load.skip_sections.clear();
-  RCKPT_ASSIGN_OR_RETURN(Loaded ck, rckpt::torch::Load(path, std::move(load)));
+  RCKPT_ASSIGN_OR_RETURN(Loaded ck, rckpt::libtorch::Load(path, std::move(load)));
   Result<TensorDict> out = SectionTensors(ck, section);
   if (!out.ok()) return out.status().WithContext("'" + path + "'");
   return out;
 }
 
-}  // namespace rckpt::torch
+}  // namespace rckpt::libtorch

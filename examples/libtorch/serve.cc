@@ -1,6 +1,6 @@
 // Serving a model Python trained, from a libtorch program: the weights come
 // from a file Python wrote with rckpt.save(path, {"model": model.state_dict()}),
-// read straight into the module's parameters by rckpt::torch::LoadInto, and
+// read straight into the module's parameters by rckpt::libtorch::LoadInto, and
 // the outputs go back to Python as a file rckpt.load reads (docs/CPP.md).
 //
 //   serve MODEL.rckpt INPUTS.rckpt OUTPUTS.rckpt [--resave FILE] [--device cpu|cuda]
@@ -22,7 +22,7 @@ constexpr char kUsage[] =
     "eval mode on the tensor \"x\" of INPUTS.rckpt (rckpt.save(path, {\"x\": x})) and\n"
     "writes {\"y\": output} to OUTPUTS.rckpt, which rckpt.load(path) in Python reads.\n"
     "\n"
-    "  --resave FILE   also write the module back with rckpt::torch::SaveModule\n"
+    "  --resave FILE   also write the module back with rckpt::libtorch::SaveModule\n"
     "  --device DEV    cpu (default) or cuda (c10's current device)\n";
 
 int Fail(const std::string& what, const rckpt::Status& status) {
@@ -35,26 +35,26 @@ int Serve(const std::vector<std::string>& files, const std::string& resave,
   Net net;
   net->to(device);
   // Every parameter and buffer, by name, checked before the first byte is read.
-  rckpt::Status loaded = rckpt::torch::LoadInto(files[0], *net);
+  rckpt::Status loaded = rckpt::libtorch::LoadInto(files[0], *net);
   if (!loaded.ok()) return Fail(files[0], loaded);
 
-  rckpt::Result<rckpt::torch::TensorDict> inputs = rckpt::torch::LoadTensors(files[1]);
+  rckpt::Result<rckpt::libtorch::TensorDict> inputs = rckpt::libtorch::LoadTensors(files[1]);
   if (!inputs.ok()) return Fail(files[1], inputs.status());
   const at::Tensor* x = inputs->find("x");
   if (x == nullptr) return Fail(files[1], rckpt::Status::NotFound("no tensor \"x\""));
 
   net->eval();
   torch::NoGradGuard no_grad;
-  rckpt::torch::TensorDict outputs;
+  rckpt::libtorch::TensorDict outputs;
   outputs.insert("y", net->forward(x->to(device)));
-  rckpt::Status saved = rckpt::torch::SaveTensors(files[2], outputs);
+  rckpt::Status saved = rckpt::libtorch::SaveTensors(files[2], outputs);
   if (!saved.ok()) return Fail(files[2], saved);
   std::printf("wrote %s: y of shape [%lld, %lld]\n", files[2].c_str(),
               static_cast<long long>(outputs["y"].size(0)),
               static_cast<long long>(outputs["y"].size(1)));
 
   if (!resave.empty()) {
-    rckpt::Status written = rckpt::torch::SaveModule(resave, *net);
+    rckpt::Status written = rckpt::libtorch::SaveModule(resave, *net);
     if (!written.ok()) return Fail(resave, written);
     std::printf("wrote %s: the model's state_dict\n", resave.c_str());
   }
@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
   }
   try {
     return Serve(files, resave, device == "cuda" ? torch::Device(torch::kCUDA) : torch::kCPU);
-  } catch (const std::exception& e) {  // libtorch's own (rckpt::torch returns a Status)
+  } catch (const std::exception& e) {  // libtorch's own (rckpt::libtorch returns a Status)
     std::fprintf(stderr, "serve: %s\n", e.what());
     return 1;
   }

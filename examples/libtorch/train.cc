@@ -1,4 +1,4 @@
-// A libtorch training loop that checkpoints with rckpt::torch and resumes
+// A libtorch training loop that checkpoints with rckpt::libtorch and resumes
 // bit-identically: each checkpoint holds the model, the optimizer's state,
 // torch's RNG states (the batches and the dropout masks draw from them) and
 // the step, in the layout Python's rckpt writes, so Python can resume the run
@@ -81,12 +81,12 @@ rckpt::Status SaveCheckpoint(const std::string& path, Net& net,
                              const torch::optim::Optimizer& optimizer, int64_t step,
                              double loss) {
   rckpt::Checkpoint ck;
-  RCKPT_RETURN_IF_ERROR(rckpt::torch::AddModule(&ck, *net));            // "model"
-  RCKPT_RETURN_IF_ERROR(rckpt::torch::AddOptimizer(&ck, optimizer));    // "optimizer"
-  RCKPT_RETURN_IF_ERROR(rckpt::torch::CaptureRng(&ck));                 // torch.cpu, torch.cuda.<i>
+  RCKPT_RETURN_IF_ERROR(rckpt::libtorch::AddModule(&ck, *net));            // "model"
+  RCKPT_RETURN_IF_ERROR(rckpt::libtorch::AddOptimizer(&ck, optimizer));    // "optimizer"
+  RCKPT_RETURN_IF_ERROR(rckpt::libtorch::CaptureRng(&ck));                 // torch.cpu, torch.cuda.<i>
   ck.Tree()["controller"]["step"] = step;
   ck.Tree()["controller"]["loss"] = loss;
-  return rckpt::torch::Save(path, ck);  // atomic: a crash keeps the previous file
+  return rckpt::libtorch::Save(path, ck);  // atomic: a crash keeps the previous file
 }
 
 // Restores the run from `path`; returns the step it had reached.
@@ -94,10 +94,10 @@ rckpt::Result<int64_t> Resume(const std::string& path, Net& net,
                               torch::optim::Optimizer& optimizer) {
   rckpt::LoadOptions options;
   options.model_device = rckpt::DeviceSpec::Auto();  // this machine's GPU, or the CPU
-  RCKPT_ASSIGN_OR_RETURN(rckpt::torch::Loaded ck, rckpt::torch::Load(path, options));
-  RCKPT_RETURN_IF_ERROR(rckpt::torch::RestoreModule(ck, *net));
-  RCKPT_RETURN_IF_ERROR(rckpt::torch::RestoreOptimizer(ck, optimizer));
-  RCKPT_RETURN_IF_ERROR(rckpt::torch::RestoreRng(ck.checkpoint));
+  RCKPT_ASSIGN_OR_RETURN(rckpt::libtorch::Loaded ck, rckpt::libtorch::Load(path, options));
+  RCKPT_RETURN_IF_ERROR(rckpt::libtorch::RestoreModule(ck, *net));
+  RCKPT_RETURN_IF_ERROR(rckpt::libtorch::RestoreOptimizer(ck, optimizer));
+  RCKPT_RETURN_IF_ERROR(rckpt::libtorch::RestoreRng(ck.checkpoint));
   const rckpt::Value* controller = ck.checkpoint.Tree().Find("controller");
   const rckpt::Value* step = controller != nullptr ? controller->Find("step") : nullptr;
   if (step == nullptr || step->kind() != rckpt::ValueKind::kInt) {
@@ -195,7 +195,7 @@ int main(int argc, char** argv) {
   }
   try {
     return Train(o);
-  } catch (const std::exception& e) {  // libtorch's own (rckpt::torch returns a Status)
+  } catch (const std::exception& e) {  // libtorch's own (rckpt::libtorch returns a Status)
     std::fprintf(stderr, "train: %s\n", e.what());
     return 1;
   }

@@ -1,4 +1,4 @@
-"""rckpt::torch against Python: the examples of examples/libtorch run on files Python wrote,
+"""rckpt::libtorch against Python: the examples of examples/libtorch run on files Python wrote,
 and Python reads what they write.
 
 - a model trained in Python is served from C++ and comes back identical, outputs included;

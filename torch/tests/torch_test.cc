@@ -1,4 +1,4 @@
-// rckpt::torch on the CPU: modules, tensor dicts, optimizers and RNG states
+// rckpt::libtorch on the CPU: modules, tensor dicts, optimizers and RNG states
 // in and out of checkpoints, and the errors of each. (The CUDA half is
 // tests/gpu/libtorch/libtorch_gpu_test.cc; Python's side is test_interop.py.)
 #include <gmock/gmock.h>
@@ -18,7 +18,7 @@ namespace {
 using ::testing::HasSubstr;
 using rckpt::Status;
 using rckpt::StatusCode;
-namespace rt = rckpt::torch;
+namespace rt = rckpt::libtorch;
 
 #define ASSERT_OK(expr)                              \
   do {                                               \
@@ -536,11 +536,13 @@ TEST(OptimizerTest, RestoreRefusesOtherGroupsAndOtherOptimizers) {
   ExpectError(rt::AddOptimizer(&out, rmsprop), StatusCode::kUnsupported, "RMSprop");
 }
 
-TEST(OptimizerTest, AdamStateIntoAdamWAndANumericStep) {
+TEST(OptimizerTest, AFileThatDoesNotSayRestoresIntoAdamWAndANumericStep) {
   rt::Loaded ck = SavedAdam("into-adamw.rckpt");
-  // Older torch kept the step as a number, not a tensor.
+  // Older torch kept the step as a number, not a tensor, and wrote no
+  // decoupled_weight_decay: Adam's file and AdamW's look alike.
   (*ck.checkpoint.Tree().Find("optimizer")->Find("state")->entries().at(0).second.Find("step")) =
       rckpt::Value(int64_t{41});
+  Group0(ck)["decoupled_weight_decay"] = rckpt::Value();
   Net net;
   torch::optim::AdamW adamw(net->parameters(), torch::optim::AdamWOptions(0.5));
   ASSERT_OK(rt::RestoreOptimizer(ck, adamw));
@@ -551,6 +553,69 @@ TEST(OptimizerTest, AdamStateIntoAdamWAndANumericStep) {
       *adamw.state().at(net->fc1->weight.unsafeGetTensorImpl()));
   EXPECT_EQ(first.step(), 41);
   EXPECT_EQ(adamw.state().size(), 6u);
+}
+
+TEST(OptimizerTest, AdamStateIsNotRestoredIntoAdamWUnlessAsked) {
+  rt::Loaded ck = SavedAdam("adam-into-adamw.rckpt");
+  Net net;
+  torch::optim::AdamW adamw(net->parameters(), torch::optim::AdamWOptions(0.5));
+  ExpectError(rt::RestoreOptimizer(ck, adamw), StatusCode::kInvalidArgument,
+              "optimizer.param_groups[0] has decoupled_weight_decay=False (Adam's update, what "
+              "Python's Adam writes): restore it into a torch::optim::Adam, or set "
+              "RestoreOptimizerOptions::accept_other_adam_variant to restore it into this "
+              "torch::optim::AdamW");
+  EXPECT_EQ(static_cast<torch::optim::AdamWOptions&>(adamw.param_groups()[0].options()).lr(), 0.5);
+  EXPECT_TRUE(adamw.state().empty());
+  ASSERT_OK(rt::RestoreOptimizer(ck, adamw, {.accept_other_adam_variant = true}));
+  EXPECT_EQ(static_cast<torch::optim::AdamWOptions&>(adamw.param_groups()[0].options()).lr(), 0.01);
+  EXPECT_EQ(adamw.state().size(), 6u);
+}
+
+TEST(OptimizerTest, AdamWStateIsNotRestoredIntoAdamUnlessAsked) {
+  rt::Loaded ck = SavedAdam("adamw-into-adam.rckpt");
+  Group0(ck)["decoupled_weight_decay"] = true;  // as Python's AdamW writes it
+  ExpectAdamRefuses(ck, StatusCode::kInvalidArgument,
+                    "optimizer.param_groups[0] has decoupled_weight_decay=True (AdamW's update, "
+                    "what Python's AdamW writes): restore it into a torch::optim::AdamW, or set "
+                    "RestoreOptimizerOptions::accept_other_adam_variant");
+  Net net;
+  torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(0.5));
+  ASSERT_OK(rt::RestoreOptimizer(ck, adam, {.section = "optimizer",
+                                            .accept_other_adam_variant = true}));
+  EXPECT_EQ(adam.state().size(), 6u);
+}
+
+TEST(OptimizerTest, TwoOptimizersRestoredFromOneLoadShareNothing) {
+  rt::Loaded ck = SavedAdam("two.rckpt");  // host tensors in the file's mapping
+  const at::Tensor saved = ck.tensors.at("optimizer.state.0.exp_avg").clone();
+  Net net = FilledNet(14);
+  torch::optim::Adam first(net->parameters(), torch::optim::AdamOptions(0.01));
+  torch::optim::Adam second(net->parameters(), torch::optim::AdamOptions(0.01));
+  ASSERT_OK(rt::RestoreOptimizer(ck, first));
+  ASSERT_OK(rt::RestoreOptimizer(ck, second));
+  Step(net, first, 1);
+  auto* key = net->fc1->weight.unsafeGetTensorImpl();
+  auto exp_avg = [&](torch::optim::Adam& adam) {
+    return static_cast<torch::optim::AdamParamState&>(*adam.state().at(key)).exp_avg();
+  };
+  EXPECT_FALSE(torch::equal(exp_avg(first), saved));  // it stepped
+  EXPECT_TRUE(torch::equal(exp_avg(second), saved));
+  EXPECT_TRUE(torch::equal(ck.tensors.at("optimizer.state.0.exp_avg"), saved));
+}
+
+TEST(OptimizerTest, RestoreCopiesIntoTheOptimizersOwnStateTensors) {
+  rt::Loaded ck = SavedAdam("own.rckpt");
+  Net net = FilledNet(15);
+  torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(0.01));
+  Step(net, adam, 3);
+  Step(net, adam, 4);
+  auto* key = net->fc1->weight.unsafeGetTensorImpl();
+  const at::Tensor own = static_cast<torch::optim::AdamParamState&>(*adam.state().at(key)).exp_avg();
+  ASSERT_OK(rt::RestoreOptimizer(ck, adam));
+  auto& state = static_cast<torch::optim::AdamParamState&>(*adam.state().at(key));
+  EXPECT_TRUE(state.exp_avg().is_same(own));
+  EXPECT_TRUE(torch::equal(own, ck.tensors.at("optimizer.state.0.exp_avg")));
+  EXPECT_EQ(state.step(), 1);
 }
 
 // --- RNG -------------------------------------------------------------------

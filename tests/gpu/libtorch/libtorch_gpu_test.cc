@@ -1,4 +1,4 @@
-// rckpt::torch on a GPU: loaded CUDA tensors are c10's caching allocator's
+// rckpt::libtorch on a GPU: loaded CUDA tensors are c10's caching allocator's
 // own, loads and saves are ordered with c10's current stream, "auto" is c10's
 // current device, CUDA generators round-trip, and a training run on the GPU
 // resumes bit-identically. Only libtorch's device-generic API is used, so no
@@ -23,7 +23,7 @@
 
 namespace {
 
-namespace rt = rckpt::torch;
+namespace rt = rckpt::libtorch;
 
 int failures = 0;
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# rckpt::torch on a GPU (the CUDA half of scripts/test-libtorch.sh), on the GPU
+# rckpt::libtorch on a GPU (the CUDA half of scripts/test-libtorch.sh), on the GPU
 # test machine as it is: no network, no CUDA toolkit needed.
 #
 #   bash tests/gpu/libtorch/run.sh [--require-gpu] [--rckpt-build DIR] [--deps DIR] [--out DIR]

@@ -1,23 +1,23 @@
-// rckpt::torch: checkpoints of libtorch programs, in the layout the Python
+// rckpt::libtorch: checkpoints of libtorch programs, in the layout the Python
 // package writes, so that a run moves between Python and C++ with its model,
 // its optimizer and its random-number generators.
 //
 //   // Serve a model Python trained: rckpt.save("model.rckpt", {"model": model.state_dict()})
 //   Net net;                                                   // the same architecture
-//   RCKPT_RETURN_IF_ERROR(rckpt::torch::LoadInto("model.rckpt", *net));
+//   RCKPT_RETURN_IF_ERROR(rckpt::libtorch::LoadInto("model.rckpt", *net));
 //
 //   // Checkpoint a training run, and resume it bit-identically.
 //   rckpt::Checkpoint ck;
-//   RCKPT_RETURN_IF_ERROR(rckpt::torch::AddModule(&ck, *net));           // "model"
-//   RCKPT_RETURN_IF_ERROR(rckpt::torch::AddOptimizer(&ck, optimizer));  // "optimizer"
-//   RCKPT_RETURN_IF_ERROR(rckpt::torch::CaptureRng(&ck));               // torch.cpu, torch.cuda.<i>
+//   RCKPT_RETURN_IF_ERROR(rckpt::libtorch::AddModule(&ck, *net));           // "model"
+//   RCKPT_RETURN_IF_ERROR(rckpt::libtorch::AddOptimizer(&ck, optimizer));  // "optimizer"
+//   RCKPT_RETURN_IF_ERROR(rckpt::libtorch::CaptureRng(&ck));               // torch.cpu, torch.cuda.<i>
 //   ck.Tree()["controller"]["step"] = step;
-//   RCKPT_RETURN_IF_ERROR(rckpt::torch::Save("run/last.rckpt", ck));
+//   RCKPT_RETURN_IF_ERROR(rckpt::libtorch::Save("run/last.rckpt", ck));
 //   ...
-//   RCKPT_ASSIGN_OR_RETURN(rckpt::torch::Loaded back, rckpt::torch::Load("run/last.rckpt"));
-//   RCKPT_RETURN_IF_ERROR(rckpt::torch::RestoreModule(back, *net));
-//   RCKPT_RETURN_IF_ERROR(rckpt::torch::RestoreOptimizer(back, optimizer));
-//   RCKPT_RETURN_IF_ERROR(rckpt::torch::RestoreRng(back.checkpoint));
+//   RCKPT_ASSIGN_OR_RETURN(rckpt::libtorch::Loaded back, rckpt::libtorch::Load("run/last.rckpt"));
+//   RCKPT_RETURN_IF_ERROR(rckpt::libtorch::RestoreModule(back, *net));
+//   RCKPT_RETURN_IF_ERROR(rckpt::libtorch::RestoreOptimizer(back, optimizer));
+//   RCKPT_RETURN_IF_ERROR(rckpt::libtorch::RestoreRng(back.checkpoint));
 //
 // The layout is Python's: `rckpt.save(path, {"model": model.state_dict(),
 // "optimizer": opt.state_dict()}, rng=rckpt.capture_rng())` and the calls
@@ -66,7 +66,7 @@ class Optimizer;
 }  // namespace optim
 }  // namespace torch
 
-namespace rckpt::torch {
+namespace rckpt::libtorch {
 
 // Name -> tensor, in order: what Python's state_dict() is, and what
 // torch::nn::Module::named_parameters() returns.
@@ -207,21 +207,42 @@ Status RestoreModule(const Loaded& ck, ::torch::nn::Module& module,
 Status AddOptimizer(Checkpoint* ck, const ::torch::optim::Optimizer& optimizer,
                     std::string_view section = "optimizer");
 
+struct RestoreOptimizerOptions {
+  // The section holding the optimizer's state_dict.
+  std::string section = "optimizer";
+  // Adam and AdamW keep the same state and differ in how weight_decay is
+  // applied: a file whose groups say decoupled_weight_decay=False (Adam's,
+  // as Python's Adam and AddOptimizer write it) restored into a
+  // torch::optim::AdamW, or True (AdamW's) into a torch::optim::Adam, is
+  // InvalidArgument unless this is true. A group without the key (older
+  // torch wrote none, for either class) cannot tell, and restores into
+  // either as the optimizer's own class, as Python's load_state_dict does.
+  bool accept_other_adam_variant = false;
+};
+
 // Restores an optimizer's state from section `section` (Python's
 // optimizer.state_dict() or AddOptimizer's), as Python's load_state_dict
-// does: the state is replaced, the groups' hyper-parameters are set from the
-// file, saved parameter i is the i-th parameter of the optimizer's groups in
-// order, and state tensors move to their parameter's device (and dtype, for
-// floating-point parameters); one already there is used as it is, shared
-// with `ck.tensors`, as Python's load_state_dict shares it. Everything is
-// checked before the optimizer is touched: InvalidArgument naming the entry
-// when the groups or their sizes differ, a state tensor's shape is not its
-// parameter's, a field is not the optimizer's, or the file asks for what
-// libtorch's optimizer does not do (maximize=True; Adam with
-// decoupled_weight_decay=True, which is AdamW); keys libtorch has no place
-// for (foreach, fused, capturable, differentiable, and initial_lr of
-// Python's LR schedulers) are not kept. NotFound without the section;
-// Unsupported for another optimizer class.
+// does: the groups' hyper-parameters are set from the file, saved parameter
+// i is the i-th parameter of the optimizer's groups in order, and the state
+// becomes the file's. State tensors are copied, never shared with
+// `ck.tensors`: into the optimizer's own state tensor of that parameter and
+// field when it has one of the same shape on the parameter's device (as
+// RestoreModule copies into parameters), else into a new tensor on the
+// parameter's device (in its dtype, for a floating-point parameter); two
+// optimizers restored from one Loaded share nothing, and `ck` stays as it
+// was loaded. State of parameters the file has none for is dropped.
+// Everything is checked before the optimizer is touched: InvalidArgument
+// naming the entry when the groups or their sizes differ, a state tensor's
+// shape is not its parameter's, a field is not the optimizer's, or the file
+// asks for what libtorch's optimizer does not do (maximize=True; Adam's
+// state into an AdamW or AdamW's into an Adam, unless
+// options.accept_other_adam_variant); keys libtorch has no place for
+// (foreach, fused, capturable, differentiable, and initial_lr of Python's LR
+// schedulers) are not kept. NotFound without the section; Unsupported for
+// another optimizer class.
+Status RestoreOptimizer(const Loaded& ck, ::torch::optim::Optimizer& optimizer,
+                        const RestoreOptimizerOptions& options);
+// RestoreOptimizer with options.section = `section`.
 Status RestoreOptimizer(const Loaded& ck, ::torch::optim::Optimizer& optimizer,
                         std::string_view section = "optimizer");
 
@@ -256,6 +277,6 @@ struct RngRestoreReport {
 Status RestoreRng(const Checkpoint& ck, const GeneratorMap& generators = {},
                   RngRestoreReport* report = nullptr);
 
-}  // namespace rckpt::torch
+}  // namespace rckpt::libtorch
 
 #endif  // RCKPT_TORCH_H_
