@@ -618,6 +618,30 @@ TEST(OptimizerTest, RestoreCopiesIntoTheOptimizersOwnStateTensors) {
   EXPECT_EQ(state.step(), 1);
 }
 
+TEST(OptimizerTest, SgdMomentumBuffersAreCopiedIntoTheOptimizersOwn) {
+  const std::string path = TempPath("sgd-own.rckpt");
+  Net net = FilledNet(16);
+  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  Step(net, sgd, 0);
+  rckpt::Checkpoint ck;
+  ASSERT_OK(rt::AddOptimizer(&ck, sgd));
+  ASSERT_OK(rt::Save(path, ck));
+  rckpt::Result<rt::Loaded> back = rt::Load(path);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  auto* key = net->fc1->weight.unsafeGetTensorImpl();
+  auto buffer = [&] {
+    return static_cast<torch::optim::SGDParamState&>(*sgd.state().at(key)).momentum_buffer();
+  };
+  const at::Tensor own = buffer();
+  const at::Tensor saved = own.clone();
+  Step(net, sgd, 1);
+  ASSERT_OK(rt::RestoreOptimizer(*back, sgd));
+  EXPECT_TRUE(buffer().is_same(own));
+  EXPECT_TRUE(torch::equal(own, saved));
+  Step(net, sgd, 2);
+  EXPECT_TRUE(torch::equal(back->tensors.at("optimizer.state.0.momentum_buffer"), saved));
+}
+
 // --- RNG -------------------------------------------------------------------
 
 TEST(RngTest, CaptureAndRestoreTheDefaultAndNamedGenerators) {
