@@ -119,5 +119,34 @@ TEST(S3TlsTest, ManyRangedReadsAtOnceOverHttps) {
   for (const Status& s : results) EXPECT_OK(s);
 }
 
+// An endpoint named by a host name, not an address: the transport looks it
+// up and gives each lane the addresses in its own order (::1 and 127.0.0.1
+// for localhost, where the server listens on the second only: a lane that
+// begins at ::1 falls back to it).
+TEST(S3TlsTest, AnEndpointNamedByAHostNameIsReachedFromEveryLane) {
+  RCKPT_REQUIRE_S3_SERVER(server);
+  const std::string prefix = "http://127.0.0.1:";
+  if (server.endpoint.rfind(prefix, 0) != 0) {
+    GTEST_SKIP() << "the test server is not at " << prefix << "PORT: " << server.endpoint;
+  }
+  S3Options o = server.Options("http://localhost:" + server.endpoint.substr(prefix.size()));
+  o.max_requests = 16;
+  Result<std::unique_ptr<FileSystem>> fs = NewS3FileSystem(o);
+  ASSERT_OK(fs.status());
+  const std::string url = server.UniquePrefix() + "by-name.bin";
+  std::vector<std::byte> data(24 << 20);
+  for (size_t i = 0; i < data.size(); ++i)
+    data[i] = static_cast<std::byte>((i * 7 + i / 4096) & 0xff);
+  {
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<WritableFile> w, (*fs)->OpenForWrite(url));
+    ASSERT_OK(w->Append(data));
+    ASSERT_OK(w->Close());
+  }
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<RandomAccessFile> f, (*fs)->OpenForRead(url));
+  std::vector<std::byte> back(data.size());
+  ASSERT_OK(f->ReadAt(0, back));
+  EXPECT_TRUE(back == data);
+}
+
 }  // namespace
 }  // namespace rckpt
