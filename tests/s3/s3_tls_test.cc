@@ -120,9 +120,9 @@ TEST(S3TlsTest, ManyRangedReadsAtOnceOverHttps) {
 }
 
 // An endpoint named by a host name, not an address: the transport looks it
-// up and gives each lane the addresses in its own order (::1 and 127.0.0.1
-// for localhost, where the server listens on the second only: a lane that
-// begins at ::1 falls back to it).
+// up and gives each lane the addresses in its own order (where localhost
+// is ::1 too, the server listening on 127.0.0.1 only, a lane that begins at
+// ::1 falls back to 127.0.0.1).
 TEST(S3TlsTest, AnEndpointNamedByAHostNameIsReachedFromEveryLane) {
   RCKPT_REQUIRE_S3_SERVER(server);
   const std::string prefix = "http://127.0.0.1:";
