@@ -18,7 +18,8 @@
 #   RCKPT_TEST_S3_ENDPOINT, _ACCESS_KEY, _SECRET_KEY, _REGION, _BUCKET,
 #   _SERVER_DIR (DIR), _PROXY (tests/s3/fault_proxy.py), _HTTPS_ENDPOINT (the
 #   same server over TLS, https://127.0.0.1:PORT) and _CA_BUNDLE (the private
-#   CA its certificate is signed by, DIR/tls/ca.pem: what AWS_CA_BUNDLE names).
+#   CA its certificate is signed by, DIR/tls/ca.pem: what AWS_CA_BUNDLE names;
+#   both absent, saying why on stderr, where openssl is missing).
 # Also in DIR: ids.json (the one identity, random keys), ports, pid, weed.log,
 # tls/ (the CA and the server's certificate, made once per DIR by openssl),
 # data/. Only loopback is bound; SeaweedFS's telemetry is off. The test
@@ -142,10 +143,13 @@ cleanup() {
 
 # A private CA and the server's certificate signed by it (P-256 keys:
 # milliseconds to make), for 127.0.0.1 and localhost; kept across restarts.
+# Status 1 (the server then serves http only) where openssl is missing.
 make_tls() {
   [ -f "$dir/tls/server.pem" ] && [ -f "$dir/tls/ca.pem" ] && return 0
-  command -v openssl >/dev/null ||
-    die "openssl is needed for the https endpoint (Debian: apt-get install openssl)"
+  if ! command -v openssl >/dev/null; then
+    say "no https endpoint: openssl is missing (Debian: apt-get install openssl)"
+    return 1
+  fi
   local t="$dir/tls.tmp" out
   rm -rf "$t"
   mkdir -p "$t"
@@ -193,8 +197,12 @@ stop_server() {  # $1: TERM or KILL
 # Starts weed on $dir/ports and waits until it serves. Returns 0 when ready;
 # 4 when weed exited during start-up (a port taken meanwhile), 1 otherwise.
 launch() {
-  local weed="$1" master volume filer s3 https sockets=()
+  local weed="$1" master volume filer s3 https sockets=() tls=()
   read -r master volume filer s3 https <"$dir/ports"
+  if [ -f "$dir/tls/server.pem" ]; then
+    tls=(-s3.port.https="$https" -s3.cert.file="$dir/tls/server.pem"
+         -s3.key.file="$dir/tls/server.key")
+  fi
   # Unix sockets in DIR rather than /tmp when the path fits (108 bytes).
   if [ ${#dir} -lt 90 ]; then
     sockets=(-filer.localSocket="$dir/filer.sock" -s3.localSocket="$dir/s3.sock")
@@ -206,7 +214,7 @@ launch() {
   "$weed" -logtostderr server -dir="$dir/data" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
     -master.port="$master" -volume.port="$volume" -filer.port="$filer" \
     -s3 -s3.port="$s3" -s3.config="$dir/ids.json" -s3.port.iceberg=0 -s3.port.lance=0 \
-    -s3.port.https="$https" -s3.cert.file="$dir/tls/server.pem" -s3.key.file="$dir/tls/server.key" \
+    "${tls[@]}" \
     -master.telemetry=false -master.resumeState=false -master.volumeSizeLimitMB=1024 -volume.max=100 \
     -volume.preStopSeconds=0 "${sockets[@]}" </dev/null >>"$dir/weed.log" 2>&1 &
   echo $! >"$dir/pid"
@@ -231,7 +239,7 @@ print(c["accessKey"], c["secretKey"])' "$dir/ids.json")"
                    "$bucket" 2>&1)"; then
       # The https listener starts with the http one: its handshake, trusted
       # through the CA, is waited for too.
-      if reason="$("$python" - "$https" "$dir/tls/ca.pem" 2>&1 <<'EOF'
+      if [ ${#tls[@]} = 0 ] || reason="$("$python" - "$https" "$dir/tls/ca.pem" 2>&1 <<'EOF'
 import socket, ssl, sys
 context = ssl.create_default_context(cafile=sys.argv[2])
 with socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5) as raw:
@@ -258,9 +266,11 @@ RCKPT_TEST_S3_REGION=$region
 RCKPT_TEST_S3_BUCKET=$bucket
 RCKPT_TEST_S3_SERVER_DIR=$dir
 RCKPT_TEST_S3_PROXY=$here/fault_proxy.py
-RCKPT_TEST_S3_HTTPS_ENDPOINT=https://127.0.0.1:$https
-RCKPT_TEST_S3_CA_BUNDLE=$dir/tls/ca.pem
 EOF
+  if [ ${#tls[@]} != 0 ]; then
+    echo "RCKPT_TEST_S3_HTTPS_ENDPOINT=https://127.0.0.1:$https" >>"$tmp"
+    echo "RCKPT_TEST_S3_CA_BUNDLE=$dir/tls/ca.pem" >>"$tmp"
+  fi
   mv "$tmp" "$dir/s3.env"
 }
 
@@ -286,7 +296,7 @@ with open(sys.argv[1], "w") as f:
 EOF
     chmod 600 "$dir/ids.json"
   fi
-  make_tls
+  make_tls || true
   for attempt in 1 2 3; do
     if [ "$command" = start ] || [ ! -f "$dir/ports" ] || [ "$(wc -w <"$dir/ports")" -lt 5 ]; then
       pick_ports >"$dir/ports"
