@@ -19,10 +19,14 @@ peers, each way in a process of its own:
           against a copy of every tensor of the state into new memory
           (memcpy), measured in the same process.
 
-Every way runs on three networks: the server directly; through
+Every way runs on four networks: the server directly; through
 tests/s3/fault_proxy.py with no delay (the proxy's own ceiling: what its
-relaying allows, boto3's ways only); and through the proxy with --delay-ms
-(20 by default) added before each request is forwarded. Each row reports the
+relaying allows, boto3's ways only); through the proxy with --delay-ms
+(20 by default) added before each request is forwarded; and the server's
+https port (loads and saves), its certificate signed by the private CA
+tests/s3/s3_server.sh makes, which every way trusts through AWS_CA_BUNDLE
+(and SSL_CERT_FILE, which the AWS CRT under s3torchconnector reads).
+--networks picks some of them. Each row reports the
 median seconds of --reps runs (ways interleaved: rep 1 of each, rep 2 of
 each...), GiB/s of the tensor bytes (the object's bytes for boto3's ways),
 the process's resident memory before the timed part and its peak (VmHWM), and
@@ -39,6 +43,11 @@ the reason otherwise. Runs outside CI.
     py="$(bash bench/peers/s3_peers_venv.sh)"
     python3 bench/s3_bench.py --python "$py" --pythonpath build/python \\
         --cli build/tools/rckpt --size 1G --reps 3 --out build/s3-bench.json
+
+The https rows alone, rckpt against boto3 and s3torchconnector:
+
+    python3 bench/s3_bench.py --python "$py" --pythonpath build/python \\
+        --networks direct,https --ways boto3,s3torchconnector,rckpt. --reps 3
 """
 
 import json
@@ -337,6 +346,8 @@ def main():
                                                               "proxy (20)")
     p.add_argument("--ways", help="only the ways whose names contain one of these "
                                   "comma-separated words")
+    p.add_argument("--networks", default="direct,proxy,https",
+                   help="comma-separated: direct, proxy (no delay and --delay-ms), https")
     args = p.parse_args()
     args.size = parse_size(args.size)
     warm_memory(args.warm_gib, "s3_bench")
@@ -347,10 +358,19 @@ def main():
               f"objects", file=sys.stderr)
         prepared = prepare(args, s3env)
         skip_rckpt = rckpt_skip_reason(args, peer_env(args, s3env), s3env)
-        networks = [("direct", s3env, 0, LOADS + SAVES + STALLS),
-                    ("proxy, 0 ms", proxied, 0, CEILING),
-                    (f"proxy, {args.delay_ms:g} ms", proxied, args.delay_ms,
-                     LOADS + SAVES + STALLS)]
+        chosen = args.networks.split(",")
+        networks = []
+        if "direct" in chosen:
+            networks.append(("direct", s3env, 0, LOADS + SAVES + STALLS))
+        if "proxy" in chosen:
+            networks += [("proxy, 0 ms", proxied, 0, CEILING),
+                         (f"proxy, {args.delay_ms:g} ms", proxied, args.delay_ms,
+                          LOADS + SAVES + STALLS)]
+        if "https" in chosen:
+            if setup.https is None:
+                raise SystemExit("s3_bench: the server has no https port (an s3.env of an older "
+                                 "tests/s3/s3_server.sh)")
+            networks.append(("https", setup.https, 0, LOADS + SAVES))
         runs = {}
         for rep in range(args.reps):
             for network, target, delay, ways in networks:

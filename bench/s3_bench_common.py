@@ -96,8 +96,14 @@ def client(s3env):
 
 def child_env(pythonpath, s3env, **extra):
     """The environment of a child reaching `s3env` through the AWS variables only (no
-    profile, configuration file or instance metadata), rckpt from `pythonpath`."""
-    env = dict(os.environ, AWS_ENDPOINT_URL=s3env["endpoint"],
+    profile, configuration file or instance metadata), rckpt from `pythonpath`. An https
+    endpoint is trusted through its CA bundle: AWS_CA_BUNDLE (boto3, s3fs, rckpt) and
+    SSL_CERT_FILE (the AWS CRT under s3torchconnector and OpenSSL's default)."""
+    tls = {}
+    if s3env["endpoint"].startswith("https://") and s3env.get("ca_bundle"):
+        tls = {"AWS_CA_BUNDLE": s3env["ca_bundle"], "SSL_CERT_FILE": s3env["ca_bundle"],
+               "REQUESTS_CA_BUNDLE": s3env["ca_bundle"], "CURL_CA_BUNDLE": s3env["ca_bundle"]}
+    env = dict(os.environ, **tls, AWS_ENDPOINT_URL=s3env["endpoint"],
                AWS_ACCESS_KEY_ID=s3env["access_key"], AWS_SECRET_ACCESS_KEY=s3env["secret_key"],
                AWS_REGION=s3env["region"], AWS_DEFAULT_REGION=s3env["region"],
                AWS_EC2_METADATA_DISABLED="true", AWS_CONFIG_FILE=os.devnull,
@@ -157,6 +163,10 @@ class Setup:
         self.server_dir = server_dir  # None: a running server was given (--server-env)
         self.info = info  # the proxy's ports
         self.proxied = dict(s3env, endpoint=f"http://127.0.0.1:{info['port']}")
+        # The server's TLS port (s3_server.sh's https_endpoint, a certificate of its private
+        # CA); None when the server has none.
+        self.https = dict(s3env, endpoint=s3env["https_endpoint"]) \
+            if s3env.get("https_endpoint") and s3env.get("ca_bundle") else None
 
     def restart_server(self):
         """Restarts a server this bench started (same ports, keys and data); SeaweedFS's

@@ -1,7 +1,13 @@
-// HTTP transport for S3 over libcurl's multi interface: one thread drives
-// every request of a client, with at most max_connections transfers at
-// once on reused connections (keep-alive, TLS sessions and DNS cached by
-// the multi handle). Callers block in Perform, or start several requests
+// HTTP transport for S3 over libcurl's multi interface. A client's requests
+// are moved by a few threads, its lanes (one multi handle each, about four
+// connections a lane, at most the node's share of CPUs and eight), so that
+// TLS and the copying of bodies are not all on one core: at most
+// max_connections transfers at once in all, on reused connections
+// (keep-alive per lane, TLS sessions shared by the lanes). A request waits
+// in one queue until any lane has room. When a store's name resolves to
+// several addresses, each lane begins its connections at a different one
+// (falling back to the others), so a client's connections spread over the
+// store's front ends. Callers block in Perform, or start several requests
 // and wait for each. HTTPS is verified against the system's CAs (or
 // ca_file); curl honours HTTPS_PROXY, HTTP_PROXY and NO_PROXY.
 #ifndef RCKPT_SRC_S3_HTTP_H_
@@ -78,7 +84,12 @@ class HttpClient {
 
   static HttpResponse Wait(Call& call);
 
+  // The lanes a client of `max_connections` runs, and this client's.
+  static int LanesFor(int max_connections);
+  int lanes() const;
+
  private:
+  struct Lane;
   struct Impl;
   explicit HttpClient(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

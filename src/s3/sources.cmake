@@ -1,6 +1,7 @@
 # Object storage: the S3 file system over libcurl, OpenSSL and pugixml
 # (included from src/CMakeLists.txt when RCKPT_HAVE_S3).
 target_sources(rckpt PRIVATE
+  ${RCKPT_SRC}/s3/addresses.cc
   ${RCKPT_SRC}/s3/aws_config.cc
   ${RCKPT_SRC}/s3/client.cc
   ${RCKPT_SRC}/s3/clock_skew.cc

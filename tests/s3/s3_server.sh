@@ -16,8 +16,12 @@
 #
 # DIR/s3.env holds what the tests read (shell-sourceable with `set -a`):
 #   RCKPT_TEST_S3_ENDPOINT, _ACCESS_KEY, _SECRET_KEY, _REGION, _BUCKET,
-#   _SERVER_DIR (DIR), _PROXY (tests/s3/fault_proxy.py).
+#   _SERVER_DIR (DIR), _PROXY (tests/s3/fault_proxy.py), _HTTPS_ENDPOINT (the
+#   same server over TLS, https://127.0.0.1:PORT) and _CA_BUNDLE (the private
+#   CA its certificate is signed by, DIR/tls/ca.pem: what AWS_CA_BUNDLE names;
+#   both absent, saying why on stderr, where openssl is missing).
 # Also in DIR: ids.json (the one identity, random keys), ports, pid, weed.log,
+# tls/ (the CA and the server's certificate, made once per DIR by openssl),
 # data/. Only loopback is bound; SeaweedFS's telemetry is off. The test
 # bucket's objects stay small (SeaweedFS itself grows from about 114 MB to
 # 1.2 GB of memory after 1 GiB written).
@@ -85,8 +89,8 @@ weed_binary() {
   echo "$cache/bin/weed"
 }
 
-# Four free loopback ports (master, volume, filer, s3), each with its gRPC
-# port + 10000 free too, all below Linux's ephemeral range (32768 and up),
+# Five free loopback ports (master, volume, filer, s3, s3 over https), each
+# with port + 10000 free too (the gRPC ports of the first four), all below Linux's ephemeral range (32768 and up),
 # where outgoing connections could take them at any moment.
 pick_ports() {
   "$python" - <<'EOF'
@@ -99,7 +103,7 @@ def free(port):
         except OSError:
             return False
 ports = []
-while len(ports) < 4:
+while len(ports) < 5:
     p = random.randrange(10000, 22768)
     if p not in ports and free(p) and free(p + 10000):
         ports.append(p)
@@ -137,6 +141,37 @@ cleanup() {
   fi
 }
 
+# A private CA and the server's certificate signed by it (P-256 keys:
+# milliseconds to make), for 127.0.0.1 and localhost; kept across restarts.
+# Status 1 (the server then serves http only) where openssl is missing.
+make_tls() {
+  [ -f "$dir/tls/server.pem" ] && [ -f "$dir/tls/ca.pem" ] && return 0
+  if ! command -v openssl >/dev/null; then
+    say "no https endpoint: openssl is missing (Debian: apt-get install openssl)"
+    return 1
+  fi
+  local t="$dir/tls.tmp" out
+  rm -rf "$t"
+  mkdir -p "$t"
+  if ! out="$(
+    set -e
+    openssl req -x509 -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 3650 \
+      -keyout "$t/ca.key" -out "$t/ca.pem" -subj "/CN=rckpt test CA" 2>&1
+    openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+      -keyout "$t/server.key" -out "$t/server.csr" -subj "/CN=localhost" 2>&1
+    printf '%s\n' "subjectAltName=IP:127.0.0.1,DNS:localhost" "basicConstraints=CA:FALSE" \
+      "extendedKeyUsage=serverAuth" >"$t/ext.cnf"
+    openssl x509 -req -in "$t/server.csr" -CA "$t/ca.pem" -CAkey "$t/ca.key" -CAcreateserial \
+      -days 3650 -out "$t/server.pem" -extfile "$t/ext.cnf" 2>&1
+  )"; then
+    rm -rf "$t"
+    die "openssl could not make the test CA and certificate: $(echo "$out" | tail -3)"
+  fi
+  chmod 600 "$t/ca.key" "$t/server.key"
+  rm -rf "$dir/tls"
+  mv "$t" "$dir/tls"
+}
+
 stop_server() {  # $1: TERM or KILL
   if ! alive; then
     rm -f "$dir/pid"   # sockets of ports that another server may have taken since stay
@@ -162,8 +197,12 @@ stop_server() {  # $1: TERM or KILL
 # Starts weed on $dir/ports and waits until it serves. Returns 0 when ready;
 # 4 when weed exited during start-up (a port taken meanwhile), 1 otherwise.
 launch() {
-  local weed="$1" master volume filer s3 sockets=()
-  read -r master volume filer s3 <"$dir/ports"
+  local weed="$1" master volume filer s3 https sockets=() tls=()
+  read -r master volume filer s3 https <"$dir/ports"
+  if [ -f "$dir/tls/server.pem" ]; then
+    tls=(-s3.port.https="$https" -s3.cert.file="$dir/tls/server.pem"
+         -s3.key.file="$dir/tls/server.key")
+  fi
   # Unix sockets in DIR rather than /tmp when the path fits (108 bytes).
   if [ ${#dir} -lt 90 ]; then
     sockets=(-filer.localSocket="$dir/filer.sock" -s3.localSocket="$dir/s3.sock")
@@ -175,6 +214,7 @@ launch() {
   "$weed" -logtostderr server -dir="$dir/data" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
     -master.port="$master" -volume.port="$volume" -filer.port="$filer" \
     -s3 -s3.port="$s3" -s3.config="$dir/ids.json" -s3.port.iceberg=0 -s3.port.lance=0 \
+    "${tls[@]}" \
     -master.telemetry=false -master.resumeState=false -master.volumeSizeLimitMB=1024 -volume.max=100 \
     -volume.preStopSeconds=0 "${sockets[@]}" </dev/null >>"$dir/weed.log" 2>&1 &
   echo $! >"$dir/pid"
@@ -197,7 +237,18 @@ print(c["accessKey"], c["secretKey"])' "$dir/ids.json")"
     fi
     if reason="$("$python" "$here/s3_client.py" probe "$endpoint" "$access" "$secret" "$region" \
                    "$bucket" 2>&1)"; then
-      break
+      # The https listener starts with the http one: its handshake, trusted
+      # through the CA, is waited for too.
+      if [ ${#tls[@]} = 0 ] || reason="$("$python" - "$https" "$dir/tls/ca.pem" 2>&1 <<'EOF'
+import socket, ssl, sys
+context = ssl.create_default_context(cafile=sys.argv[2])
+with socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5) as raw:
+    with context.wrap_socket(raw, server_hostname="127.0.0.1"):
+        pass
+EOF
+)"; then
+        break
+      fi
     fi
     if [ "$(date +%s)" -ge "$deadline" ]; then
       say "weed did not serve S3 at $endpoint within $ready_timeout s (last: $reason); stopping it"
@@ -216,6 +267,10 @@ RCKPT_TEST_S3_BUCKET=$bucket
 RCKPT_TEST_S3_SERVER_DIR=$dir
 RCKPT_TEST_S3_PROXY=$here/fault_proxy.py
 EOF
+  if [ ${#tls[@]} != 0 ]; then
+    echo "RCKPT_TEST_S3_HTTPS_ENDPOINT=https://127.0.0.1:$https" >>"$tmp"
+    echo "RCKPT_TEST_S3_CA_BUNDLE=$dir/tls/ca.pem" >>"$tmp"
+  fi
   mv "$tmp" "$dir/s3.env"
 }
 
@@ -241,8 +296,9 @@ with open(sys.argv[1], "w") as f:
 EOF
     chmod 600 "$dir/ids.json"
   fi
+  make_tls || true
   for attempt in 1 2 3; do
-    if [ "$command" = start ] || [ ! -f "$dir/ports" ]; then
+    if [ "$command" = start ] || [ ! -f "$dir/ports" ] || [ "$(wc -w <"$dir/ports")" -lt 5 ]; then
       pick_ports >"$dir/ports"
     fi
     rc=0

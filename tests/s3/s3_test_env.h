@@ -1,6 +1,7 @@
 // The S3 test server as the C++ tests see it: the environment
 // tests/s3/s3_server.sh writes (DIR/s3.env: RCKPT_TEST_S3_ENDPOINT,
-// _ACCESS_KEY, _SECRET_KEY, _REGION, _BUCKET, _SERVER_DIR, _PROXY), the
+// _ACCESS_KEY, _SECRET_KEY, _REGION, _BUCKET, _SERVER_DIR, _PROXY,
+// _HTTPS_ENDPOINT, _CA_BUNDLE), the
 // fault-injecting proxy in front of it (tests/s3/fault_proxy.py) and the
 // server's restart. Tests skip, saying why, when RCKPT_TEST_S3_ENDPOINT is
 // not set. Header-only.
@@ -43,6 +44,10 @@ struct S3TestServer {
   std::string bucket;
   std::string server_dir;  // the server's directory (s3_server.sh restart DIR)
   std::string proxy;       // tests/s3/fault_proxy.py
+  // The same server over TLS (https://127.0.0.1:PORT) and the private CA
+  // its certificate is signed by; empty when the server has no https port.
+  std::string https_endpoint;
+  std::string ca_bundle;
 
   // From RCKPT_TEST_S3_*; nullopt when RCKPT_TEST_S3_ENDPOINT is unset.
   static std::optional<S3TestServer> FromEnvironment() {
@@ -59,6 +64,8 @@ struct S3TestServer {
     s.bucket = get("RCKPT_TEST_S3_BUCKET", "rckpt-test");
     s.server_dir = get("RCKPT_TEST_S3_SERVER_DIR");
     s.proxy = get("RCKPT_TEST_S3_PROXY", RCKPT_SOURCE_DIR "/tests/s3/fault_proxy.py");
+    s.https_endpoint = get("RCKPT_TEST_S3_HTTPS_ENDPOINT");
+    s.ca_bundle = get("RCKPT_TEST_S3_CA_BUNDLE");
     return s;
   }
 
