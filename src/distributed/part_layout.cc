@@ -35,17 +35,19 @@ Result<PartLayout> LayOutParts(const std::vector<uint64_t>& lengths,
         std::to_string(write.max_parts) + " parts");
   }
   const uint64_t budget = write.max_parts - kTailParts;
-  const uint64_t unit = std::max(kMiB, RoundUp(kMiB, std::max<uint64_t>(alignment, 1)));
+  const uint64_t unit =
+      std::max(kMiB, RoundUp(kMiB, std::max<uint64_t>(alignment, 1)));
   uint64_t total = 0;
   for (uint64_t n : lengths) total += n;
   // The smallest size in units that fits the budget: the parts counted
   // fall as the size grows, so a binary search between a size that may
   // not fit and one that does (each region at most one part more than
   // its share of total / size).
-  const uint64_t floor_units =
-      DivideUp(std::max({kSmallestPartBytes, write.min_part_bytes, uint64_t{1}}), unit);
+  const uint64_t floor_units = DivideUp(
+      std::max({kSmallestPartBytes, write.min_part_bytes, uint64_t{1}}), unit);
   uint64_t lo = floor_units;
-  uint64_t hi = std::max(lo, DivideUp(DivideUp(total, budget - ranks), unit) + 1);
+  uint64_t hi =
+      std::max(lo, DivideUp(DivideUp(total, budget - ranks), unit) + 1);
   if (RegionParts(lengths, lo * unit) > budget) {
     while (hi - lo > 1) {
       const uint64_t mid = lo + (hi - lo) / 2;
@@ -79,7 +81,8 @@ Result<PartLayout> LayOutParts(const std::vector<uint64_t>& lengths,
 
 std::vector<uint64_t> TailPartBytes(const PartLayout& layout, uint64_t bytes) {
   std::vector<uint64_t> sizes(bytes / layout.part_bytes, layout.part_bytes);
-  if (bytes % layout.part_bytes != 0) sizes.push_back(bytes % layout.part_bytes);
+  if (bytes % layout.part_bytes != 0)
+    sizes.push_back(bytes % layout.part_bytes);
   return sizes;
 }
 

@@ -2,8 +2,9 @@
 
 #include <algorithm>
 #include <array>
-#include <bit>
 #include <cstring>
+
+#include "util/crc_slice8.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <nmmintrin.h>
@@ -13,46 +14,9 @@
 namespace rckpt {
 namespace {
 
-using Tables = std::array<std::array<uint32_t, 256>, 8>;
-
-Tables MakeTables() {
-  Tables t{};
-  for (uint32_t i = 0; i < 256; ++i) {
-    uint32_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1) ? 0x82f63b78u ^ (c >> 1) : c >> 1;
-    t[0][i] = c;
-  }
-  for (uint32_t i = 0; i < 256; ++i) {
-    for (int s = 1; s < 8; ++s) t[s][i] = (t[s - 1][i] >> 8) ^ t[0][t[s - 1][i] & 0xff];
-  }
-  return t;
-}
-
-const Tables& CrcTables() {
-  static const Tables t = MakeTables();
-  return t;
-}
-
 // Advances the register over `n` bytes, eight at a time (slicing-by-8).
 uint32_t Slice8(const uint8_t* p, size_t n, uint32_t state) {
-  const Tables& t = CrcTables();
-  while (n >= 8) {
-    uint32_t lo, hi;
-    std::memcpy(&lo, p, 4);
-    std::memcpy(&hi, p + 4, 4);
-    if constexpr (std::endian::native == std::endian::big) {
-      lo = __builtin_bswap32(lo);
-      hi = __builtin_bswap32(hi);
-    }
-    lo ^= state;
-    state = t[7][lo & 0xff] ^ t[6][(lo >> 8) & 0xff] ^ t[5][(lo >> 16) & 0xff] ^
-            t[4][lo >> 24] ^ t[3][hi & 0xff] ^ t[2][(hi >> 8) & 0xff] ^
-            t[1][(hi >> 16) & 0xff] ^ t[0][hi >> 24];
-    p += 8;
-    n -= 8;
-  }
-  while (n-- > 0) state = t[0][(state ^ *p++) & 0xff] ^ (state >> 8);
-  return state;
+  return CrcSlice8<0x82f63b78u>::Advance(p, n, state);
 }
 
 #ifdef RCKPT_CRC32C_SSE42
@@ -90,7 +54,8 @@ ZeroShift MakeZeroShift(size_t n) {
 // issued per cycle): stream blocks of kStride bytes, joined by ZeroShift.
 constexpr size_t kStride = 8 * 1024;
 
-__attribute__((target("sse4.2"))) uint32_t Sse42(const uint8_t* p, size_t n, uint32_t state) {
+__attribute__((target("sse4.2"))) uint32_t Sse42(const uint8_t* p, size_t n,
+                                                 uint32_t state) {
   static const ZeroShift kShift = MakeZeroShift(kStride);
   uint64_t a = state;
   while (n >= 3 * kStride) {
@@ -126,7 +91,8 @@ __attribute__((target("sse4.2"))) uint32_t Sse42(const uint8_t* p, size_t n, uin
 }  // namespace
 
 uint32_t Crc32cPortable(std::span<const std::byte> data, uint32_t crc) {
-  return ~Slice8(reinterpret_cast<const uint8_t*>(data.data()), data.size(), ~crc);
+  return ~Slice8(reinterpret_cast<const uint8_t*>(data.data()), data.size(),
+                 ~crc);
 }
 
 uint32_t Crc32c(std::span<const std::byte> data, uint32_t crc) {
@@ -137,7 +103,8 @@ uint32_t Crc32c(std::span<const std::byte> data, uint32_t crc) {
   return ~Slice8(p, data.size(), ~crc);
 }
 
-uint32_t CopyWithCrc32c(std::byte* dst, std::span<const std::byte> src, uint32_t crc) {
+uint32_t CopyWithCrc32c(std::byte* dst, std::span<const std::byte> src,
+                        uint32_t crc) {
   // Each block is checksummed from the cache the copy just filled.
   constexpr size_t kBlock = 3 * 8 * 1024 * 4;
   while (!src.empty()) {
@@ -154,8 +121,9 @@ std::string Crc32cBase64(uint32_t crc) {
   static constexpr char kAlphabet[] =
       "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   // 4 bytes: two groups of 3, the second padded with "==".
-  const uint8_t b[4] = {static_cast<uint8_t>(crc >> 24), static_cast<uint8_t>(crc >> 16),
-                        static_cast<uint8_t>(crc >> 8), static_cast<uint8_t>(crc)};
+  const uint8_t b[4] = {
+      static_cast<uint8_t>(crc >> 24), static_cast<uint8_t>(crc >> 16),
+      static_cast<uint8_t>(crc >> 8), static_cast<uint8_t>(crc)};
   std::string out;
   out.push_back(kAlphabet[b[0] >> 2]);
   out.push_back(kAlphabet[((b[0] & 3) << 4) | (b[1] >> 4)]);

@@ -24,7 +24,8 @@ uint32_t Crc32cPortable(std::span<const std::byte> data, uint32_t crc = 0);
 
 // Copies `src` to `dst` (at least src.size() bytes, not overlapping) and
 // returns the CRC-32C of `src` continuing from `crc`.
-uint32_t CopyWithCrc32c(std::byte* dst, std::span<const std::byte> src, uint32_t crc);
+uint32_t CopyWithCrc32c(std::byte* dst, std::span<const std::byte> src,
+                        uint32_t crc);
 
 // The form S3 sends a CRC-32C in: base64 of its 4 bytes, big-endian.
 std::string Crc32cBase64(uint32_t crc);

@@ -82,16 +82,19 @@ TEST(PartLayoutTest, SmallRegionsArePaddedToOnePart) {
   EXPECT_EQ(l->part_bytes, 8 * kMiB);
   EXPECT_EQ(l->ranks[0].part_bytes.size(), 1u);  // 64 bytes padded
   EXPECT_EQ(l->ranks[2].part_bytes.size(), 3u);
-  EXPECT_EQ(l->ranks[3].part_bytes.size(), 1u);  // nothing to save: one padded part
+  EXPECT_EQ(l->ranks[3].part_bytes.size(),
+            1u);  // nothing to save: one padded part
 }
 
 // Two ranks of about 100 MiB: the regions' last parts were 12 MiB among
 // 8 MiB ones, which R2 refuses.
 TEST(PartLayoutTest, UnevenRegionsKeepOnePartSize) {
-  const std::vector<uint64_t> lengths = {100 * kMiB + 4096, 100 * kMiB, 3 * kMiB, 41 * kMiB};
+  const std::vector<uint64_t> lengths = {100 * kMiB + 4096, 100 * kMiB,
+                                         3 * kMiB, 41 * kMiB};
   Result<PartLayout> l = LayOutParts(lengths, 4096, kS3);
   ASSERT_TRUE(l.ok()) << l.status().ToString();
-  ExpectStoreRules(*l, lengths, 20 * kMiB);  // a tail larger than a part: whole parts
+  ExpectStoreRules(*l, lengths,
+                   20 * kMiB);  // a tail larger than a part: whole parts
 }
 
 TEST(PartLayoutTest, OneGibOnOneRank) {
@@ -132,18 +135,21 @@ TEST(PartLayoutTest, TenTibOn1024UnevenRanks) {
   Result<PartLayout> l = LayOutParts(lengths, 4096, kS3);
   ASSERT_TRUE(l.ok()) << l.status().ToString();
   ExpectStoreRules(*l, lengths, 7 * kMiB);
-  EXPECT_LE(RankMemory(*l), std::max(S3Options().upload_buffer_bytes, 2 * l->part_bytes));
+  EXPECT_LE(RankMemory(*l),
+            std::max(S3Options().upload_buffer_bytes, 2 * l->part_bytes));
   // The smallest size that fits: one MiB less does not.
   uint64_t parts = 0;
   for (uint64_t n : lengths) {
-    parts += std::max<uint64_t>(1, (n + l->part_bytes - kMiB - 1) / (l->part_bytes - kMiB));
+    parts += std::max<uint64_t>(
+        1, (n + l->part_bytes - kMiB - 1) / (l->part_bytes - kMiB));
   }
   EXPECT_GT(parts, 10000u - kTailParts);
 }
 
 TEST(PartLayoutTest, RefusesWhatCannotFit) {
   // More ranks than parts.
-  Result<PartLayout> wide = LayOutParts(std::vector<uint64_t>(10000, 1), 4096, kS3);
+  Result<PartLayout> wide =
+      LayOutParts(std::vector<uint64_t>(10000, 1), 4096, kS3);
   EXPECT_EQ(wide.status().code(), StatusCode::kIoError);
   EXPECT_NE(wide.status().message().find("10000 parts"), std::string::npos)
       << wide.status().ToString();

@@ -25,7 +25,8 @@ std::vector<std::byte> Fill(size_t n, int (*f)(size_t)) {
 TEST(Crc32cTest, MatchesRfc3720Vectors) {
   const std::vector<std::byte> zeros = Fill(32, [](size_t) { return 0; });
   const std::vector<std::byte> ones = Fill(32, [](size_t) { return 0xff; });
-  const std::vector<std::byte> up = Fill(32, [](size_t i) { return static_cast<int>(i); });
+  const std::vector<std::byte> up =
+      Fill(32, [](size_t i) { return static_cast<int>(i); });
   const std::vector<std::byte> down =
       Fill(32, [](size_t i) { return static_cast<int>(31 - i); });
   const std::vector<std::byte> pdu = Bytes(
@@ -33,7 +34,8 @@ TEST(Crc32cTest, MatchesRfc3720Vectors) {
        0x00, 0x00, 0x00, 0x00, 0x14, 0x00, 0x00, 0x00, 0x00, 0x00, 0x04, 0x00,
        0x00, 0x00, 0x00, 0x14, 0x00, 0x00, 0x00, 0x18, 0x28, 0x00, 0x00, 0x00,
        0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00});
-  const std::vector<std::byte> check = Bytes({'1', '2', '3', '4', '5', '6', '7', '8', '9'});
+  const std::vector<std::byte> check =
+      Bytes({'1', '2', '3', '4', '5', '6', '7', '8', '9'});
   for (auto* crc : {&Crc32c, &Crc32cPortable}) {
     EXPECT_EQ(crc(zeros, 0), 0x8a9136aau);
     EXPECT_EQ(crc(ones, 0), 0x62a8ab43u);
@@ -54,11 +56,13 @@ TEST(Crc32cTest, FastPathAndContinuationAgreeWithTables) {
   const std::span<const std::byte> all(data);
   const uint32_t want = Crc32cPortable(all);
   EXPECT_EQ(Crc32c(all), want);
-  for (size_t split : {size_t{0}, size_t{1}, size_t{8191}, size_t{24576}, size_t{50001},
-                       data.size()}) {
-    EXPECT_EQ(Crc32c(all.subspan(split), Crc32c(all.first(split))), want) << split;
+  for (size_t split : {size_t{0}, size_t{1}, size_t{8191}, size_t{24576},
+                       size_t{50001}, data.size()}) {
+    EXPECT_EQ(Crc32c(all.subspan(split), Crc32c(all.first(split))), want)
+        << split;
   }
-  for (size_t n : {size_t{24575}, size_t{24576}, size_t{24577}, size_t{73735}}) {
+  for (size_t n :
+       {size_t{24575}, size_t{24576}, size_t{24577}, size_t{73735}}) {
     EXPECT_EQ(Crc32c(all.first(n)), Crc32cPortable(all.first(n))) << n;
   }
 }
@@ -67,8 +71,10 @@ TEST(Crc32cTest, CopyChecksumsWhatItCopies) {
   std::mt19937 rng(11);
   std::vector<std::byte> src(300000), dst(src.size());
   for (std::byte& b : src) b = static_cast<std::byte>(rng());
-  const uint32_t first = CopyWithCrc32c(dst.data(), std::span(src).first(1000), 0);
-  const uint32_t all = CopyWithCrc32c(dst.data() + 1000, std::span(src).subspan(1000), first);
+  const uint32_t first =
+      CopyWithCrc32c(dst.data(), std::span(src).first(1000), 0);
+  const uint32_t all =
+      CopyWithCrc32c(dst.data() + 1000, std::span(src).subspan(1000), first);
   EXPECT_EQ(dst, src);
   EXPECT_EQ(all, Crc32cPortable(src));
 }
