@@ -133,11 +133,13 @@ struct SharedWrite {
   bool replace = true;
 };
 
-// What a part's upload returns, and the commit needs: its number and the
-// server's tag of its bytes (an S3 ETag).
+// What a part's upload returns, and the commit needs: its number, the
+// server's tag of its bytes (an S3 ETag) and the checksum its bytes were
+// sent with (S3: their CRC-32C, base64), which the commit names again.
 struct SharedPart {
   uint64_t number = 0;
   std::string tag;
+  std::string checksum;
 };
 
 // One process's consecutive parts of a shared write: the bytes appended

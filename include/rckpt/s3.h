@@ -18,7 +18,10 @@
 // completes (readers see the old object or the new one, never a mix); a
 // failed save aborts its upload; a killed process leaves an incomplete
 // upload, invisible to readers, which FileSystem::ListIncomplete finds and
-// AbortIncomplete removes (`rckpt incomplete`). A load reads the footer with
+// AbortIncomplete removes (`rckpt incomplete`). Every part and whole object
+// is sent with its CRC-32C (x-amz-checksum-crc32c): a body damaged on the
+// way is refused by the server and sent again. Every part but the last is
+// one size (as Cloudflare R2 and Garage require). A load reads the footer with
 // a suffix-range GET, then chunks by parallel ranged GETs that carry the
 // first answer's ETag in If-Match: an object replaced during a load is an
 // error, never a mix. Each chunk is checked against its checksum.
@@ -113,13 +116,16 @@ struct S3Options {
   // Requests in flight at once (and so connections): what a load keeps
   // waiting on the network, whatever the number of cores.
   int max_requests = 16;
-  // Size of a save's multipart parts. 0: from the object's expected size
-  // (at least 8 MiB, growing past 8,000 parts so 10,000 are never passed).
-  // 5 MiB to 5 GiB otherwise.
+  // Size of a save's multipart parts, all but the last one size. 0: from
+  // the object's expected size (at least 8 MiB, large enough for 8,000
+  // parts; 128 MiB when the size is not known). 5 MiB to 5 GiB otherwise.
   uint64_t part_bytes = 0;
-  // Parts uploaded at once by a save; its host memory is about
-  // (upload_parts_in_flight + 1) parts.
+  // Parts uploaded at once by a save (by each rank of a collective one);
+  // its host memory is (parts in flight + 1) parts, at most
+  // upload_buffer_bytes: fewer parts go at once when they are larger, at
+  // least one (then two parts' memory).
   int upload_parts_in_flight = 8;
+  uint64_t upload_buffer_bytes = 512ull << 20;
 
   // Retries of a request that failed in a way worth retrying (503 SlowDown,
   // 500, a connection reset or refused, a truncated answer, a stall): at

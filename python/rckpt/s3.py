@@ -71,8 +71,10 @@ class S3Options:
       "aws:kms" (SSE-KMS, with ``kms_key_id`` or the account's AWS managed
       key).
     - ``max_requests`` (16): requests in flight at once.
-    - ``part_bytes`` (0: from the checkpoint's size) and
-      ``upload_parts_in_flight`` (8): a save's multipart upload.
+    - ``part_bytes`` (0: from the checkpoint's size; all parts but the last
+      one size), ``upload_parts_in_flight`` (8) and ``upload_buffer_bytes``
+      (512 MiB: fewer parts in flight when they are large, at least one): a
+      save's multipart upload and its host memory.
     - ``max_attempts`` (10), ``retry_base_delay_ms`` (100),
       ``retry_max_delay_ms`` (5000), ``connect_timeout_ms`` (10000),
       ``stall_timeout_s`` (20): retries and their bounds.
@@ -98,6 +100,7 @@ class S3Options:
     max_requests: int = 16
     part_bytes: int = 0
     upload_parts_in_flight: int = 8
+    upload_buffer_bytes: int = 512 << 20
     max_attempts: int = 10
     retry_base_delay_ms: int = 100
     retry_max_delay_ms: int = 5000

@@ -122,6 +122,7 @@ S3Options OptionsOf(nb::dict d, nb::object credentials_source,
   o.max_requests = Get<int>(d, "max_requests");
   o.part_bytes = Get<uint64_t>(d, "part_bytes");
   o.upload_parts_in_flight = Get<int>(d, "upload_parts_in_flight");
+  o.upload_buffer_bytes = Get<uint64_t>(d, "upload_buffer_bytes");
   o.max_attempts = Get<int>(d, "max_attempts");
   o.retry_base_delay_ms = Get<int>(d, "retry_base_delay_ms");
   o.retry_max_delay_ms = Get<int>(d, "retry_max_delay_ms");

@@ -22,18 +22,29 @@ struct RankParts {
 
 struct PartLayout {
   std::vector<RankParts> ranks;
-  uint64_t data_end = 0;   // the padded regions' end: the manifest follows
-  uint64_t last_part = 0;  // manifest and footer, uploaded by rank 0
+  uint64_t part_bytes = 0;  // every part's size but the very last one's
+  uint64_t data_end = 0;    // the padded regions' end: the manifest follows
+  uint64_t last_part = 0;   // the first of the tail's parts, uploaded by rank 0
 };
 
+// The parts the tail (manifest and footer) reserves at the end of the
+// upload: a tail of up to this many parts always fits.
+inline constexpr uint64_t kTailParts = 16;
+
 // `lengths[r]`: rank r's bytes from the start of its region (rank 0's
-// include the header). Each region is padded with zeros to at least
-// write.min_part_bytes and to `alignment`, then cut into parts of a size
-// common to all ranks (8 MiB, or larger so that every part fits in
-// write.max_parts), a region's last part taking the remainder (at most
-// twice the common size). IoError when the parts cannot fit S3's limits.
+// include the header). Every part but the very last has one size, as R2
+// and Garage require: the smallest multiple of 1 MiB (and of `alignment`),
+// at least 8 MiB and write.min_part_bytes, with which the regions, each
+// padded with zeros to whole parts (one at least), and kTailParts fit
+// write.max_parts. The size follows the job's total bytes (10,000 parts
+// hold them all), never a rank's count of parts. IoError when the parts
+// cannot fit the limits.
 Result<PartLayout> LayOutParts(const std::vector<uint64_t>& lengths,
                                uint64_t alignment, const SharedWrite& write);
+
+// The sizes of the parts that hold the tail's `bytes` after the regions:
+// whole parts of layout.part_bytes, the last one the rest (no larger).
+std::vector<uint64_t> TailPartBytes(const PartLayout& layout, uint64_t bytes);
 
 }  // namespace rckpt
 

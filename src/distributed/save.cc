@@ -557,8 +557,8 @@ class CollectiveSave {
 
   // This rank's region uploaded as its parts: rank 0's header, the chunks
   // (raw ones encoded straight into the parts, compressed ones copied from
-  // the spill file), zeros to the region's extent. `receipts`: a field per
-  // part, its number (8 bytes) and ETag.
+  // the spill file), zeros to the region's extent. `receipts`: two fields
+  // per part, its number (8 bytes) and ETag, then its checksum.
   Status UploadRegion(FileSystem& fs, const SharedWrite& write,
                       const RankParts& mine, const LocalPlan& plan,
                       const std::string& spill, uint64_t start, uint64_t size,
@@ -600,6 +600,7 @@ class CollectiveSave {
       std::string field(reinterpret_cast<const char*>(&p.number),
                         sizeof p.number);
       PutField(receipts, field + p.tag);
+      PutField(receipts, p.checksum);
     }
     return Status::Ok();
   }
@@ -616,16 +617,18 @@ class CollectiveSave {
       std::optional<std::vector<std::string_view>> f = Fields(payloads[r], 2);
       const size_t count = layout.ranks[r].part_bytes.size();
       std::optional<std::vector<std::string_view>> receipts =
-          f ? Fields((*f)[1], count) : std::nullopt;
+          f ? Fields((*f)[1], 2 * count) : std::nullopt;
       if (!receipts)
         return Status::IoError("collective save: a malformed message");
       manifests.emplace_back((*f)[0]);
-      for (std::string_view e : *receipts) {
+      for (size_t i = 0; i < receipts->size(); i += 2) {
+        const std::string_view e = (*receipts)[i];
         SharedPart p;
         if (e.size() < sizeof p.number)
           return Status::IoError("collective save: a short ETag");
         std::memcpy(&p.number, e.data(), sizeof p.number);
         p.tag = std::string(e.substr(sizeof p.number));
+        p.checksum = std::string((*receipts)[i + 1]);
         all.push_back(std::move(p));
       }
     }
@@ -644,9 +647,10 @@ class CollectiveSave {
                 manifest.size());
     const auto foot = EncodeFooter(footer);
     tail.append(reinterpret_cast<const char*>(foot.data()), foot.size());
+    // Parts of the regions' size, the last one no larger (R2, Garage).
     RCKPT_ASSIGN_OR_RETURN(std::unique_ptr<SharedWriteRegion> last,
-                           fs.OpenSharedWriteRegion(
-                               path_, write, layout.last_part, {tail.size()}));
+                           fs.OpenSharedWriteRegion(path_, write, layout.last_part,
+                                                    TailPartBytes(layout, tail.size())));
     RCKPT_RETURN_IF_ERROR(
         last->Append(std::as_bytes(std::span<const char>(tail))));
     RCKPT_ASSIGN_OR_RETURN(std::vector<SharedPart> parts, last->Finish());

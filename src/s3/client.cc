@@ -262,6 +262,12 @@ bool S3Client::Judge(const S3Call& call, Attempt& a, HttpResponse r) {
     return false;
   }
   if (IsThrottle(r.status, e.code)) return retry(true);
+  // The body arrived other than it was sent (its x-amz-checksum-* or
+  // Content-MD5 disagrees): the server stored nothing, and the body in
+  // memory is whole.
+  if (r.status == 400 && (e.code == "BadDigest" || e.code == "XAmzContentChecksumMismatch")) {
+    return retry(true);
+  }
   // Another conditional write of the key was in progress (AWS): the server
   // asks for the request again, which then finds the key taken or free.
   if (r.status == 409 && e.code == "ConditionalRequestConflict") return retry(true);

@@ -200,7 +200,7 @@ class S3FileSystem final : public FileSystem {
   Status CommitSharedWrite(const std::string& path, const SharedWrite& write,
                            std::span<const SharedPart> parts) override {
     RCKPT_ASSIGN_OR_RETURN(S3Url url, ParseS3Url(path));
-    std::vector<std::string> etags;
+    std::vector<std::string> etags, crc32cs;
     for (const SharedPart& p : parts) {
       if (p.number != etags.size() + 1) {
         return Status::InvalidArgument(
@@ -208,8 +208,10 @@ class S3FileSystem final : public FileSystem {
             " where part " + std::to_string(etags.size() + 1) + " was due");
       }
       etags.push_back(p.tag);
+      crc32cs.push_back(p.checksum);
     }
-    return CompleteParts(*client_, url, write.id, etags, write.marker, !write.replace);
+    return CompleteParts(*client_, url, write.id, etags, crc32cs, write.marker,
+                         !write.replace);
   }
 
   Result<bool> SharedWriteCommitted(const std::string& path, const SharedWrite& write) override {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "s3/xml.h"
+#include "util/crc32c.h"
 #include "util/thread_pool.h"
 
 namespace rckpt::s3 {
@@ -17,14 +18,23 @@ namespace {
 
 constexpr uint64_t kMiB = 1ull << 20;
 constexpr uint64_t kSizedParts = 8000;
-constexpr uint64_t kPartsPerDoubling = 250;
+// The first buffer of a write starts this small and grows to the part's
+// size as bytes come: an object smaller than a part takes its own size.
+constexpr uint64_t kFirstBufferBytes = 8 * kMiB;
 
-// A part's bytes; never zero-filled.
+// A part's bytes; never zero-filled. `crc` is the CRC-32C of the bytes
+// used, kept as they are copied in.
 struct PartBuffer {
   std::unique_ptr<std::byte[]> data;
   uint64_t capacity = 0;
   uint64_t used = 0;
+  uint64_t size = 0;  // the part's size: capacity grows to it
+  uint32_t crc = 0;
 };
+
+// The checksum header S3 verifies a body against: a body damaged on the
+// way is refused (400 BadDigest), never stored.
+constexpr char kCrc32cHeader[] = "x-amz-checksum-crc32c";
 
 // Parts uploaded in the background, at most `in_flight_max` at a time, each
 // reporting its ETag; the buffers of finished parts are kept for reuse.
@@ -66,27 +76,36 @@ class PartUploads {
     cv_.wait(lock, [&] { return in_flight_ <= at_most; });
   }
 
-  // A buffer of `want` bytes: a returned one when it has that size.
-  Result<PartBuffer> Buffer(uint64_t want) {
+  // A buffer for a part of `size` bytes: a returned one when it has that
+  // size, else a new one of `capacity` bytes (at most `size`; it grows).
+  Result<PartBuffer> Buffer(uint64_t size, uint64_t capacity) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       while (!spare_.empty()) {
         PartBuffer b = std::move(spare_.back());
         spare_.pop_back();
-        if (b.capacity == want) {
+        if (b.capacity == size) {
           b.used = 0;
+          b.size = size;
+          b.crc = 0;
           return b;
         }
       }
     }
     PartBuffer b;
-    b.data.reset(new (std::nothrow) std::byte[want]);
-    if (b.data == nullptr) {
-      return Status::OutOfMemory("save to '" + url_.ToString() + "': " + std::to_string(want) +
-                                 " bytes of host memory for a part");
-    }
-    b.capacity = want;
+    RCKPT_RETURN_IF_ERROR(Allocate(&b, std::min(size, capacity)));
+    b.size = size;
     return b;
+  }
+
+  // Gives `b` a larger buffer of `capacity` bytes, its bytes kept.
+  Status Grow(PartBuffer* b, uint64_t capacity) {
+    PartBuffer larger;
+    RCKPT_RETURN_IF_ERROR(Allocate(&larger, capacity));
+    std::memcpy(larger.data.get(), b->data.get(), b->used);
+    b->data = std::move(larger.data);
+    b->capacity = capacity;
+    return Status::Ok();
   }
 
   // Uploads `part` as part `number` in the background, once fewer than
@@ -99,12 +118,17 @@ class PartUploads {
     auto shared = std::make_shared<PartBuffer>(std::move(part));
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (etags_.size() <= index) etags_.resize(index + 1);
+      if (etags_.size() <= index) {
+        etags_.resize(index + 1);
+        crc32cs_.resize(index + 1);
+      }
+      crc32cs_[index] = Crc32cBase64(shared->crc);
       ++in_flight_;
     }
     pool_->Submit([this, number, index, shared] {
       S3Call c = UploadCall("UploadPart", "PUT");
       c.query.emplace_back("partNumber", std::to_string(number));
+      c.headers.emplace_back(kCrc32cHeader, Crc32cBase64(shared->crc));
       c.body = {shared->data.get(), shared->used};
       Result<HttpResponse> r = client_->Execute(c);
       Status s = r.status();
@@ -129,8 +153,10 @@ class PartUploads {
     return Status::Ok();
   }
 
-  // The ETags of the parts sent, once Wait(0) returned.
+  // The ETags and CRC-32Cs (base64) of the parts sent, once Wait(0)
+  // returned.
   const std::vector<std::string>& etags() const { return etags_; }
+  const std::vector<std::string>& crc32cs() const { return crc32cs_; }
   size_t sent() const { return etags_.size(); }
   const std::string& upload_id() const { return upload_id_; }
   void ForgetUpload() { upload_id_.clear(); }
@@ -149,6 +175,17 @@ class PartUploads {
   Status error_;                    // guarded by mu_: the first part's failure
   std::vector<PartBuffer> spare_;   // guarded by mu_
   std::vector<std::string> etags_;  // guarded by mu_ while parts are in flight
+  std::vector<std::string> crc32cs_;  // as etags_
+
+  Status Allocate(PartBuffer* b, uint64_t capacity) {
+    b->data.reset(new (std::nothrow) std::byte[capacity]);
+    if (b->data == nullptr) {
+      return Status::OutOfMemory("save to '" + url_.ToString() + "': " +
+                                 std::to_string(capacity) + " bytes of host memory for a part");
+    }
+    b->capacity = capacity;
+    return Status::Ok();
+  }
 };
 
 // Whether a write that failed made its object all the same (an answer lost).
@@ -157,21 +194,28 @@ bool MadeAllTheSame(S3Client& client, const S3Url& url, const std::string& marke
   return mine.ok() && *mine;
 }
 
-// Copies `data` into `*current` (a buffer from `buffer(size)` when it has
-// none) and calls `send` each time it is full.
+// Copies `data` into `*current` (a buffer from `buffer()` when it has
+// none; grown by `parts` while smaller than its part), its CRC-32C
+// computed as the bytes are copied, and calls `send` each time a part is
+// full.
 template <typename BufferFn, typename SendFn>
-Status FillParts(std::span<const std::byte> data, PartBuffer* current,
+Status FillParts(std::span<const std::byte> data, PartBuffer* current, PartUploads& parts,
                  BufferFn&& buffer, SendFn&& send) {
   while (!data.empty()) {
     if (current->data == nullptr) {
       RCKPT_ASSIGN_OR_RETURN(*current, buffer());
     }
+    if (current->used == current->capacity) {
+      RCKPT_RETURN_IF_ERROR(
+          parts.Grow(current, std::min(current->size, 2 * current->capacity)));
+    }
     const uint64_t n =
         std::min<uint64_t>(data.size(), current->capacity - current->used);
-    std::memcpy(current->data.get() + current->used, data.data(), n);
+    current->crc =
+        CopyWithCrc32c(current->data.get() + current->used, data.first(n), current->crc);
     current->used += n;
     data = data.subspan(n);
-    if (current->used == current->capacity) RCKPT_RETURN_IF_ERROR(send());
+    if (current->used == current->size) RCKPT_RETURN_IF_ERROR(send());
   }
   return Status::Ok();
 }
@@ -180,10 +224,10 @@ class S3Writer final : public AtomicWritableFile {
  public:
   S3Writer(std::shared_ptr<S3Client> client, S3Url url, uint64_t expected_size, bool if_absent)
       : url_(std::move(url)),
-        expected_(expected_size),
         if_absent_(if_absent),
         marker_(NewUploadMarker()),
-        parts_(client, url_, client->options().upload_parts_in_flight) {}
+        part_bytes_(PartBytes(expected_size, client->options().part_bytes)),
+        parts_(client, url_, PartsInFlight(client->options(), part_bytes_)) {}
 
   ~S3Writer() override { (void)Abort(); }
 
@@ -191,7 +235,7 @@ class S3Writer final : public AtomicWritableFile {
     if (ended_) return Ended("append to");
     RCKPT_RETURN_IF_ERROR(parts_.FirstError());
     return FillParts(
-        data, &current_, [&] { return NewBuffer(); },
+        data, &current_, parts_, [&] { return NewBuffer(); },
         [&] { return SendCurrent(); });
   }
 
@@ -239,8 +283,9 @@ class S3Writer final : public AtomicWritableFile {
           std::to_string(kMaxParts) +
           " parts (S3's limit): give S3Options::part_bytes larger parts");
     }
-    return parts_.Buffer(PartBytes(parts_.sent() + 1, expected_,
-                                   parts_.client().options().part_bytes));
+    // Past the first part the size is known to be reached: whole parts.
+    return parts_.Buffer(part_bytes_,
+                         parts_.sent() == 0 ? kFirstBufferBytes : part_bytes_);
   }
 
   // Uploads the full current buffer as the next part, in the background.
@@ -264,6 +309,7 @@ class S3Writer final : public AtomicWritableFile {
     c.key = url_.key;
     c.headers = EncryptionHeaders(parts_.client().options());
     c.headers.emplace_back(kMarkerHeader, marker_);
+    c.headers.emplace_back(kCrc32cHeader, Crc32cBase64(current_.crc));
     c.headers.emplace_back("content-type", kObjectContentType);
     c.body = {current_.data.get(), current_.used};
     c.if_none_match = if_absent_;
@@ -282,15 +328,15 @@ class S3Writer final : public AtomicWritableFile {
     parts_.Wait(0);
     RCKPT_RETURN_IF_ERROR(parts_.FirstError());
     Status s = CompleteParts(parts_.client(), url_, parts_.upload_id(),
-                             parts_.etags(), marker_, if_absent_);
+                             parts_.etags(), parts_.crc32cs(), marker_, if_absent_);
     if (s.ok()) parts_.ForgetUpload();  // nothing left to abort
     return s;
   }
 
   const S3Url url_;
-  const uint64_t expected_;
   const bool if_absent_;
   const std::string marker_;  // this write's identity (kMarkerHeader)
+  const uint64_t part_bytes_;  // every part's but the last
   PartUploads parts_;
   PartBuffer current_;
   bool ended_ = false;
@@ -306,7 +352,9 @@ class S3RegionWriter final : public SharedWriteRegion {
       : url_(std::move(url)),
         first_(first_part),
         sizes_(std::move(sizes)),
-        parts_(client, url_, client->options().upload_parts_in_flight) {
+        parts_(client, url_,
+               PartsInFlight(client->options(),
+                             sizes_.empty() ? 0 : *std::max_element(sizes_.begin(), sizes_.end()))) {
     parts_.SetUploadId(std::move(upload_id));
   }
 
@@ -315,7 +363,7 @@ class S3RegionWriter final : public SharedWriteRegion {
       return Status::InvalidArgument("append to a finished region");
     RCKPT_RETURN_IF_ERROR(parts_.FirstError());
     return FillParts(
-        data, &current_,
+        data, &current_, parts_,
         [&]() -> Result<PartBuffer> {
           if (parts_.sent() >= sizes_.size()) {
             return Status::InvalidArgument(
@@ -323,7 +371,8 @@ class S3RegionWriter final : public SharedWriteRegion {
                 "': more bytes than parts " + std::to_string(first_) + " to " +
                 std::to_string(first_ + sizes_.size() - 1) + " hold");
           }
-          return parts_.Buffer(sizes_[parts_.sent()]);
+          const uint64_t size = sizes_[parts_.sent()];
+          return parts_.Buffer(size, size);
         },
         [&] { return SendCurrent(); });
   }
@@ -347,7 +396,7 @@ class S3RegionWriter final : public SharedWriteRegion {
     }
     std::vector<SharedPart> out;
     for (size_t i = 0; i < parts_.etags().size(); ++i) {
-      out.push_back(SharedPart{first_ + i, parts_.etags()[i]});
+      out.push_back(SharedPart{first_ + i, parts_.etags()[i], parts_.crc32cs()[i]});
     }
     return out;
   }
@@ -369,16 +418,19 @@ class S3RegionWriter final : public SharedWriteRegion {
 
 }  // namespace
 
-uint64_t PartBytes(uint64_t number, uint64_t expected_size, uint64_t fixed) {
+uint64_t PartBytes(uint64_t expected_size, uint64_t fixed) {
   if (fixed != 0) return fixed;
+  if (expected_size == 0) return kUnknownSizePartBytes;
   uint64_t base = (expected_size + kSizedParts - 1) / kSizedParts;
   base = std::max(kDefaultPartBytes, (base + kMiB - 1) / kMiB * kMiB);
-  if (number > kSizedParts) {
-    const uint64_t doublings =
-        std::min<uint64_t>((number - kSizedParts - 1) / kPartsPerDoubling + 1, 30);
-    base = base >= (kMaxPartBytes >> doublings) ? kMaxPartBytes : base << doublings;
-  }
   return std::min(base, kMaxPartBytes);
+}
+
+int PartsInFlight(const S3Options& options, uint64_t part_bytes) {
+  const uint64_t fit = part_bytes == 0 ? 0 : options.upload_buffer_bytes / part_bytes;
+  const uint64_t in_flight = fit > 1 ? fit - 1 : 1;
+  return static_cast<int>(
+      std::min<uint64_t>(in_flight, static_cast<uint64_t>(options.upload_parts_in_flight)));
 }
 
 std::string NewUploadMarker() {
@@ -421,6 +473,9 @@ Result<std::string> CreateUpload(S3Client& client, const S3Url& url,
   c.headers.emplace_back(kMarkerHeader, marker);
   // The object's type; without it the request's own (XML) would be kept.
   c.headers.emplace_back("content-type", kObjectContentType);
+  // The parts carry their CRC-32C; S3 takes them only for an upload created
+  // for that algorithm, and then wants them again in the Complete.
+  c.headers.emplace_back("x-amz-checksum-algorithm", "CRC32C");
   // Sent again after a 500 or a lost answer, as the AWS SDKs do: at worst an
   // empty upload is left, which `rckpt incomplete` or a lifecycle rule ends.
   RCKPT_ASSIGN_OR_RETURN(HttpResponse r, client.Execute(c));
@@ -434,8 +489,9 @@ Result<std::string> CreateUpload(S3Client& client, const S3Url& url,
 Status CompleteParts(S3Client& client, const S3Url& url,
                      const std::string& upload_id,
                      const std::vector<std::string>& etags,
+                     const std::vector<std::string>& crc32cs,
                      const std::string& marker, bool if_none_match) {
-  const std::string body = CompleteMultipartUploadBody(etags);
+  const std::string body = CompleteMultipartUploadBody(etags, crc32cs);
   S3Call c;
   c.op = "CompleteMultipartUpload";
   c.method = "POST";

@@ -25,14 +25,22 @@ inline constexpr uint64_t kMaxPartBytes = 5ull << 30;
 inline constexpr uint64_t kMaxParts = 10000;
 // The smallest part rckpt sizes (S3Options::part_bytes = 0).
 inline constexpr uint64_t kDefaultPartBytes = 8ull << 20;
+// The parts of a write whose size is not known: 10,000 of them hold
+// 1.22 TiB.
+inline constexpr uint64_t kUnknownSizePartBytes = 128ull << 20;
 
-// The size of part `number` (1-based) of an upload expected to hold
+// The size of every part but the last of an upload expected to hold
 // `expected_size` bytes (0: unknown) with S3Options::part_bytes `fixed`
-// (0: sized here). Sized here, parts are at least 8 MiB and large enough to
-// hold the expected size in 8,000 parts; past part 8,000 each 250 parts
-// double in size, so an object larger than expected still fits the last
-// 2,000 (to about 1 TiB past the expected size at the smallest).
-uint64_t PartBytes(uint64_t number, uint64_t expected_size, uint64_t fixed);
+// (0: sized here): one size for all, as R2 and Garage require. Sized here,
+// parts are at least 8 MiB and large enough to hold the expected size in
+// 8,000 parts, so an object up to a quarter larger than expected still
+// fits 10,000; an unknown size gets kUnknownSizePartBytes.
+uint64_t PartBytes(uint64_t expected_size, uint64_t fixed);
+
+// How many parts of `part_bytes` a writer uploads at once: at most
+// options.upload_parts_in_flight, and few enough that they and the one
+// being filled fit options.upload_buffer_bytes, but always one.
+int PartsInFlight(const S3Options& options, uint64_t part_bytes);
 
 // The writer of `url`. Nothing is sent before the first part is full. With
 // `if_absent`, the object is completed (or put) with `If-None-Match: *`:
@@ -51,8 +59,9 @@ inline constexpr char kObjectContentType[] = "application/octet-stream";
 std::string NewUploadMarker();
 
 // The multipart upload's steps, for the writers above and for shared writes
-// (rckpt/file.h). CreateUpload sends `marker`; CompleteParts takes the ETags
-// of parts 1..N and, when the Complete fails in any way (a try completed it
+// (rckpt/file.h). CreateUpload sends `marker` and asks for CRC-32C part
+// checksums; CompleteParts takes the ETags and CRC-32Cs (base64) of parts
+// 1..N and, when the Complete fails in any way (a try completed it
 // and its answer was lost: the retry finds no upload, the key taken, or
 // errors to the end), succeeds all the same when the object carries
 // `marker`; with `if_none_match` it is sent with `If-None-Match: *`
@@ -63,6 +72,7 @@ Result<std::string> CreateUpload(S3Client& client, const S3Url& url,
 Status CompleteParts(S3Client& client, const S3Url& url,
                      const std::string& upload_id,
                      const std::vector<std::string>& etags,
+                     const std::vector<std::string>& crc32cs,
                      const std::string& marker, bool if_none_match = false);
 // Whether the object at `url` carries `marker` (false when there is none;
 // the HEAD's error when it fails).

@@ -49,11 +49,16 @@ Result<std::string> ParseUploadId(std::string_view xml) {
   return NotA("an upload id", xml);
 }
 
-std::string CompleteMultipartUploadBody(const std::vector<std::string>& etags) {
+std::string CompleteMultipartUploadBody(const std::vector<std::string>& etags,
+                                        const std::vector<std::string>& crc32cs) {
   std::string out = "<CompleteMultipartUpload>";
   for (size_t i = 0; i < etags.size(); ++i) {
     out += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" +
-           XmlEscape(etags[i]) + "</ETag></Part>";
+           XmlEscape(etags[i]) + "</ETag>";
+    if (i < crc32cs.size() && !crc32cs[i].empty()) {
+      out += "<ChecksumCRC32C>" + XmlEscape(crc32cs[i]) + "</ChecksumCRC32C>";
+    }
+    out += "</Part>";
   }
   out += "</CompleteMultipartUpload>";
   return out;

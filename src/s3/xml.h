@@ -25,8 +25,11 @@ ErrorBody ParseErrorBody(std::string_view xml);
 // <InitiateMultipartUploadResult>'s UploadId. IoError when absent.
 Result<std::string> ParseUploadId(std::string_view xml);
 
-// The body of CompleteMultipartUpload for parts 1..N with these ETags.
-std::string CompleteMultipartUploadBody(const std::vector<std::string>& etags);
+// The body of CompleteMultipartUpload for parts 1..N with these ETags and,
+// when given (an upload created with a checksum algorithm), the parts'
+// CRC-32Cs as sent (base64), which the server then compares with its own.
+std::string CompleteMultipartUploadBody(const std::vector<std::string>& etags,
+                                        const std::vector<std::string>& crc32cs = {});
 
 // A 200 answer to CompleteMultipartUpload: its ETag, or the <Error> the
 // server sent instead (S3 may, after a long wait).

@@ -5,5 +5,6 @@ target_sources(rckpt PRIVATE
   ${RCKPT_SRC}/util/human_bytes.cc
   ${RCKPT_SRC}/util/json_writer.cc
   ${RCKPT_SRC}/util/node.cc
+  ${RCKPT_SRC}/util/crc32c.cc
   ${RCKPT_SRC}/util/utf8.cc
   ${RCKPT_SRC}/util/thread_pool.cc)

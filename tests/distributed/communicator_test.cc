@@ -14,7 +14,6 @@
 #include <thread>
 
 #include "distributed/collective.h"
-#include "distributed/part_layout.h"
 #include "distributed/save.h"
 #include "distributed/shared_file.h"
 #include "mpi_state.h"
@@ -345,49 +344,6 @@ TEST(CommunicatorTest, DefaultGatherAndBarrierGoThroughAllGather) {
   EXPECT_TRUE(out[0].empty());
   EXPECT_EQ(out[1], (std::vector<std::string>{"r0", "r1", "r2"}));
   EXPECT_TRUE(out[2].empty());
-}
-
-// The layout of a collective save to object storage (part_layout.h): each
-// rank's region whole parts of its own, small ones padded to S3's minimum.
-TEST(PartLayoutTest, EveryRegionIsWholePartsOfAtLeastTheMinimum) {
-  constexpr uint64_t kMiB = 1ull << 20;
-  const SharedWrite s3{"id", 5 * kMiB, 5ull << 30, 10000};
-  Result<PartLayout> l =
-      LayOutParts({64, 5 * kMiB + 1, 20 * kMiB + 100, 0}, 4096, s3);
-  ASSERT_TRUE(l.ok()) << l.status().ToString();
-  ASSERT_EQ(l->ranks.size(), 4u);
-  uint64_t start = 0, part = 1;
-  for (const RankParts& r : l->ranks) {
-    EXPECT_EQ(r.start, start);
-    EXPECT_EQ(r.first_part, part);
-    EXPECT_EQ(r.extent % 4096, 0u);
-    uint64_t sum = 0;
-    for (uint64_t n : r.part_bytes) {
-      EXPECT_GE(n, 5 * kMiB);
-      EXPECT_LT(n, 16 * kMiB);
-      sum += n;
-    }
-    EXPECT_EQ(sum, r.extent);
-    start += r.extent;
-    part += r.part_bytes.size();
-  }
-  EXPECT_EQ(l->ranks[0].extent, 5 * kMiB);  // 64 bytes padded
-  EXPECT_EQ(l->ranks[1].extent, 5 * kMiB + 4096);
-  EXPECT_EQ(l->ranks[2].part_bytes.size(), 2u);  // 8 MiB and the rest
-  EXPECT_EQ(l->ranks[3].extent, 5 * kMiB);  // nothing to save: one padded part
-  EXPECT_EQ(l->data_end, start);
-  EXPECT_EQ(l->last_part, part);
-  // A large save: parts grow so that all of them fit 10,000.
-  Result<PartLayout> big = LayOutParts({100000 * 8 * kMiB, 8 * kMiB}, 4096, s3);
-  ASSERT_TRUE(big.ok()) << big.status().ToString();
-  EXPECT_LE(big->last_part, 10000u);
-  EXPECT_LE(big->ranks[0].part_bytes.back(), 5ull << 30);
-  // More ranks than parts: refused, saying why.
-  Result<PartLayout> wide =
-      LayOutParts(std::vector<uint64_t>(10000, 1), 4096, s3);
-  EXPECT_EQ(wide.status().code(), StatusCode::kIoError);
-  EXPECT_NE(wide.status().message().find("10000 parts"), std::string::npos)
-      << wide.status().ToString();
 }
 
 }  // namespace

@@ -3,7 +3,9 @@
 test client (tests/s3/s3_client.py), against the real server, with no rckpt
 S3 code. Label s3: scripts/test.sh's S3 stage runs it."""
 
+import base64
 import contextlib
+import hashlib
 import http.client
 import os
 import signal
@@ -209,6 +211,41 @@ def test_complete_answers_200_with_an_error_and_leaves_the_upload_pending(s3_ser
     assert direct.list_multipart_uploads(b, s3_prefix) == []
 
 
+def test_a_flipped_byte_reaches_the_server_which_refuses_the_body(s3_server, s3_prefix,
+                                                                  fault_proxy):
+    b, key = s3_server.bucket, s3_prefix + "flipped"
+    fault_proxy.add_rules({"match": {"operation": "PutObject"}, "action": {"flip_byte": 5000}})
+    s3 = fault_proxy.client()
+    # The body's signed SHA-256 (and here its Content-MD5) no longer matches.
+    md5 = base64.b64encode(hashlib.md5(payload(MiB)).digest()).decode()
+    r = s3.request("PUT", b, key, headers={"Content-MD5": md5}, body=payload(MiB))
+    assert r.status == 400 and r.error_code() in ("BadDigest", "XAmzContentSHA256Mismatch"), r
+    assert s3_server.client().head_object(b, key) is None
+    s3.put_object(b, key, payload(MiB), headers={"Content-MD5": md5})  # the rule is used up
+    assert s3_server.client().get_object(b, key) == payload(MiB)
+    assert fault_proxy.stats()["faults"] == {"flip": 1}
+
+
+def test_part_sizes_are_recorded_per_object(s3_server, s3_prefix, fault_proxy):
+    s3 = fault_proxy.client()
+    b, key, small = s3_server.bucket, s3_prefix + "parts", s3_prefix + "small"
+    upload = s3.create_multipart_upload(b, key)
+    etags = [s3.upload_part(b, key, upload, n, payload(size))
+             for n, size in ((1, 5 * MiB), (2, 6 * MiB), (2, 5 * MiB), (3, 1000))]
+    s3.complete_multipart_upload(b, key, upload, [etags[0], etags[2], etags[3]])
+    s3.put_object(b, small, b"x" * 123)
+    parts = fault_proxy.control("GET", "/parts")
+    assert parts["/" + b + "/" + key] == f"{5 * MiB} {5 * MiB} 1000"  # part 2's last try
+    assert parts["/" + b + "/" + small] == "123"
+    # A new upload of the key starts its list anew; DELETE /parts forgets them all.
+    upload = s3.create_multipart_upload(b, key)
+    s3.upload_part(b, key, upload, 1, b"y")
+    s3.abort_multipart_upload(b, key, upload)
+    assert fault_proxy.control("GET", "/parts")["/" + b + "/" + key] == "1"
+    fault_proxy.control("DELETE", "/parts")
+    assert fault_proxy.control("GET", "/parts") == {}
+
+
 def test_reset_in_the_middle_of_a_response_body(s3_server, s3_prefix, fault_proxy):
     b, key = s3_server.bucket, s3_prefix + "big"
     s3_server.client().put_object(b, key, payload(3 * MiB))
@@ -329,6 +366,7 @@ def test_rules_match_on_every_field_and_clear(s3_server, s3_prefix, fault_proxy)
     ({"action": {"truncate_at": -1}}, "truncate_at: expected an integer >= 0, got -1"),
     ({"action": {"reset_after_bytes": 5, "direction": "up"}}, "direction: expected 'request'"),
     ({"action": {"delay_ms": 5, "code": "SlowDown"}}, "'code' does not go with delay"),
+    ({"action": {"flip_byte": -2}}, "flip_byte: expected an integer >= 0, got -2"),
     ([{"action": {"delay_ms": 5}}, {"action": {}}], "rule 1: action: expected exactly one of"),
 ])
 def test_control_api_refuses_a_bad_rule_with_the_reason(s3_server, fault_proxy, rule, reason):

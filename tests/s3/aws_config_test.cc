@@ -303,26 +303,50 @@ TEST(XmlTest, ParsesErrorsListingsAndCompleteAnswers) {
             "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>&quot;a&quot;</ETag>"
             "</Part><Part><PartNumber>2</PartNumber><ETag>&quot;b&quot;</ETag></Part>"
             "</CompleteMultipartUpload>");
+  EXPECT_EQ(CompleteMultipartUploadBody({"\"a\""}, {"4waSgw=="}),
+            "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>&quot;a&quot;</ETag>"
+            "<ChecksumCRC32C>4waSgw==</ChecksumCRC32C></Part></CompleteMultipartUpload>");
 }
 
-TEST(PartBytesTest, FitsTheExpectedSizeWithinS3Limits) {
+// One writer's parts: one size for all but the last (R2, Garage), S3's
+// limits kept up to the largest object S3 takes.
+TEST(PartBytesTest, OneSizeFitsTheExpectedSizeWithinS3Limits) {
   constexpr uint64_t kMiB = 1ull << 20;
-  EXPECT_EQ(PartBytes(1, 0, 0), 8 * kMiB);
-  EXPECT_EQ(PartBytes(1, 1ull << 30, 0), 8 * kMiB);
-  EXPECT_EQ(PartBytes(1, 100ull << 30, 0), 13 * kMiB);  // 100 GiB in <= 8,000 parts
-  EXPECT_EQ(PartBytes(7, 0, 6 * kMiB), 6 * kMiB);
-  // Any expected size (5 TiB at most) fits 10,000 parts, each within limits,
-  // even when the object turns out larger than expected.
-  for (uint64_t expected : std::vector<uint64_t>{0, 1ull << 30, 1ull << 40, 5ull << 40}) {
-    uint64_t total = 0;
-    for (uint64_t n = 1; n <= kMaxParts; ++n) {
-      const uint64_t p = PartBytes(n, expected, 0);
-      ASSERT_GE(p, kMinPartBytes);
-      ASSERT_LE(p, kMaxPartBytes);
-      total += p;
-    }
-    EXPECT_GE(total, expected + (expected / 4)) << expected;
+  EXPECT_EQ(PartBytes(1ull << 30, 0), 8 * kMiB);
+  EXPECT_EQ(PartBytes(100ull << 30, 0), 13 * kMiB);  // 100 GiB in <= 8,000 parts
+  EXPECT_EQ(PartBytes(1ull << 40, 0), 132 * kMiB);   // 1 TiB
+  EXPECT_EQ(PartBytes(0, 0), kUnknownSizePartBytes);
+  EXPECT_EQ(PartBytes(0, 6 * kMiB), 6 * kMiB);
+  // Any expected size (5 TiB at most) fits 10,000 parts of its one size,
+  // each within limits, with a quarter to spare; an unknown size, 1 TiB.
+  for (uint64_t expected : std::vector<uint64_t>{1, 1ull << 30, 1ull << 40, 5ull << 40}) {
+    const uint64_t p = PartBytes(expected, 0);
+    EXPECT_GE(p, kMinPartBytes);
+    EXPECT_LE(p, kMaxPartBytes);
+    EXPECT_GE(p * kMaxParts, expected + expected / 4) << expected;
   }
+  EXPECT_GE(PartBytes(0, 0) * kMaxParts, 1ull << 40);
+}
+
+// A writer's host memory is bounded by the options whatever the part size:
+// (parts in flight + 1) parts within upload_buffer_bytes, or two parts.
+TEST(PartBytesTest, PartsInFlightKeepMemoryWithinTheOptions) {
+  constexpr uint64_t kMiB = 1ull << 20;
+  S3Options o;  // 8 in flight, 512 MiB
+  EXPECT_EQ(PartsInFlight(o, 8 * kMiB), 8);  // 72 MiB
+  for (uint64_t expected : std::vector<uint64_t>{0, 1ull << 30, 1ull << 40, 5ull << 40}) {
+    const uint64_t part = PartBytes(expected, 0);
+    const int n = PartsInFlight(o, part);
+    EXPECT_GE(n, 1);
+    EXPECT_LE(n, o.upload_parts_in_flight);
+    EXPECT_LE((n + 1) * part, std::max(o.upload_buffer_bytes, 2 * part)) << expected;
+  }
+  EXPECT_EQ(PartsInFlight(o, PartBytes(0, 0)), 3);  // unknown size: 4 x 128 MiB
+  o.upload_buffer_bytes = 0;
+  EXPECT_EQ(PartsInFlight(o, 8 * kMiB), 1);
+  o.upload_buffer_bytes = 64ull << 30;
+  o.upload_parts_in_flight = 2;
+  EXPECT_EQ(PartsInFlight(o, 8 * kMiB), 2);
 }
 
 }  // namespace

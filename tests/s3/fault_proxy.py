@@ -74,6 +74,12 @@ Control API (JSON over HTTP on the control port):
                        signs a request's If-Match and CompleteMultipartUpload's
                        body of part ETags): meant for HeadObject and PutObject
                        answers.
+                   {"flip_byte": K}  byte K of the request's body (the last one
+                       when the body is shorter; Content-Length bodies only) is
+                       inverted on its way to the server, as a link that
+                       damages a byte would: the client's checksum header, if
+                       any, no longer matches (S3 answers 400 BadDigest;
+                       SeaweedFS checks x-amz-checksum-crc32c and Content-MD5).
                  A reset, truncation or stall at or past the end of a body
                  leaves the response whole (the rule is used up all the same;
                  GET /stats counts only faults injected).
@@ -86,6 +92,13 @@ Control API (JSON over HTTP on the control port):
                  "signing_regions": {"us-east-1": n, ...}} (the region of each
                  SigV4 Authorization header's credential scope)
   DELETE /stats  sets the counts back to zero.
+  GET /parts     the sizes of what was uploaded, per object, as the proxy relayed
+                 the requests: {"/BUCKET/KEY": "N1 N2 ...", ...}, the Content-Length
+                 of each part (by part number, the last try of each) of the
+                 object's latest multipart upload, or of its latest PutObject
+                 (one size). Stores such as R2 and Garage refuse an upload
+                 whose parts but the last differ in size.
+  DELETE /parts  forgets them.
 A bad rule is answered 400 with the reason, and none of the list is added.
 """
 
@@ -157,6 +170,7 @@ class Rule:
         "delay": (("delay_ms",), ()),
         "throttle": (("throttle_bytes_per_s",), ("direction",)),
         "etag": (("etag",), ()),
+        "flip": (("flip_byte",), ()),
     }
 
     def __init__(self, spec, index):
@@ -188,7 +202,8 @@ class Rule:
         if len(kinds) != 1:
             raise RuleError(f"{where}: action: expected exactly one of status (with code or "
                             f"error_body), reset_after_bytes, truncate_at, stall_seconds, delay_ms, "
-                            f"throttle_bytes_per_s, etag; got {json.dumps(self.action)}")
+                            f"throttle_bytes_per_s, etag, flip_byte; got "
+                            f"{json.dumps(self.action)}")
         self.kind = kinds[0]
         for key in self.action:
             if key not in sum(self.ACTIONS[self.kind], ()):
@@ -227,6 +242,8 @@ class Rule:
                 raise RuleError(f"{where}.etag: expected 'opaque', got {json.dumps(a['etag'])}")
         elif self.kind == "truncate":
             self.bytes = _number(f"{where}.truncate_at", a["truncate_at"], 0, True)
+        elif self.kind == "flip":
+            self.bytes = _number(f"{where}.flip_byte", a["flip_byte"], 0, True)
         elif self.kind == "stall":
             self.seconds = _number(f"{where}.stall_seconds", a["stall_seconds"], 0)
             self.bytes = a.get("after_bytes")
@@ -273,6 +290,7 @@ class State:
         self.lock = threading.Lock()
         self.rules = []
         self.delay_ms = 0
+        self.parts = {}  # path: [upload id or None, {part number: bytes}] (GET /parts)
         self.reset_stats()
 
     def reset_stats(self):
@@ -282,6 +300,25 @@ class State:
         self.bytes_from_upstream = 0
         self.connections = 0
         self.signing_regions = {}
+
+    def record_part(self, request):
+        """Notes the size of an UploadPart's or PutObject's body (GET /parts)."""
+        kind, length = request.body_framing()
+        if request.operation not in ("UploadPart", "PutObject") or kind != "length":
+            return
+        query = dict(request.query)
+        upload = query.get("uploadId")
+        number = int(query.get("partNumber", "1")) if upload else 1
+        with self.lock:
+            entry = self.parts.get(request.path)
+            if entry is None or entry[0] != upload:
+                entry = self.parts[request.path] = [upload, {}]
+            entry[1][number] = length
+
+    def part_sizes(self):
+        with self.lock:
+            return {path: " ".join(str(sizes[n]) for n in sorted(sizes))
+                    for path, (_, sizes) in self.parts.items()}
 
     def add_rules(self, specs):
         if isinstance(specs, dict):
@@ -611,6 +648,7 @@ class Connection:
             return False
         request = Request(raw)
         rule = self.state.take(request)
+        self.state.record_part(request)
         if self.server.verbose or rule:
             self.log(f"{request.operation} {request.path}" + (f" -> {rule.kind} {rule.action}"
                                                               if rule else ""))
@@ -645,7 +683,8 @@ class Connection:
                 rule.direction != "response" else None
             throttle = rule if rule and rule.kind == "throttle" and \
                 rule.on_request_body(request) else None
-            outcome = self.relay_request_body(request, cut, throttle)
+            flip = rule.bytes if rule and rule.kind == "flip" else None
+            outcome = self.relay_request_body(request, cut, throttle, flip)
             if outcome == "cut":
                 self.state.count(fault_reset=1)
                 reset(self.client)
@@ -677,12 +716,15 @@ class Connection:
         except OSError:
             pass
 
-    def relay_request_body(self, request, cut, throttle=None):
-        """Relays the request's body (at throttle's rate, when given): None when whole,
-        "cut" when it stopped after cut bytes, "early" when the upstream answered (or
-        stopped reading) before its end."""
+    def relay_request_body(self, request, cut, throttle=None, flip=None):
+        """Relays the request's body (at throttle's rate, when given; byte flip
+        inverted): None when whole, "cut" when it stopped after cut bytes, "early" when
+        the upstream answered (or stopped reading) before its end."""
         sent = 0
-        pieces = body_pieces(self.from_client, request.body_framing())
+        framing = request.body_framing()
+        pieces = body_pieces(self.from_client, framing)
+        if flip is not None and framing[0] == "length" and framing[1] > 0:
+            pieces = self.flipped(pieces, min(flip, framing[1] - 1))
         if throttle is not None:
             pieces = self.throttled(pieces, throttle)
         try:
@@ -710,6 +752,18 @@ class Connection:
         sent, rest = relay(pieces, dst, cut)
         self.state.count(**{counter: sent})
         return rest is not None
+
+    def flipped(self, pieces, at):
+        """pieces with the byte at offset `at` inverted."""
+        seen = 0
+        for piece in pieces:
+            if seen <= at < seen + len(piece):
+                piece = bytearray(piece)
+                piece[at - seen] ^= 0xFF
+                piece = bytes(piece)
+                self.state.count(fault_flip=1)
+            seen += len(piece)
+            yield piece
 
     def throttled(self, pieces, rule):
         """pieces cut into slices of a tenth of a second's worth at rule's rate, one every
@@ -867,9 +921,15 @@ def control_handler(state):
                     with state.lock:
                         state.reset_stats()
                     self.reply(200, state.stats())
+                elif (method, self.path) == ("GET", "/parts"):
+                    self.reply(200, state.part_sizes())
+                elif (method, self.path) == ("DELETE", "/parts"):
+                    with state.lock:
+                        state.parts = {}
+                    self.reply(200, {})
                 else:
                     self.reply(404, {"error": f"no {method} {self.path}; expected POST/GET/DELETE "
-                                              "/rules, POST /delay, GET/DELETE /stats"})
+                                              "/rules, POST /delay, GET/DELETE /stats, GET/DELETE /parts"})
             except RuleError as e:
                 self.reply(400, {"error": str(e)})
 

@@ -3,15 +3,17 @@
 // ONE object with one multipart upload, any world size loads it by ranged
 // reads, and a failure on any rank, a throttling storm or a rank that never
 // comes leaves the previous object and no incomplete upload. Objects are
-// about 10 MiB: two ranks' regions padded to S3's 5 MiB part minimum.
+// about 16 MiB: two ranks' regions padded to one 8 MiB part each.
 #include <cstring>
 #include <regex>
+#include <sstream>
 
 #include "distributed/mpi_state.h"
 #include "distributed/thread_communicator.h"
 #include "rckpt/distributed.h"
 #include "rckpt/inspect.h"
 #include "rckpt/s3.h"
+#include "s3/json_fields.h"
 #include "s3/s3_test_env.h"
 
 namespace rckpt {
@@ -166,7 +168,7 @@ TEST_F(S3DistributedTest, TwoRanksWriteOneObjectThatEveryWorldSizeLoads) {
   EXPECT_EQ(UnderPrefix(), std::make_pair(size_t{1}, size_t{0}));
   const std::string stats = *proxy_->Stats();
   EXPECT_EQ(Count(stats, "CreateMultipartUpload"), 1) << stats;
-  // A part per rank (each region padded to 5 MiB) and the manifest's.
+  // A part per rank (each region padded to 8 MiB) and the manifest's.
   EXPECT_EQ(Count(stats, "UploadPart"), 3) << stats;
   EXPECT_EQ(Count(stats, "CompleteMultipartUpload"), 1) << stats;
   VerifyReport report;
@@ -178,6 +180,44 @@ TEST_F(S3DistributedTest, TwoRanksWriteOneObjectThatEveryWorldSizeLoads) {
   for (const Status& s : Save(2, 2, {.codec = Codec::kZstd})) ASSERT_OK(s);
   ASSERT_NO_FATAL_FAILURE(ExpectLoads(2, 2, 2));
   EXPECT_EQ(UnderPrefix(), std::make_pair(size_t{1}, size_t{0}));
+}
+
+// Ranks of uneven shares (12 and 20 MiB) write one object whose parts but
+// the last are one size (R2 and Garage refuse any other): each region
+// padded to whole parts, the manifest's part last and no larger. A byte
+// damaged on the way in one rank's part is refused by the server (its
+// CRC-32C) and the part sent again.
+TEST_F(S3DistributedTest, UnevenRanksUploadPartsOfOneSizeAndResendADamagedOne) {
+  ASSERT_OK(proxy_->AddRules(
+      R"([{"match": {"operation": "UploadPart", "query": "partNumber=3"},
+           "action": {"flip_byte": 777}}])"));
+  const std::vector<Status> out = OnRanks<Status>(2, [&](Communicator& comm) {
+    RankState s = StateOf(comm.rank(), 2, 1);
+    const int64_t mib = comm.rank() == 0 ? 12 : 20;
+    Tensor own = *Tensor::Empty(DType::kU8, {mib << 20});
+    std::memset(own.data(), 0x40 + comm.rank(), own.nbytes());
+    EXPECT_OK(s.local.AddTensor("extra", testing::Numbered("own", comm.rank()), own));
+    SaveOptions o;
+    o.fs = fs_.get();
+    return SaveDistributed(comm, url_, s, o);
+  });
+  for (const Status& s : out) ASSERT_OK(s);
+  Result<std::string> json = proxy_->Parts();
+  ASSERT_OK(json.status());
+  Result<std::map<std::string, std::string>> f = s3::ParseJsonFields(*json);
+  ASSERT_OK(f.status());
+  std::vector<uint64_t> sizes;
+  std::istringstream in((*f)[url_.substr(std::string("s3:/").size())]);
+  for (uint64_t n; in >> n;) sizes.push_back(n);
+  ASSERT_EQ(sizes.size(), 2u + 3u + 1u) << *json;  // 16 and 24 MiB, the manifest
+  for (size_t i = 0; i + 1 < sizes.size(); ++i) EXPECT_EQ(sizes[i], 8u << 20) << i;
+  EXPECT_LE(sizes.back(), 8u << 20);
+  const std::string stats = *proxy_->Stats();
+  EXPECT_EQ(Count(stats, "flip"), 1) << stats;
+  EXPECT_EQ(Count(stats, "UploadPart"), 7) << stats;
+  VerifyReport report;
+  ASSERT_OK(VerifyRckpt(url_, &report, {}, fs_.get()));
+  ASSERT_NO_FATAL_FAILURE(ExpectLoads(2, 2, 1));
 }
 
 TEST_F(S3DistributedTest,

@@ -12,11 +12,14 @@
 #include <cstring>
 #include <ctime>
 #include <regex>
+#include <sstream>
 #include <thread>
 
 #include "rckpt/async_save.h"
+#include "rckpt/inspect.h"
 #include "rckpt/io.h"
 #include "rckpt/s3.h"
+#include "s3/json_fields.h"
 #include "s3/s3_test_env.h"
 
 namespace rckpt {
@@ -526,6 +529,99 @@ TEST_F(S3FaultTest, SigkillDuringCompleteLeavesThePreviousObject) {
   ASSERT_OK_AND_ASSIGN(std::vector<IncompleteWrite> left, direct_->ListIncomplete(prefix_));
   EXPECT_EQ(left.size(), 1u);
   for (const IncompleteWrite& w : left) EXPECT_OK(direct_->AbortIncomplete(w));
+}
+
+// The part sizes the proxy saw for the object at `url` (GET /parts), in
+// part order.
+std::vector<uint64_t> PartSizes(FaultProxy& proxy, const std::string& url) {
+  Result<std::string> json = proxy.Parts();
+  EXPECT_OK(json.status());
+  if (!json.ok()) return {};
+  Result<std::map<std::string, std::string>> f = s3::ParseJsonFields(*json);
+  EXPECT_OK(f.status());
+  const std::string path = url.substr(std::string("s3:/").size());  // /BUCKET/KEY
+  if (!f.ok() || f->count(path) == 0) {
+    ADD_FAILURE() << "no parts of " << path << " in " << *json;
+    return {};
+  }
+  std::vector<uint64_t> out;
+  std::istringstream in((*f)[path]);
+  for (uint64_t n; in >> n;) out.push_back(n);
+  return out;
+}
+
+// R2's and Garage's rule: every part but the last one size, the last no
+// larger.
+void ExpectOnePartSize(const std::vector<uint64_t>& sizes) {
+  ASSERT_FALSE(sizes.empty());
+  for (size_t i = 0; i + 1 < sizes.size(); ++i) EXPECT_EQ(sizes[i], sizes[0]) << "part " << i + 1;
+  EXPECT_LE(sizes.back(), sizes[0]);
+}
+
+// A byte inverted on the way (a link, a NIC, a proxy that damages it): the
+// server refuses the body, whose x-amz-checksum-crc32c no longer matches
+// (SeaweedFS, as S3, answers 400 BadDigest), and the part or object is sent
+// again from the writer's buffer. Without the checksum the damaged byte was
+// stored and the save reported OK.
+TEST_F(S3FaultTest, AByteDamagedOnTheWayIsRefusedAndSentAgain) {
+  const std::string multi = prefix_ + "flipped-part.rckpt";
+  const std::string single = prefix_ + "flipped-put.rckpt";
+  Inject(R"([
+    {"match": {"operation": "UploadPart", "query": "partNumber=2"}, "action": {"flip_byte": 12345}},
+    {"match": {"operation": "PutObject"}, "action": {"flip_byte": 100}}])");
+  ASSERT_OK(Save(multi, State(6, 4 << 20, 21), {.fs = fs_.get()}));
+  ASSERT_OK(Save(single, State(1, 1000, 22), {.fs = fs_.get()}));
+  const std::string stats = Stats();
+  EXPECT_EQ(Count(stats, "flip"), 2) << stats;
+  // Every part once, the damaged one twice.
+  EXPECT_EQ(Count(stats, "UploadPart"), static_cast<int>(PartSizes(*proxy_, multi).size()) + 1)
+      << stats;
+  EXPECT_EQ(Count(stats, "PutObject"), 2) << stats;
+  VerifyReport report;
+  ASSERT_OK(VerifyRckpt(multi, &report, {}, direct_.get()));
+  ASSERT_OK(VerifyRckpt(single, &report, {}, direct_.get()));
+  ASSERT_OK_AND_ASSIGN(Checkpoint back, Load(multi, {.fs = direct_.get()}));
+  ExpectState(back, 6, 4 << 20, 21);
+  ASSERT_OK_AND_ASSIGN(back, Load(single, {.fs = direct_.get()}));
+  ExpectState(back, 1, 1000, 22);
+}
+
+// One writer's parts are one size but the last, whatever it knows of the
+// size: a save (its size known), a write of unknown size (one PutObject up
+// to kUnknownSizePartBytes, its buffer grown as bytes come), and parts of
+// S3Options::part_bytes.
+TEST_F(S3FaultTest, AWritersPartsAreOneSizeButTheLast) {
+  const std::string saved = prefix_ + "sized.rckpt";
+  ASSERT_OK(Save(saved, State(5, 7 << 20, 23), {.fs = fs_.get()}));
+  const std::vector<uint64_t> sizes = PartSizes(*proxy_, saved);
+  ASSERT_NO_FATAL_FAILURE(ExpectOnePartSize(sizes));
+  EXPECT_EQ(sizes.size(), 5u);
+  EXPECT_EQ(sizes[0], 8u << 20);
+
+  std::string bytes(21 << 20, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 2654435761u >> 24);
+  auto write = [&](FileSystem& fs, const std::string& url) {
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<AtomicWritableFile> f, fs.OpenForAtomicWrite(url, 0));
+    for (size_t at = 0; at < bytes.size(); at += 3 << 20) {
+      ASSERT_OK(f->Append(std::as_bytes(std::span<const char>(bytes)).subspan(at, 3 << 20)));
+    }
+    ASSERT_OK(f->Commit());
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<RandomAccessFile> r, direct_->OpenForRead(url));
+    std::string back(r->Size(), '\0');
+    ASSERT_OK(r->ReadAt(0, std::as_writable_bytes(std::span<char>(back))));
+    EXPECT_TRUE(back == bytes);
+  };
+  const std::string unknown = prefix_ + "unknown.bin";
+  ASSERT_NO_FATAL_FAILURE(write(*fs_, unknown));
+  EXPECT_EQ(PartSizes(*proxy_, unknown), std::vector<uint64_t>{bytes.size()});
+
+  S3Options o = server_->Options(proxy_->endpoint());
+  o.part_bytes = 5 << 20;
+  std::unique_ptr<FileSystem> fixed = Through(o);
+  const std::string parts = prefix_ + "fixed.bin";
+  ASSERT_NO_FATAL_FAILURE(write(*fixed, parts));
+  EXPECT_EQ(PartSizes(*proxy_, parts),
+            (std::vector<uint64_t>{5 << 20, 5 << 20, 5 << 20, 5 << 20, 1 << 20}));
 }
 
 // A 256 MiB object saves and loads in bounded host memory: the load adds a

@@ -245,6 +245,8 @@ class FaultProxy {
   Result<std::string> Stats() { return Control("GET", "/stats", ""); }
   // DELETE /stats: the counts back to zero.
   Status ResetStats() { return Control("DELETE", "/stats", "").status(); }
+  // GET /parts: the sizes of the parts each object was uploaded in.
+  Result<std::string> Parts() { return Control("GET", "/parts", ""); }
   // POST /delay: `ms` added to every request.
   Status Delay(int ms) {
     return Control("POST", "/delay", "{\"ms\": " + std::to_string(ms) + "}").status();
