@@ -172,6 +172,7 @@ class Standin {
   std::multimap<uintptr_t, Use> uses;
   // Memory freed while a copy still used it: kept, so the copy does no harm.
   std::vector<std::pair<void*, bool>> freed_in_use;  // (memory, pinned)
+  std::vector<std::shared_ptr<StreamState>> destroyed_busy;  // destroyed with work queued
   // Valid while held; under gate_mu, which a stream's worker takes (never
   // mu: a stream may be destroyed, and its worker joined, under mu).
   std::mutex gate_mu;
@@ -222,6 +223,7 @@ class Standin {
       *c = 0;
     }
     pinned_sizes.clear();
+    destroyed_busy.clear();
     std::lock_guard<std::mutex> glock(gate_mu);
     for (auto& g : device_gate) g = {};
     reset_handles.clear();
@@ -826,8 +828,13 @@ STANDIN_EXPORT CUresult cuStreamDestroy_v2(CUstream s) {
     }
     doomed = std::move(it->second);
     st.streams.erase(it);
+    // As a driver's, the call returns at once: work still queued (behind a
+    // held stream or device) finishes on its worker, kept until the next
+    // configure.
+    std::lock_guard<std::mutex> slock(doomed->mu);
+    if (doomed->completed < doomed->submitted) st.destroyed_busy.push_back(doomed);
   }
-  return kSuccess;  // pending work finishes; the state goes with its last user
+  return kSuccess;
 }
 
 STANDIN_EXPORT CUresult cuCtxSynchronize() {
