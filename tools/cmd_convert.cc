@@ -5,6 +5,7 @@
 
 #include "checkpoint_io.h"
 #include "cli.h"
+#include "io/url_file_system.h"
 #include "rckpt/file.h"
 #include "rckpt/human_bytes.h"
 #include "render.h"
@@ -33,6 +34,7 @@ Result<std::map<Device, Device>> ParseDeviceMap(const std::string& text) {
 }
 
 Status CheckOutputPath(const std::string& out) {
+  RCKPT_RETURN_IF_ERROR(CheckSchemeCase(out));  // "S3://" is no local path either
   if (IsObjectStoreUrl(out)) {
     // The URL's form is checked now; an object store sends nothing before
     // the first bytes are written.

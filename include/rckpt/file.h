@@ -252,7 +252,10 @@ FileSystem& PosixFileSystem();
 // Unsupported, saying so. The S3 side is set up at its first use.
 FileSystem& DefaultFileSystem();
 
-// Whether `path` is an object-storage URL ("s3://...") rather than a path.
+// Whether `path` is an object-storage URL ("s3://...") rather than a path:
+// the scheme is written in lower case, as the AWS CLI takes it. A path that
+// begins with it in another case ("S3://...") is neither: the file systems
+// of DefaultFileSystem() and NewS3FileSystem refuse it (InvalidArgument).
 bool IsObjectStoreUrl(std::string_view path);
 
 }  // namespace rckpt

@@ -74,7 +74,7 @@ struct SaveOptions {
   // Raw by default: measured faster to save, load and restore than zstd for
   // files ~1.2x larger (docs/PERFORMANCE.md); zstd pays on slow storage.
   Codec codec = Codec::kNone;
-  int level = 1;                        // zstd level (1..19; negative = fast)
+  int level = 1;                        // zstd level (-7 to 22; negative = faster)
   uint64_t chunk_bytes = 4ull << 20;    // tensors are split into chunks of this size
   Shuffle shuffle = Shuffle::kAuto;
   uint32_t alignment = 4096;            // power of two, >= 64

@@ -44,8 +44,8 @@ def check_save_options(who, codec, level, chunk_bytes, threads, emulate_devices)
     if codec not in ("none", "zstd"):
         from .errors import InvalidArgumentError
         raise InvalidArgumentError(f"codec must be 'none' or 'zstd', got {codec!r}")
-    check_int(who, "level", level, -(1 << 31), "an int (zstd level: 1 to 19, negative: faster)")
-    check_int(who, "chunk_bytes", chunk_bytes, 1, "an int >= 1 (bytes; default 4 MiB)")
+    check_int(who, "level", level, -(1 << 31), "an int (zstd level: -7 to 22, negative: faster)")
+    check_int(who, "chunk_bytes", chunk_bytes, 1, "an int from 1 to 1 GiB (bytes; default 4 MiB)")
     check_threads(who, threads)
     check_emulate_devices(who, emulate_devices)
 

@@ -2,10 +2,10 @@
 
 The entry points that create directories and files with os.* calls would,
 given ``s3://ckpts/run``, make a local folder named ``s3:``. Each calls
-:func:`refuse_url` on a path it cannot take: rckpt.distributed and rckpt.dcp
-on every URL so far; CheckpointManager and rckpt.lightning (which reach
-object storage through rckpt.storage) on URLs of other schemes and on s3://
-URLs that pathlib collapsed.
+:func:`refuse_url` on a path it cannot take: every entry point that takes
+s3:// (rckpt.distributed and rckpt.dcp through the library's S3 file system;
+CheckpointManager and rckpt.lightning through rckpt.storage) refuses URLs of
+other schemes and s3:// URLs that pathlib collapsed.
 """
 
 from __future__ import annotations

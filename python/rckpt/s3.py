@@ -34,7 +34,11 @@ from typing import Any, Callable, Optional, Sequence
 from . import _core
 from .errors import Error, InvalidArgumentError, IoError, UnsupportedError
 
-_URL = re.compile(r"[Ss]3://")
+# The one form of an object-storage URL's scheme: lower case, as the AWS CLI
+# takes it (the library's IsObjectStoreUrl and CheckSchemeCase hold the same).
+_SCHEME = "s3://"
+# "scheme://user:password@" in an endpoint URL: never shown.
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@")
 # What pathlib makes of "s3://bucket/key": "s3:/bucket/key".
 _COLLAPSED_S3 = re.compile(r"[Ss]3:/(?!/)")
 
@@ -139,8 +143,12 @@ class S3Options:
             value = getattr(self, f.name)
             if value == f.default:
                 continue
-            shown.append(f"{f.name}=<hidden>" if f.name in _SECRET_FIELDS else
-                         f"{f.name}={value!r}")
+            if f.name in _SECRET_FIELDS:
+                shown.append(f"{f.name}=<hidden>")
+            elif f.name == "endpoint":
+                shown.append(f"endpoint={_redacted(value)!r}")
+            else:
+                shown.append(f"{f.name}={value!r}")
         return f"S3Options({', '.join(shown)})"
 
     def _library_fields(self) -> dict[str, Any]:
@@ -152,15 +160,30 @@ class S3Options:
         return out
 
     def _description(self) -> str:
-        return (f"endpoint={self.endpoint or '(from the environment)'} "
+        return (f"endpoint={_redacted(self.endpoint) or '(from the environment)'} "
                 f"region={self.region or '(from the environment)'}")
 
 
+def _redacted(url: Optional[str]) -> Optional[str]:
+    """``url`` as a repr or a message may show it: "user:password@" becomes "***@"."""
+    return None if url is None else _USERINFO.sub(r"\1***@", url)
+
+
 def is_url(path: Any) -> bool:
-    """Whether ``path`` (a str or bytes) is an s3:// URL."""
+    """Whether ``path`` (a str or bytes) is an s3:// URL: the scheme in lower case, as the
+    AWS CLI takes it. InvalidArgumentError for the scheme in another case ("S3://"), which
+    is neither a URL nor a local path anyone means; the library refuses it too."""
     if isinstance(path, bytes):
         path = os.fsdecode(path)
-    return isinstance(path, str) and _URL.match(path) is not None
+    if not isinstance(path, str):
+        return False
+    if path.startswith(_SCHEME):
+        return True
+    if path[:len(_SCHEME)].lower() == _SCHEME:
+        raise InvalidArgumentError(
+            f"{path[:200]!r}: an object-storage URL begins with {_SCHEME} in lower case (as the "
+            f"AWS CLI takes it), not {path[:len(_SCHEME)]!r}")
+    return False
 
 
 def _check_not_collapsed(path: Any, who: str) -> None:

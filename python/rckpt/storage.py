@@ -70,8 +70,9 @@ def _fs(paths: Sequence[str], s3: Optional[_s3.S3Options], who: str) -> Any:
 
 
 def is_url(path: PathLike) -> bool:
-    """Whether ``path`` is an object storage URL (``s3://...``) rather than a local path."""
-    return _path(path).startswith("s3://")
+    """Whether ``path`` is an object storage URL (``s3://...``) rather than a local path
+    (:func:`rckpt.s3.is_url`: InvalidArgumentError for ``S3://...``)."""
+    return _s3.is_url(_path(path))
 
 
 def join(directory: PathLike, name: str) -> str:

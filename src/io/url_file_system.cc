@@ -2,11 +2,33 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <utility>
 
 namespace rckpt {
+namespace {
 
-bool IsObjectStoreUrl(std::string_view path) { return path.starts_with("s3://"); }
+// The one form of an object-storage URL's scheme: lower case, as the AWS CLI
+// takes it ("S3://" is a local path to it, and fsspec knows no "S3"
+// protocol).
+constexpr std::string_view kObjectStoreScheme = "s3://";
+
+}  // namespace
+
+bool IsObjectStoreUrl(std::string_view path) { return path.starts_with(kObjectStoreScheme); }
+
+Status CheckSchemeCase(std::string_view path) {
+  if (path.size() < kObjectStoreScheme.size() || IsObjectStoreUrl(path)) return Status::Ok();
+  for (size_t i = 0; i < kObjectStoreScheme.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(path[i])) != kObjectStoreScheme[i]) {
+      return Status::Ok();
+    }
+  }
+  return Status::InvalidArgument(
+      "'" + std::string(path.substr(0, 200)) + "': an object-storage URL begins with " +
+      std::string(kObjectStoreScheme) + " in lower case (as the AWS CLI takes it), not '" +
+      std::string(path.substr(0, kObjectStoreScheme.size())) + "'");
+}
 
 UrlFileSystem::UrlFileSystem(FileSystem& local, S3FileSystemFactory make_s3)
     : local_(local), make_s3_(std::move(make_s3)) {}
@@ -16,6 +38,7 @@ UrlFileSystem::UrlFileSystem(FileSystem& local, std::unique_ptr<FileSystem> s3) 
 }
 
 Result<FileSystem*> UrlFileSystem::For(const std::string& path) {
+  RCKPT_RETURN_IF_ERROR(CheckSchemeCase(path));
   if (!IsObjectStoreUrl(path)) return &local_;
   std::lock_guard<std::mutex> lock(mu_);
   if (s3_.has_value() && make_s3_ && s3_pid_ != ::getpid()) {
@@ -43,6 +66,8 @@ Result<std::unique_ptr<WritableFile>> UrlFileSystem::OpenForWrite(const std::str
 }
 
 Status UrlFileSystem::Rename(const std::string& from, const std::string& to) {
+  RCKPT_RETURN_IF_ERROR(CheckSchemeCase(from));
+  RCKPT_RETURN_IF_ERROR(CheckSchemeCase(to));
   if (IsObjectStoreUrl(from) != IsObjectStoreUrl(to)) {
     return Status::InvalidArgument("rename '" + from + "' to '" + to +
                                    "': cannot rename between object storage and a local disk");
@@ -99,6 +124,8 @@ Result<std::unique_ptr<AtomicWritableFile>> UrlFileSystem::OpenForAtomicCreate(
 }
 
 Status UrlFileSystem::RenameNoReplace(const std::string& from, const std::string& to) {
+  RCKPT_RETURN_IF_ERROR(CheckSchemeCase(from));
+  RCKPT_RETURN_IF_ERROR(CheckSchemeCase(to));
   if (IsObjectStoreUrl(from) != IsObjectStoreUrl(to)) {
     return Status::InvalidArgument("rename '" + from + "' to '" + to +
                                    "': cannot rename between object storage and a local disk");

@@ -27,6 +27,11 @@ using S3FileSystemFactory = std::function<Result<std::unique_ptr<FileSystem>>()>
 // build option when rckpt was built without S3).
 Result<std::unique_ptr<FileSystem>> NewEnvironmentS3FileSystem();
 
+// InvalidArgument for a path that begins with the object-storage scheme in
+// another case ("S3://", "s3://" being the only form, IsObjectStoreUrl):
+// it is neither a URL nor a local path anyone means. OK for any other path.
+Status CheckSchemeCase(std::string_view path);
+
 class UrlFileSystem final : public FileSystem {
  public:
   UrlFileSystem(FileSystem& local, S3FileSystemFactory make_s3);

@@ -7,7 +7,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <regex>
 #include <sstream>
+#include <vector>
 
 namespace rckpt::s3 {
 namespace {
@@ -166,8 +168,17 @@ bool Endpoint::IsIpOrLocalhost() const {
   return ::inet_pton(AF_INET, host.c_str(), &v4) == 1;
 }
 
+std::string RedactedUrl(std::string_view url) {
+  const size_t scheme = url.find("://");
+  const size_t from = scheme == std::string_view::npos ? 0 : scheme + 3;
+  const size_t end = url.find_first_of("/?#", from);
+  const size_t at = url.substr(0, end).rfind('@');
+  if (at == std::string_view::npos || at < from) return std::string(url);
+  return std::string(url.substr(0, from)) + "***" + std::string(url.substr(at));
+}
+
 Result<Endpoint> ParseEndpoint(std::string_view url, std::string_view what) {
-  const std::string shown(url.substr(0, 200));
+  const std::string shown = RedactedUrl(url.substr(0, 200));
   auto bad = [&](const std::string& why) {
     return Status::InvalidArgument(std::string(what) + " '" + shown + "': " + why +
                                    " (expected http(s)://HOST[:PORT])");
@@ -216,10 +227,53 @@ Result<Endpoint> ParseEndpoint(std::string_view url, std::string_view what) {
   return e;
 }
 
-Endpoint AwsEndpoint(const std::string& region) {
+AwsPartition PartitionOf(std::string_view region) {
+  struct Entry {
+    AwsPartition partition;
+    const char* regions;  // the partition's regionRegex in the SDKs' table
+  };
+  static const Entry kPartitions[] = {
+      {{"aws", "amazonaws.com"}, R"(^(us|eu|ap|sa|ca|me|af|il|mx)-\w+-\d+$)"},
+      {{"aws-cn", "amazonaws.com.cn"}, R"(^cn-\w+-\d+$)"},
+      {{"aws-us-gov", "amazonaws.com"}, R"(^us-gov-\w+-\d+$)"},
+      {{"aws-iso", "c2s.ic.gov"}, R"(^us-iso-\w+-\d+$)"},
+      {{"aws-iso-b", "sc2s.sgov.gov"}, R"(^us-isob-\w+-\d+$)"},
+      {{"aws-iso-e", "cloud.adc-e.uk"}, R"(^eu-isoe-\w+-\d+$)"},
+      {{"aws-iso-f", "csp.hci.ic.gov"}, R"(^us-isof-\w+-\d+$)"},
+      {{"aws-eusc", "amazonaws.eu"}, R"(^eusc-(de)-\w+-\d+$)"},
+  };
+  static const std::vector<std::regex> kPatterns = [] {
+    std::vector<std::regex> out;
+    for (const Entry& e : kPartitions) out.emplace_back(e.regions);
+    return out;
+  }();
+  const std::string r(region);
+  for (size_t i = 0; i < kPatterns.size(); ++i) {
+    if (std::regex_search(r, kPatterns[i])) return kPartitions[i].partition;
+  }
+  return kPartitions[0].partition;
+}
+
+Result<Endpoint> AwsEndpoint(const std::string& region, EndpointVariant variant) {
+  // The S3 endpoint rules' isValidHostLabel: the region becomes a DNS label.
+  bool label = !region.empty() && region.size() <= 63 && region.front() != '-';
+  for (const char c : region) {
+    label = label && (std::isalnum(static_cast<unsigned char>(c)) || c == '-');
+  }
+  if (!label) {
+    return Status::InvalidArgument("S3 region '" + region.substr(0, 80) +
+                                   "': a region is letters, digits and '-' (such as us-east-1)");
+  }
+  const AwsPartition p = PartitionOf(region);
+  if (variant.fips && std::string_view(p.name) == "aws-cn") {
+    return Status::InvalidArgument("S3 region '" + region +
+                                   "': FIPS endpoints were asked for (AWS_USE_FIPS_ENDPOINT or "
+                                   "use_fips_endpoint), but partition aws-cn has none");
+  }
   Endpoint e;
   e.scheme = "https";
-  e.host = "s3." + region + ".amazonaws.com";
+  e.host = std::string(variant.fips ? "s3-fips" : "s3") + (variant.dualstack ? ".dualstack." : ".") +
+           region + "." + p.dns_suffix;
   return e;
 }
 
@@ -242,6 +296,33 @@ Result<S3Config> ResolveConfig(const S3Options& options, const Environment& env,
     c.region = options.region;
   } else {
     c.region = first({"AWS_REGION", "AWS_DEFAULT_REGION"}, {"region"}).value_or("us-east-1");
+  }
+  // AWS_USE_FIPS_ENDPOINT, then the profile's use_fips_endpoint; the same
+  // for dual-stack.
+  auto flag = [&](const char* variable, const char* setting, bool* out) -> Status {
+    std::optional<std::string> value = env.Get(variable);
+    std::string where = variable;
+    if (!value) {
+      const std::string* v = profile.Find(setting);
+      if (v == nullptr || v->empty()) return Status::Ok();
+      value = *v;
+      where = "profile '" + profile.name + "' " + setting;
+    }
+    const std::string v = Lower(*value);
+    if (v != "true" && v != "false") {
+      return Status::InvalidArgument(where + " is '" + value->substr(0, 40) +
+                                     "': expected true or false");
+    }
+    *out = v == "true";
+    return Status::Ok();
+  };
+  RCKPT_RETURN_IF_ERROR(flag("AWS_USE_FIPS_ENDPOINT", "use_fips_endpoint", &c.variant.fips));
+  RCKPT_RETURN_IF_ERROR(
+      flag("AWS_USE_DUALSTACK_ENDPOINT", "use_dualstack_endpoint", &c.variant.dualstack));
+  // The S3 block's older setting turns it on whatever else says, as in botocore.
+  if (const std::string* s3_block = profile.Find("s3.use_dualstack_endpoint");
+      s3_block != nullptr && Lower(*s3_block) == "true") {
+    c.variant.dualstack = true;
   }
   if (!options.endpoint.empty()) {
     RCKPT_ASSIGN_OR_RETURN(c.endpoint, ParseEndpoint(options.endpoint, "S3 endpoint"));
@@ -268,8 +349,18 @@ Result<S3Config> ResolveConfig(const S3Options& options, const Environment& env,
     if (url) {
       RCKPT_ASSIGN_OR_RETURN(c.endpoint, ParseEndpoint(*url, what));
     } else {
-      c.endpoint = AwsEndpoint(c.region);
+      RCKPT_ASSIGN_OR_RETURN(c.endpoint, AwsEndpoint(c.region, c.variant));
     }
+  }
+  // The SDKs' S3 endpoint rules refuse both with an endpoint of one's own.
+  if (c.endpoint.custom && (c.variant.fips || c.variant.dualstack)) {
+    return Status::InvalidArgument(
+        std::string(c.variant.fips ? "FIPS" : "dual-stack") +
+        " endpoints were asked for (" +
+        (c.variant.fips ? "AWS_USE_FIPS_ENDPOINT or use_fips_endpoint"
+                        : "AWS_USE_DUALSTACK_ENDPOINT or use_dualstack_endpoint") +
+        "), but the endpoint is given (" + c.endpoint.scheme + "://" + c.endpoint.Authority() +
+        "): a custom endpoint cannot be combined with them; unset one");
   }
   c.addressing = options.addressing;
   if (c.addressing == S3Addressing::kAuto) {

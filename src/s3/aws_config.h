@@ -87,15 +87,40 @@ struct Endpoint {
 };
 
 // Parses "http(s)://host[:port][/]". InvalidArgument naming `what` (where
-// the URL came from) for anything else.
+// the URL came from) for anything else; the message shows the URL without
+// a "user:password@" part.
 Result<Endpoint> ParseEndpoint(std::string_view url, std::string_view what);
 
-// AWS's S3 endpoint for `region`.
-Endpoint AwsEndpoint(const std::string& region);
+// `url` as messages may show it: a "user:password@" after the scheme
+// becomes "***@", whatever else the text holds.
+std::string RedactedUrl(std::string_view url);
+
+// Which of AWS's S3 endpoints requests go to (AWS_USE_FIPS_ENDPOINT,
+// AWS_USE_DUALSTACK_ENDPOINT, or the profile's use_fips_endpoint and
+// use_dualstack_endpoint).
+struct EndpointVariant {
+  bool fips = false;
+  bool dualstack = false;
+};
+
+// The AWS partition of `region`, by the AWS SDKs' partition table: its name
+// ("aws", "aws-cn", "aws-us-gov", the ISO partitions) and DNS suffix.
+// Regions no partition claims are "aws"'s, as in the SDKs.
+struct AwsPartition {
+  const char* name;
+  const char* dns_suffix;
+};
+AwsPartition PartitionOf(std::string_view region);
+
+// AWS's S3 endpoint for `region`, as the SDKs' S3 endpoint rules make it:
+// https://s3[-fips][.dualstack].REGION.SUFFIX. InvalidArgument for a region
+// that is not a DNS label, and for FIPS in aws-cn (no FIPS endpoint there).
+Result<Endpoint> AwsEndpoint(const std::string& region, EndpointVariant variant = {});
 
 // Everything about where requests go, decided once per file system.
 struct S3Config {
   Endpoint endpoint;  // custom, or AWS's for `region`
+  EndpointVariant variant;  // of AWS's endpoints (never with a custom one)
   std::string region;
   S3Addressing addressing = S3Addressing::kAuto;  // kAuto resolved per bucket
   std::string ca_file;                            // empty: the system's

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <optional>
 #include <random>
 #include <thread>
@@ -18,15 +17,6 @@ namespace {
 constexpr int kFirstConnectTries = 2;
 
 using SteadyClock = std::chrono::steady_clock;
-
-std::string AmzDate() {
-  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  ::gmtime_r(&now, &tm);
-  char buf[20];
-  std::strftime(buf, sizeof buf, "%Y%m%dT%H%M%SZ", &tm);
-  return buf;
-}
 
 bool IsThrottle(int status, const std::string& code) {
   return status == 503 || status == 429 || code == "SlowDown" || code == "Throttling" ||
@@ -54,6 +44,7 @@ struct S3Client::Attempt {
   int counted = 0;          // failed tries that count against max_attempts
   bool refreshed = false;   // new credentials asked for after an expired token
   bool redirected = false;  // a region hint followed
+  bool reclocked = false;   // signed again with the server's clock
   std::string region;
   Credentials creds;  // of the last try: their source and key id name errors
   HttpRequest request;
@@ -110,9 +101,13 @@ std::string S3Client::RegionOf(const std::string& bucket) {
   return it == bucket_region_.end() ? config_.region : it->second;
 }
 
-std::string S3Client::Url(const S3Call& call, const std::string& region, std::string* host,
+Result<Endpoint> S3Client::EndpointFor(const std::string& region) const {
+  if (config_.endpoint.custom) return config_.endpoint;
+  return AwsEndpoint(region, config_.variant);
+}
+
+std::string S3Client::Url(const S3Call& call, const Endpoint& endpoint, std::string* host,
                           std::string* canonical_uri) const {
-  const Endpoint endpoint = config_.endpoint.custom ? config_.endpoint : AwsEndpoint(region);
   const bool path_style = UsesPathStyle(config_, call.bucket);
   *host = path_style ? endpoint.Authority() : call.bucket + "." + endpoint.Authority();
   const std::string key = UriEncode(call.key, /*encode_slash=*/false);
@@ -144,10 +139,15 @@ Status S3Client::Prepare(const S3Call& call, Attempt& a) {
   }
   a.creds = std::move(*creds);
   a.region = RegionOf(call.bucket);
+  Result<Endpoint> endpoint = EndpointFor(a.region);
+  if (!endpoint.ok()) {
+    const std::string url = "s3://" + call.bucket + "/" + call.key;
+    return endpoint.status().WithContext(std::string(call.op) + " '" + url + "'");
+  }
   std::string host, canonical_uri;
   a.request = HttpRequest{};
   a.request.method = call.method;
-  a.request.url = Url(call, a.region, &host, &canonical_uri);
+  a.request.url = Url(call, *endpoint, &host, &canonical_uri);
   a.request.body = call.body;
   a.request.into = call.into;
   a.request.connect_timeout_ms = options_.connect_timeout_ms;
@@ -156,7 +156,7 @@ Status S3Client::Prepare(const S3Call& call, Attempt& a) {
                               : call.body.empty()       ? std::string(kEmptySha256)
                                                         : std::string("UNSIGNED-PAYLOAD");
   KeyValues headers = {
-      {"host", host}, {"x-amz-content-sha256", payload}, {"x-amz-date", AmzDate()}};
+      {"host", host}, {"x-amz-content-sha256", payload}, {"x-amz-date", AmzDate(clock_.Now())}};
   if (!a.creds.session_token.empty()) {
     headers.emplace_back("x-amz-security-token", a.creds.session_token);
   }
@@ -230,9 +230,12 @@ bool S3Client::Judge(const S3Call& call, Attempt& a, HttpResponse r) {
   // A region hint: the bucket lives elsewhere. Followed once, not counted.
   std::string hinted = e.region;
   if (const std::string* h = r.Header("x-amz-bucket-region")) hinted = *h;
+  // A HEAD has no body to give a code: its 400 with the header is the hint
+  // (botocore's redirector reads it so).
   const bool wrong_region = r.status == 301 || e.code == "PermanentRedirect" ||
                             e.code == "AuthorizationHeaderMalformed" ||
-                            e.code == "IllegalLocationConstraintException";
+                            e.code == "IllegalLocationConstraintException" ||
+                            (r.status == 400 && call.method == "HEAD");
   if (wrong_region && !hinted.empty() && hinted != a.region && !a.redirected) {
     a.redirected = true;
     {
@@ -241,6 +244,16 @@ bool S3Client::Judge(const S3Call& call, Attempt& a, HttpResponse r) {
     }
     a.delay_ms = 0;
     return false;
+  }
+  // The server refused the request's time: signed again with the server's
+  // clock, once, as the AWS SDKs do; later requests keep the offset.
+  if (!a.reclocked && r.error == TransportError::kNone) {
+    const std::string* date = r.Header("date");
+    if (clock_.Correct(r.status, e.code, date == nullptr ? "" : *date)) {
+      a.reclocked = true;
+      a.delay_ms = 0;
+      return false;
+    }
   }
   if (IsExpiredToken(e.code) && !a.refreshed) {
     a.refreshed = true;
@@ -276,8 +289,8 @@ Status S3Client::Failure(const S3Call& call, const Attempt& a, const HttpRespons
   const std::string op_at = std::string(call.op) + " " + name;
   const std::string who = "access key id " + a.creds.access_key_id + " from " + a.creds.source;
   if (r.error != TransportError::kNone) {
-    const Endpoint ep = config_.endpoint.custom ? config_.endpoint : AwsEndpoint(a.region);
-    const std::string at = ep.scheme + "://" + ep.Authority();
+    const Result<Endpoint> ep = EndpointFor(a.region);
+    const std::string at = ep.ok() ? ep->scheme + "://" + ep->Authority() : a.region;
     switch (r.error) {
       case TransportError::kConnect:
         return Status::IoError(op_at + ": cannot connect to " + at + ": " + last + tries);
@@ -306,6 +319,15 @@ Status S3Client::Failure(const S3Call& call, const Attempt& a, const HttpRespons
   }
   if (r.status == 412 && !call.precondition_failed.empty()) {
     return Status::IoError(call.precondition_failed + what);
+  }
+  if (e.code == "RequestTimeTooSkewed" || e.code == "RequestExpired" ||
+      e.code == "RequestInTheFuture") {
+    const std::string by = a.reclocked ? "signed again by the server's Date, " +
+                                             std::to_string(clock_.offset_s()) +
+                                             " s from this host's"
+                                       : "the answer had no Date to correct it by";
+    return Status::IoError("the server refused the time " + op_at + " was signed at" + what +
+                           ": this host's clock is off (" + by + "): set it by NTP");
   }
   if (e.code == "SignatureDoesNotMatch") {
     return Status::IoError("the server refused the signature of " + op_at + what +

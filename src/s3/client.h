@@ -15,6 +15,7 @@
 #include "rckpt/s3.h"
 #include "rckpt/status.h"
 #include "s3/aws_config.h"
+#include "s3/clock_skew.h"
 #include "s3/credentials.h"
 #include "s3/http.h"
 #include "s3/sigv4.h"
@@ -83,7 +84,9 @@ class S3Client {
   bool Judge(const S3Call& call, Attempt& a, HttpResponse response);
   Status Failure(const S3Call& call, const Attempt& a, const HttpResponse& r) const;
   std::string RegionOf(const std::string& bucket);
-  std::string Url(const S3Call& call, const std::string& region, std::string* host,
+  // The custom endpoint, or AWS's for `region` (a region hint's too).
+  Result<Endpoint> EndpointFor(const std::string& region) const;
+  std::string Url(const S3Call& call, const Endpoint& endpoint, std::string* host,
                   std::string* canonical_uri) const;
   int BackoffMs(int attempt) const;
 
@@ -95,6 +98,7 @@ class S3Client {
   std::unique_ptr<CredentialsProvider> credentials_;
   std::mutex mu_;
   std::map<std::string, std::string> bucket_region_;  // from region hints
+  ClockSkew clock_;  // learnt from a server that refused the request's time
   // Whether the endpoint ever answered: until it has, a refused connection
   // is a wrong endpoint, not a restart, and fails fast.
   std::atomic<bool> answered_{false};

@@ -1,6 +1,7 @@
 #include "s3/credentials.h"
 
-#include <chrono>
+#include <arpa/inet.h>
+
 #include <fstream>
 #include <functional>
 #include <mutex>
@@ -125,7 +126,7 @@ Result<std::string> ReadWholeFile(const std::string& path, const std::string& wh
 // with an Authorization header when one is configured.
 Result<Credentials> FetchContainerCredentials(HttpClient& http, const std::string& url,
                                               const Environment& env) {
-  const std::string source = "the container credentials endpoint " + url;
+  const std::string source = "the container credentials endpoint " + RedactedUrl(url);
   HttpRequest req;
   req.url = url;
   req.no_proxy = true;
@@ -147,12 +148,18 @@ Result<Credentials> FetchContainerCredentials(HttpClient& http, const std::strin
   return CredentialsFromJson(r.body, source);
 }
 
-// EC2 instance metadata, IMDSv2: a session token by PUT, the role's name,
-// then its credentials.
-Result<Credentials> FetchInstanceCredentials(HttpClient& http, const std::string& endpoint) {
-  const std::string source = "EC2 instance metadata at " + endpoint;
+// EC2 instance metadata: IMDSv2 (a session token by PUT, sent with every
+// GET), the role's name, then its credentials. When the token request
+// fails otherwise than by a refused connection or a 400 (a 403, 404 or 405
+// from an IMDS without v2, a timeout, a 5xx), the GETs are sent without a
+// token (IMDSv1), as botocore and the AWS CLI do, unless `v1_disabled`: a
+// container on an instance whose PUT response hop limit is 1 never gets
+// the token's answer, while its GETs are answered.
+Result<Credentials> FetchInstanceCredentials(HttpClient& http, const std::string& endpoint,
+                                             bool v1_disabled) {
+  std::string source = "EC2 instance metadata at " + endpoint;
   auto request = [&](const std::string& method, const std::string& path,
-                     std::vector<std::pair<std::string, std::string>> headers) {
+                     std::vector<std::pair<std::string, std::string>> headers, int tries) {
     HttpRequest req;
     req.method = method;
     req.url = endpoint + path;
@@ -161,7 +168,7 @@ Result<Credentials> FetchInstanceCredentials(HttpClient& http, const std::string
     req.connect_timeout_ms = 1000;
     req.stall_timeout_s = 2;
     HttpResponse r;
-    for (int attempt = 0; attempt < 2; ++attempt) {
+    for (int attempt = 0; attempt < tries; ++attempt) {
       r = http.Perform(req);
       if (r.error != TransportError::kTimeout && r.error != TransportError::kBroken &&
           r.status < 500) {
@@ -170,13 +177,29 @@ Result<Credentials> FetchInstanceCredentials(HttpClient& http, const std::string
     }
     return r;
   };
-  HttpResponse token =
-      request("PUT", "/latest/api/token", {{"X-aws-ec2-metadata-token-ttl-seconds", "21600"}});
-  if (!token.ok())
-    return Status::IoError(source + " gave no session token: " + DescribeFailure(token));
-  const std::vector<std::pair<std::string, std::string>> auth = {
-      {"X-aws-ec2-metadata-token", token.body}};
-  HttpResponse roles = request("GET", "/latest/meta-data/iam/security-credentials/", auth);
+  // One try: a timeout here is the hop limit, not a busy endpoint.
+  const HttpResponse token = request(
+      "PUT", "/latest/api/token", {{"X-aws-ec2-metadata-token-ttl-seconds", "21600"}}, 1);
+  std::vector<std::pair<std::string, std::string>> auth;
+  if (token.ok()) {
+    auth = {{"X-aws-ec2-metadata-token", token.body}};
+  } else {
+    const std::string why = source + " gave no session token: " + DescribeFailure(token);
+    const std::string hop =
+        token.error == TransportError::kTimeout
+            ? " (a container on an instance whose metadata PUT response hop limit is 1 never "
+              "gets the token's answer: raise it to 2)"
+            : "";
+    if (token.error == TransportError::kConnect || token.status == 400) {
+      return Status::IoError(why);
+    }
+    if (v1_disabled) {
+      return Status::IoError(why + hop + ", and IMDSv1 is disabled (AWS_EC2_METADATA_V1_DISABLED "
+                                         "or ec2_metadata_v1_disabled)");
+    }
+    source += " (IMDSv1: the token request failed with " + DescribeFailure(token) + ")";
+  }
+  HttpResponse roles = request("GET", "/latest/meta-data/iam/security-credentials/", auth, 2);
   if (!roles.ok()) {
     return Status::IoError(source + " names no IAM role (" + DescribeFailure(roles) +
                            "): attach an instance profile to the instance");
@@ -184,7 +207,8 @@ Result<Credentials> FetchInstanceCredentials(HttpClient& http, const std::string
   std::string role = roles.body.substr(0, roles.body.find('\n'));
   while (!role.empty() && (role.back() == '\r' || role.back() == ' ')) role.pop_back();
   if (role.empty()) return Status::IoError(source + " names no IAM role");
-  HttpResponse creds = request("GET", "/latest/meta-data/iam/security-credentials/" + role, auth);
+  HttpResponse creds =
+      request("GET", "/latest/meta-data/iam/security-credentials/" + role, auth, 2);
   if (!creds.ok()) {
     return Status::IoError(source + " gave no credentials for role '" + role +
                            "': " + DescribeFailure(creds));
@@ -200,11 +224,16 @@ Status CheckContainerUrl(const std::string& url) {
   if (!e.ok()) return e.status();
   if (e->scheme == "https") return Status::Ok();
   const std::string& h = e->host;
-  if (h == "localhost" || h.starts_with("127.") || h == "[::1]" || h == "169.254.170.2" ||
+  // A loopback address itself, not a name that merely starts like one
+  // ("127.attacker.example").
+  in_addr v4{};
+  const bool loopback_v4 =
+      ::inet_pton(AF_INET, h.c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127;
+  if (h == "localhost" || loopback_v4 || h == "[::1]" || h == "169.254.170.2" ||
       h == "169.254.170.23" || h == "[fd00:ec2::23]") {
     return Status::Ok();
   }
-  return Status::InvalidArgument("AWS_CONTAINER_CREDENTIALS_FULL_URI '" + url +
+  return Status::InvalidArgument("AWS_CONTAINER_CREDENTIALS_FULL_URI '" + RedactedUrl(url) +
                                  "': plain http is allowed only to a loopback address or "
                                  "AWS's container endpoints (169.254.170.2, 169.254.170.23)");
 }
@@ -215,12 +244,6 @@ std::string Lower(std::string s) {
 }
 
 }  // namespace
-
-int64_t SystemClock() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 std::unique_ptr<CredentialsProvider> MakeCredentialsProvider(const S3Options& options,
                                                              const Environment& env,
@@ -329,10 +352,14 @@ std::unique_ptr<CredentialsProvider> MakeCredentialsProvider(const S3Options& op
   }
   std::string endpoint = env.Get("AWS_EC2_METADATA_SERVICE_ENDPOINT").value_or(kImdsEndpoint);
   while (endpoint.ends_with('/')) endpoint.pop_back();
+  const std::string* v1_setting = profile.Find("ec2_metadata_v1_disabled");
+  const bool v1_disabled =
+      Lower(env.Get("AWS_EC2_METADATA_V1_DISABLED").value_or(v1_setting ? *v1_setting : "")) ==
+      "true";
   return std::make_unique<FetchingProvider>(
       "instance metadata",
-      [http, endpoint, nothing_else]() -> Result<Credentials> {
-        Result<Credentials> c = FetchInstanceCredentials(*http, endpoint);
+      [http, endpoint, nothing_else, v1_disabled]() -> Result<Credentials> {
+        Result<Credentials> c = FetchInstanceCredentials(*http, endpoint, v1_disabled);
         if (!c.ok()) return Status::IoError(nothing_else + ", and " + c.status().message());
         return c;
       },

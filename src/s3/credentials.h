@@ -12,6 +12,7 @@
 #include "rckpt/s3.h"
 #include "rckpt/status.h"
 #include "s3/aws_config.h"
+#include "s3/clock_skew.h"
 #include "s3/http.h"
 
 namespace rckpt::s3 {
@@ -36,10 +37,6 @@ class CredentialsProvider {
   // without asking; the chain's error when it found none it can use.
   virtual Result<std::string> Source() const = 0;
 };
-
-// Seconds since the epoch, now; a seam for tests of renewal.
-using Clock = int64_t (*)();
-int64_t SystemClock();
 
 // The provider for `options`: its explicit credentials, its
 // credentials_source, else the chain over `env` and `profile`. The container

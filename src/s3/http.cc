@@ -1,6 +1,7 @@
 #include "s3/http.h"
 
 #include <curl/curl.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -240,7 +241,12 @@ struct HttpClient::Impl {
     } else if (q.method == "POST") {
       curl_easy_setopt(e, CURLOPT_POST, 1L);
       curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(q.body.size()));
-      call->headers = curl_slist_append(call->headers, "Content-Type: application/xml");
+      // The XML bodies' type, unless the request gives its own (a
+      // CreateMultipartUpload gives the object's).
+      const bool typed = std::any_of(q.headers.begin(), q.headers.end(), [](const auto& h) {
+        return strcasecmp(h.first.c_str(), "content-type") == 0;
+      });
+      if (!typed) call->headers = curl_slist_append(call->headers, "Content-Type: application/xml");
     } else {
       curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, q.method.c_str());
     }

@@ -264,6 +264,7 @@ class S3Writer final : public AtomicWritableFile {
     c.key = url_.key;
     c.headers = EncryptionHeaders(parts_.client().options());
     c.headers.emplace_back(kMarkerHeader, marker_);
+    c.headers.emplace_back("content-type", kObjectContentType);
     c.body = {current_.data.get(), current_.used};
     c.if_none_match = if_absent_;
     Status s = parts_.client().Execute(c).status();
@@ -418,7 +419,10 @@ Result<std::string> CreateUpload(S3Client& client, const S3Url& url,
   c.query = {{"uploads", ""}};
   c.headers = EncryptionHeaders(client.options());
   c.headers.emplace_back(kMarkerHeader, marker);
-  c.idempotent = false;
+  // The object's type; without it the request's own (XML) would be kept.
+  c.headers.emplace_back("content-type", kObjectContentType);
+  // Sent again after a 500 or a lost answer, as the AWS SDKs do: at worst an
+  // empty upload is left, which `rckpt incomplete` or a lifecycle rule ends.
   RCKPT_ASSIGN_OR_RETURN(HttpResponse r, client.Execute(c));
   Result<std::string> id = ParseUploadId(r.body);
   if (!id.ok())

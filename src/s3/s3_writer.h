@@ -45,6 +45,8 @@ std::unique_ptr<AtomicWritableFile> NewS3Writer(std::shared_ptr<S3Client> client
 // answer was lost is told by a HEAD (ETags are opaque: not an MD5 on GCS,
 // with SSE-KMS or SSE-C, on MinIO with encryption).
 inline constexpr char kMarkerHeader[] = "x-amz-meta-rckpt-upload";
+// Every object's Content-Type: bytes of no other registered type (RFC 2046).
+inline constexpr char kObjectContentType[] = "application/octet-stream";
 // A new marker: 32 random hex digits.
 std::string NewUploadMarker();
 

@@ -3,6 +3,7 @@
 target_sources(rckpt PRIVATE
   ${RCKPT_SRC}/s3/aws_config.cc
   ${RCKPT_SRC}/s3/client.cc
+  ${RCKPT_SRC}/s3/clock_skew.cc
   ${RCKPT_SRC}/s3/credentials.cc
   ${RCKPT_SRC}/s3/http.cc
   ${RCKPT_SRC}/s3/json_fields.cc

@@ -1,5 +1,7 @@
 #include "s3/url.h"
 
+#include "io/url_file_system.h"
+
 namespace rckpt::s3 {
 namespace {
 
@@ -24,7 +26,8 @@ Result<S3Url> ParseS3Url(std::string_view url, UrlKind kind) {
   const char* expected = kind == UrlKind::kObject
                              ? "expected s3://BUCKET/KEY, a bucket and an object key"
                              : "expected s3://BUCKET/ or s3://BUCKET/PREFIX";
-  if (!url.starts_with("s3://")) {
+  RCKPT_RETURN_IF_ERROR(CheckSchemeCase(url));
+  if (!IsObjectStoreUrl(url)) {
     return Status::InvalidArgument("'" + shown + "' is not an s3:// URL: " + expected);
   }
   const std::string_view rest = url.substr(5);

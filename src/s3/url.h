@@ -23,7 +23,8 @@ enum class UrlKind { kObject, kPrefix };
 
 // Parses "s3://BUCKET/KEY". InvalidArgument naming the URL and the expected
 // form for "s3://", "s3://bucket", "s3://bucket/" (for an object), a bucket
-// name with characters no S3 server accepts, and a key over 1024 bytes.
+// name with characters no S3 server accepts, a key over 1024 bytes, and
+// the scheme in another case ("S3://", CheckSchemeCase).
 Result<S3Url> ParseS3Url(std::string_view url, UrlKind kind = UrlKind::kObject);
 
 // SigV4's URI encoding: every byte but the unreserved A-Z a-z 0-9 - . _ ~

@@ -98,6 +98,32 @@ TEST(UrlFileSystemTest, PicksTheFileSystemByUrlAndMakesS3OnceAtFirstUse) {
   EXPECT_FALSE(IsObjectStoreUrl("dir/s3://x"));
 }
 
+// "S3://" is neither an object-storage URL nor a local path: refused by
+// every call, never a folder named "S3:" (Python's rckpt.s3.is_url holds the
+// same rule).
+TEST(UrlFileSystemTest, TheSchemeInAnotherCaseIsRefusedNeverALocalPath) {
+  MemFileSystem local;
+  int made = 0;
+  UrlFileSystem fs(local, [&]() -> Result<std::unique_ptr<FileSystem>> {
+    ++made;
+    return std::unique_ptr<FileSystem>(new MemFileSystem);
+  });
+  EXPECT_THAT(fs.OpenForAtomicWrite("S3://b/k", 0),
+              StatusIs(StatusCode::kInvalidArgument,
+                       "'S3://b/k': an object-storage URL begins with s3:// in lower case"));
+  // Local paths, whatever they look like.
+  EXPECT_EQ(fs.OpenForRead("sS://b/k").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(fs.OpenForRead("s3:/b/k").status().code(), StatusCode::kNotFound);
+  EXPECT_THAT(fs.ListDir("S3://b/"), StatusIs(StatusCode::kInvalidArgument, "in lower case"));
+  EXPECT_THAT(fs.Rename("s3://b/a", "S3://b/c"),
+              StatusIs(StatusCode::kInvalidArgument, "'S3://b/c': an object-storage URL"));
+  EXPECT_FALSE(fs.Exists("S3://b/k"));
+  EXPECT_OK(CheckSchemeCase("s3://x"));
+  EXPECT_OK(CheckSchemeCase("S3:"));
+  EXPECT_EQ(made, 0);
+  EXPECT_FALSE(local.Exists("S3://b/k"));
+}
+
 TEST(UrlFileSystemTest, AnS3SetUpErrorIsEveryS3CallsAndLocalPathsStillWork) {
   MemFileSystem local;
   int made = 0;

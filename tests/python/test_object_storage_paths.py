@@ -101,3 +101,45 @@ def test_lightning_plugins_refuse_other_urls():
             io.remove_checkpoint(pathlib.Path("s3://ckpts/old.ckpt"))
         if hasattr(io, "teardown"):
             io.teardown()
+
+
+def test_the_scheme_is_s3_in_lower_case_in_python_and_in_the_library():
+    # One rule, the AWS CLI's: "S3://" is refused by both languages, with the
+    # same words, and never becomes a local folder "S3:" (the fixture checks).
+    from rckpt import _core, s3, storage
+    assert s3.is_url("s3://b/k") and storage.is_url("s3://b/k")
+    assert not s3.is_url("b/S3://k") and not s3.is_url("s3:/b") and not s3.is_url("S3:")
+    expected = ("'S3://b/k.rckpt': an object-storage URL begins with s3:// in lower case "
+                "(as the AWS CLI takes it), not 'S3://'")
+    with pytest.raises(rckpt.InvalidArgumentError) as from_python:
+        s3.is_url("S3://b/k.rckpt")
+    assert str(from_python.value) == expected
+    with pytest.raises(rckpt.InvalidArgumentError) as from_library:
+        _core.storage_read("S3://b/k.rckpt")
+    assert str(from_library.value) == expected
+    for call in (lambda: rckpt.save("S3://b/k.rckpt", {"w": torch.ones(2)}),
+                 lambda: rckpt.load("S3://b/x.rckpt"),
+                 lambda: rckpt.CheckpointManager("S3://b/run", async_save=False),
+                 lambda: storage.write("S3://b/k.rckpt", b"x")):
+        with pytest.raises(rckpt.InvalidArgumentError, match="in lower case"):
+            call()
+
+
+def test_an_endpoints_user_and_password_are_never_shown():
+    from rckpt import _core, storage
+    from rckpt.s3 import S3Options
+    if not _core.s3_supported():
+        pytest.skip("built without S3 support")
+    options = S3Options(endpoint="https://KEYUSER:PwSeCrEt@s3.example.com:9000",
+                        access_key_id="AKID", secret_access_key="SECRET")
+    assert "https://***@s3.example.com:9000" in repr(options)
+    shown = [repr(options), str(options), options._description()]
+    with pytest.raises(rckpt.InvalidArgumentError) as refused:
+        rckpt.load("s3://b/k.rckpt", s3=options)
+    shown.append(str(refused.value))
+    assert "'https://***@s3.example.com:9000'" in str(refused.value)
+    with pytest.raises(rckpt.InvalidArgumentError) as asked:
+        storage.exists("s3://b/k", s3=S3Options(endpoint="http://u:PwSeCrEt@h:1"))
+    shown.append(str(asked.value))
+    for text in shown:
+        assert "PwSeCrEt" not in text and "KEYUSER" not in text, text

@@ -12,6 +12,7 @@ namespace rckpt::s3 {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 void WriteText(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
@@ -36,6 +37,17 @@ TEST(S3UrlTest, RefusesUrlsWithoutBucketOrKeyNamingTheExpectedForm) {
               StatusIs(StatusCode::kInvalidArgument, "1025 bytes, more than S3's limit of 1024"));
   ASSERT_OK_AND_ASSIGN(S3Url prefix, ParseS3Url("s3://bucket/", UrlKind::kPrefix));
   EXPECT_EQ(prefix.key, "");
+}
+
+// One rule, as the AWS CLI's: the scheme is "s3://", in lower case.
+TEST(S3UrlTest, TheSchemeInAnotherCaseIsRefusedNamingTheRule) {
+  for (const char* url : {"S3://b/k", "s3:/b/k-not-a-url", "x"}) {
+    EXPECT_THAT(ParseS3Url(url), StatusIs(StatusCode::kInvalidArgument, "s3://"));
+  }
+  EXPECT_THAT(ParseS3Url("S3://bucket/key"),
+              StatusIs(StatusCode::kInvalidArgument,
+                       "'S3://bucket/key': an object-storage URL begins with s3:// in lower case "
+                       "(as the AWS CLI takes it), not 'S3://'"));
 }
 
 TEST(IniTest, ParsesSectionsCommentsAndNestedBlocks) {
@@ -121,9 +133,110 @@ TEST(ResolveConfigTest, MalformedEndpointsNameWhereTheyCameFrom) {
               StatusIs(StatusCode::kInvalidArgument, "no path"));
 }
 
+// The hosts the AWS SDKs' S3 endpoint rules give each partition and variant
+// (the rules' test cases and AWS's endpoint pages name these).
+TEST(AwsEndpointTest, EachPartitionHasItsOwnDomainAndVariants) {
+  auto host = [](const std::string& region, EndpointVariant v = {}) -> std::string {
+    Result<Endpoint> e = AwsEndpoint(region, v);
+    if (!e.ok()) return "error: " + e.status().message();
+    EXPECT_EQ(e->scheme, "https");
+    EXPECT_FALSE(e->custom);
+    return e->host;
+  };
+  const EndpointVariant fips{.fips = true}, dual{.dualstack = true};
+  const EndpointVariant both{.fips = true, .dualstack = true};
+  EXPECT_EQ(host("us-east-1"), "s3.us-east-1.amazonaws.com");
+  EXPECT_EQ(host("eu-west-1", dual), "s3.dualstack.eu-west-1.amazonaws.com");
+  EXPECT_EQ(host("us-east-1", fips), "s3-fips.us-east-1.amazonaws.com");
+  EXPECT_EQ(host("us-east-2", both), "s3-fips.dualstack.us-east-2.amazonaws.com");
+  EXPECT_EQ(host("cn-north-1"), "s3.cn-north-1.amazonaws.com.cn");
+  EXPECT_EQ(host("cn-northwest-1", dual), "s3.dualstack.cn-northwest-1.amazonaws.com.cn");
+  EXPECT_EQ(host("cn-north-1", dual), "s3.dualstack.cn-north-1.amazonaws.com.cn");
+  EXPECT_THAT(host("cn-north-1", fips), HasSubstr("partition aws-cn has none"));
+  EXPECT_EQ(host("us-gov-west-1"), "s3.us-gov-west-1.amazonaws.com");
+  EXPECT_EQ(host("us-gov-west-1", fips), "s3-fips.us-gov-west-1.amazonaws.com");
+  EXPECT_EQ(host("us-gov-east-1", dual), "s3.dualstack.us-gov-east-1.amazonaws.com");
+  EXPECT_EQ(host("us-gov-west-1", both), "s3-fips.dualstack.us-gov-west-1.amazonaws.com");
+  EXPECT_EQ(host("us-iso-east-1"), "s3.us-iso-east-1.c2s.ic.gov");
+  EXPECT_EQ(host("us-isob-east-1"), "s3.us-isob-east-1.sc2s.sgov.gov");
+  EXPECT_EQ(host("eu-isoe-west-1"), "s3.eu-isoe-west-1.cloud.adc-e.uk");
+  EXPECT_EQ(host("us-isof-south-1"), "s3.us-isof-south-1.csp.hci.ic.gov");
+  EXPECT_EQ(host("eusc-de-east-1"), "s3.eusc-de-east-1.amazonaws.eu");
+  // A region no partition claims is aws's, as in the SDKs.
+  EXPECT_EQ(host("xx-mars-1"), "s3.xx-mars-1.amazonaws.com");
+  EXPECT_STREQ(PartitionOf("us-gov-west-1").name, "aws-us-gov");
+  EXPECT_STREQ(PartitionOf("cn-north-1").name, "aws-cn");
+  EXPECT_STREQ(PartitionOf("us-east-1").name, "aws");
+  // The region becomes part of a host name: nothing else gets in.
+  EXPECT_THAT(host("us-east-1.evil.example/x"), HasSubstr("a region is letters, digits and '-'"));
+  EXPECT_THAT(host(""), HasSubstr("a region is letters"));
+}
+
+TEST(ResolveConfigTest, FipsAndDualStackFromTheEnvironmentThenTheProfile) {
+  Profile p;
+  p.name = "gov";
+  p.settings = {{"region", "us-gov-west-1"}, {"use_dualstack_endpoint", "true"}};
+  ASSERT_OK_AND_ASSIGN(S3Config c, ResolveConfig(S3Options{}, MapEnvironment(), p));
+  EXPECT_EQ(c.endpoint.host, "s3.dualstack.us-gov-west-1.amazonaws.com");
+  MapEnvironment fips({{"AWS_USE_FIPS_ENDPOINT", "TRUE"}});
+  ASSERT_OK_AND_ASSIGN(c, ResolveConfig(S3Options{}, fips, p));
+  EXPECT_EQ(c.endpoint.host, "s3-fips.dualstack.us-gov-west-1.amazonaws.com");
+  EXPECT_TRUE(c.variant.fips && c.variant.dualstack);
+  // The environment wins over the profile, "false" included.
+  MapEnvironment off({{"AWS_USE_FIPS_ENDPOINT", "true"}, {"AWS_USE_DUALSTACK_ENDPOINT", "false"}});
+  ASSERT_OK_AND_ASSIGN(c, ResolveConfig(S3Options{}, off, p));
+  EXPECT_EQ(c.endpoint.host, "s3-fips.us-gov-west-1.amazonaws.com");
+  p.settings["use_fips_endpoint"] = "true";
+  ASSERT_OK_AND_ASSIGN(c, ResolveConfig(S3Options{}, MapEnvironment(), p));
+  EXPECT_EQ(c.endpoint.host, "s3-fips.dualstack.us-gov-west-1.amazonaws.com");
+  // The profile's "s3 =" block: its use_dualstack_endpoint = true wins, as in botocore.
+  Profile block;
+  block.settings = {{"region", "eu-west-1"}, {"s3.use_dualstack_endpoint", "true"}};
+  ASSERT_OK_AND_ASSIGN(c, ResolveConfig(S3Options{}, off, block));
+  EXPECT_EQ(c.endpoint.host, "s3-fips.dualstack.eu-west-1.amazonaws.com");
+
+  MapEnvironment china({{"AWS_REGION", "cn-north-1"}});
+  ASSERT_OK_AND_ASSIGN(c, ResolveConfig(S3Options{}, china, Profile{}));
+  EXPECT_EQ(c.endpoint.host, "s3.cn-north-1.amazonaws.com.cn");
+  MapEnvironment china_fips({{"AWS_REGION", "cn-north-1"}, {"AWS_USE_FIPS_ENDPOINT", "true"}});
+  EXPECT_THAT(ResolveConfig(S3Options{}, china_fips, Profile{}),
+              StatusIs(StatusCode::kInvalidArgument, "partition aws-cn has none"));
+  MapEnvironment typo({{"AWS_USE_DUALSTACK_ENDPOINT", "yes"}});
+  EXPECT_THAT(ResolveConfig(S3Options{}, typo, Profile{}),
+              StatusIs(StatusCode::kInvalidArgument,
+                       "AWS_USE_DUALSTACK_ENDPOINT is 'yes': expected true or false"));
+  // The SDKs' rules refuse a custom endpoint with either.
+  S3Options custom;
+  custom.endpoint = "http://127.0.0.1:8333";
+  EXPECT_THAT(ResolveConfig(custom, fips, Profile{}),
+              StatusIs(StatusCode::kInvalidArgument,
+                       "FIPS endpoints were asked for (AWS_USE_FIPS_ENDPOINT or "
+                       "use_fips_endpoint), but the endpoint is given (http://127.0.0.1:8333)"));
+  MapEnvironment dual_custom({{"AWS_USE_DUALSTACK_ENDPOINT", "true"},
+                              {"AWS_ENDPOINT_URL", "http://127.0.0.1:8333"}});
+  EXPECT_THAT(ResolveConfig(S3Options{}, dual_custom, Profile{}),
+              StatusIs(StatusCode::kInvalidArgument, "dual-stack endpoints were asked for"));
+}
+
+TEST(ResolveConfigTest, AnEndpointsUserAndPasswordAreNeverShown) {
+  S3Options o;
+  o.endpoint = "https://AKIDUSER:SeCrEtPaSs@s3.example.com:9000/";
+  Result<S3Config> c = ResolveConfig(o, MapEnvironment(), Profile{});
+  EXPECT_THAT(c, StatusIs(StatusCode::kInvalidArgument, "'https://***@s3.example.com:9000/'"));
+  EXPECT_THAT(c.status().message(), Not(HasSubstr("SeCrEtPaSs")));
+  EXPECT_THAT(c.status().message(), Not(HasSubstr("AKIDUSER")));
+  MapEnvironment env({{"AWS_ENDPOINT_URL_S3", "http://u:p@ss@host:1"}});
+  c = ResolveConfig(S3Options{}, env, Profile{});
+  EXPECT_THAT(c, StatusIs(StatusCode::kInvalidArgument, "AWS_ENDPOINT_URL_S3 'http://***@host:1'"));
+  EXPECT_THAT(c.status().message(), Not(HasSubstr("ss@")));
+  EXPECT_EQ(RedactedUrl("http://host:1/a@b"), "http://host:1/a@b");  // a path's '@' is no user
+  EXPECT_EQ(RedactedUrl("http://host:1"), "http://host:1");
+  EXPECT_EQ(RedactedUrl("user:pw@host"), "***@host");
+}
+
 TEST(AddressingTest, PathStyleForCustomEndpointsAndBucketsDnsCannotName) {
   S3Config aws;
-  aws.endpoint = AwsEndpoint("us-east-1");
+  ASSERT_OK_AND_ASSIGN(aws.endpoint, AwsEndpoint("us-east-1"));
   EXPECT_FALSE(UsesPathStyle(aws, "my-bucket"));
   EXPECT_TRUE(UsesPathStyle(aws, "my.dotted.bucket"));
   EXPECT_TRUE(UsesPathStyle(aws, "Upper"));

@@ -39,6 +39,7 @@ class MetadataServer {
   struct Reply {
     int status = 200;
     std::string body;
+    bool hang = false;  // never answered (the connection stays open until the end)
   };
 
   explicit MetadataServer(std::function<Reply(const Request&)> handler)
@@ -57,6 +58,7 @@ class MetadataServer {
   ~MetadataServer() {
     stop_ = true;
     thread_.join();
+    for (const int c : hung_) ::close(c);
     ::close(fd_);
   }
 
@@ -94,10 +96,14 @@ class MetadataServer {
       }
       ++hits_;
       const Reply reply = handler_(r);
+      if (reply.hang) {
+        hung_.push_back(c);
+        continue;
+      }
       const std::string out = "HTTP/1.1 " + std::to_string(reply.status) +
                               " X\r\nContent-Length: " + std::to_string(reply.body.size()) +
                               "\r\nConnection: close\r\n\r\n" + reply.body;
-      (void)!::write(c, out.data(), out.size());
+      (void)!::send(c, out.data(), out.size(), MSG_NOSIGNAL);
       ::close(c);
     }
   }
@@ -107,6 +113,7 @@ class MetadataServer {
   int port_ = 0;
   std::atomic<bool> stop_{false};
   std::atomic<int> hits_{0};
+  std::vector<int> hung_;  // connections never answered
   std::thread thread_;
 };
 
@@ -177,6 +184,17 @@ TEST(CredentialsTest, IncompleteOrUnusableConfigurationsSayWhat) {
   MapEnvironment irsa({{"AWS_WEB_IDENTITY_TOKEN_FILE", "/var/run/token"}});
   EXPECT_THAT(MakeCredentialsProvider(S3Options{}, irsa, NoProfile(), http.get())->Get(),
               StatusIs(StatusCode::kUnsupported, "AWS_WEB_IDENTITY_TOKEN_FILE is set"));
+  // The container token goes over plain http to a loopback address only,
+  // never to a name that merely starts like one.
+  MapEnvironment lookalike({{"AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                             "http://127.attacker.example/creds"}});
+  EXPECT_THAT(MakeCredentialsProvider(S3Options{}, lookalike, NoProfile(), http.get())->Get(),
+              StatusIs(StatusCode::kInvalidArgument, "plain http is allowed only to a loopback"));
+  MapEnvironment userinfo({{"AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                            "http://user:SeCrEt@127.0.0.1:1/creds"}});
+  c = MakeCredentialsProvider(S3Options{}, userinfo, NoProfile(), http.get())->Get();
+  EXPECT_THAT(c, StatusIs(StatusCode::kInvalidArgument, "'http://***@127.0.0.1:1'"));
+  EXPECT_THAT(c.status().message(), Not(HasSubstr("SeCrEt")));
 }
 
 TEST(CredentialsTest, ContainerEndpointWithAuthorizationToken) {
@@ -254,8 +272,77 @@ TEST(CredentialsTest, UnreachableMetadataFailsNamingEveryPlaceLookedAtWithoutSec
   Result<Credentials> c = MakeCredentialsProvider(S3Options{}, env, NoProfile(), http.get())->Get();
   EXPECT_THAT(c, StatusIs(StatusCode::kIoError, "no AWS credentials"));
   EXPECT_THAT(c.status().message(), HasSubstr("no container credentials endpoint is set"));
-  EXPECT_THAT(c.status().message(), HasSubstr("gave no session token: HTTP 500"));
+  EXPECT_THAT(c.status().message(), HasSubstr("the token request failed with HTTP 500"));
+  EXPECT_THAT(c.status().message(), HasSubstr("names no IAM role (HTTP 500)"));
   EXPECT_THAT(c.status().message(), Not(HasSubstr("TOPSECRET")));
+}
+
+// IMDSv1's plain GETs when the token call fails, as botocore and the AWS CLI
+// do: a container behind an instance's PUT response hop limit of 1 never
+// gets the token's answer (a hang here), an IMDS without v2 answers 403, 404
+// or 405, a busy one 5xx.
+TEST(CredentialsTest, InstanceMetadataFallsBackToV1WhenTheTokenCallFails) {
+  auto http = Http();
+  for (const MetadataServer::Reply& put : {MetadataServer::Reply{.hang = true},
+                                          MetadataServer::Reply{403, ""},
+                                          MetadataServer::Reply{404, ""},
+                                          MetadataServer::Reply{405, ""},
+                                          MetadataServer::Reply{503, ""}}) {
+    std::atomic<int> tokenless_gets{0};
+    MetadataServer server([&](const MetadataServer::Request& r) -> MetadataServer::Reply {
+      if (r.method == "PUT" && r.path == "/latest/api/token") return put;
+      if (!r.Header("x-aws-ec2-metadata-token").empty()) return {401, ""};
+      ++tokenless_gets;
+      if (r.path == "/latest/meta-data/iam/security-credentials/") return {200, "v1-role"};
+      if (r.path == "/latest/meta-data/iam/security-credentials/v1-role") {
+        return {200, CredentialsJson("ASIAV1", "2100-01-01T00:00:00Z")};
+      }
+      return {404, ""};
+    });
+    MapEnvironment env({{"AWS_EC2_METADATA_SERVICE_ENDPOINT", server.url()}});
+    const std::string put_was = put.hang ? "hang" : std::to_string(put.status);
+    Result<Credentials> c =
+        MakeCredentialsProvider(S3Options{}, env, NoProfile(), http.get())->Get();
+    ASSERT_TRUE(c.ok()) << put_was << ": " << c.status().ToString();
+    EXPECT_EQ(c->access_key_id, "ASIAV1") << put_was;
+    EXPECT_THAT(c->source, HasSubstr("IMDSv1: the token request failed with")) << put_was;
+    EXPECT_THAT(c->source, HasSubstr("role 'v1-role'"));
+    EXPECT_EQ(tokenless_gets, 2) << put_was;
+  }
+}
+
+TEST(CredentialsTest, NoV1FallbackWhenDisabledOrTheTokenRequestIsBad) {
+  auto http = Http();
+  MetadataServer hangs([](const MetadataServer::Request& r) -> MetadataServer::Reply {
+    if (r.method == "PUT") return {.hang = true};
+    return {200, "should-not-be-asked"};
+  });
+  MapEnvironment disabled({{"AWS_EC2_METADATA_SERVICE_ENDPOINT", hangs.url()},
+                           {"AWS_EC2_METADATA_V1_DISABLED", "true"}});
+  Result<Credentials> c =
+      MakeCredentialsProvider(S3Options{}, disabled, NoProfile(), http.get())->Get();
+  EXPECT_THAT(c, StatusIs(StatusCode::kIoError, "gave no session token"));
+  EXPECT_THAT(c.status().message(), HasSubstr("PUT response hop limit is 1"));
+  EXPECT_THAT(c.status().message(), HasSubstr("IMDSv1 is disabled (AWS_EC2_METADATA_V1_DISABLED"));
+  EXPECT_EQ(hangs.hits(), 1);  // the token request alone
+  MetadataServer refuses([](const MetadataServer::Request& r) -> MetadataServer::Reply {
+    return {r.method == "PUT" ? 400 : 200, "x"};
+  });
+  Profile profile = NoProfile();
+  MapEnvironment env({{"AWS_EC2_METADATA_SERVICE_ENDPOINT", refuses.url()}});
+  c = MakeCredentialsProvider(S3Options{}, env, profile, http.get())->Get();
+  EXPECT_THAT(c, StatusIs(StatusCode::kIoError, "gave no session token: HTTP 400"));
+  EXPECT_EQ(refuses.hits(), 1);
+  // The profile's ec2_metadata_v1_disabled, as the AWS CLI reads it.
+  MetadataServer forbids([](const MetadataServer::Request& r) -> MetadataServer::Reply {
+    return {r.method == "PUT" ? 403 : 200, "x"};
+  });
+  profile.settings["ec2_metadata_v1_disabled"] = "true";
+  MapEnvironment env2({{"AWS_EC2_METADATA_SERVICE_ENDPOINT", forbids.url()}});
+  c = MakeCredentialsProvider(S3Options{}, env2, profile, http.get())->Get();
+  EXPECT_THAT(c, StatusIs(StatusCode::kIoError, "gave no session token: HTTP 403"));
+  EXPECT_THAT(c.status().message(), HasSubstr("IMDSv1 is disabled"));
+  EXPECT_EQ(forbids.hits(), 1);
 }
 
 // A caller's source (what rckpt's Python package makes of botocore's

@@ -169,6 +169,28 @@ TEST_F(S3EntryPointTest, TheProxyVariablesAreHonoured) {
   EXPECT_THAT(stats, ::testing::Not(HasSubstr("\"GetObject\"")));
 }
 
+// An endpoint URL's "user:password@" is refused and never shown; an
+// object-storage URL's scheme is "s3://" in lower case, and "S3://" is
+// refused rather than taken for a local folder "S3:".
+TEST_F(S3EntryPointTest, TheCliNeverShowsAnEndpointsPasswordNorTakesS3InCapitals) {
+  const std::string at = server_->endpoint.substr(server_->endpoint.find("://") + 3);
+  ProcessResult r = RunProcess({RCKPT_CLI_PATH, "inspect", prefix_ + "x.rckpt"},
+                               server_->AwsEnvironment("http://KEYUSER:PwSeCrEt@" + at));
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("AWS_ENDPOINT_URL 'http://***@" + at + "'"));
+  EXPECT_THAT(r.out + r.err, ::testing::Not(HasSubstr("PwSeCrEt")));
+  EXPECT_THAT(r.out + r.err, ::testing::Not(HasSubstr("KEYUSER")));
+  const std::string dir = testing::NewTempDir("s3-case");
+  ASSERT_OK(Save(dir + "/a.rckpt", Floats(1)));
+  const std::string upper = "S3://" + prefix_.substr(5) + "a.rckpt";
+  r = Cli(*server_, {"convert", dir + "/a.rckpt", upper});
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("an object-storage URL begins with s3:// in lower case"));
+  r = Cli(*server_, {"inspect", upper});
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("in lower case"));
+}
+
 TEST_F(S3EntryPointTest, CliErrorsHaveTheirOwnExitCodes) {
   ProcessResult r = Cli(*server_, {"inspect", prefix_ + "missing.rckpt"});
   EXPECT_EQ(r.status, 3) << r.err;

@@ -7,8 +7,10 @@
 // nothing partial visible, no wrong byte accepted, the previous object
 // intact.
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <cstring>
+#include <ctime>
 #include <regex>
 #include <thread>
 
@@ -122,17 +124,58 @@ TEST_F(S3FaultTest, ThrottlingAndServerErrorsOnEveryRequestAreRetried) {
   EXPECT_EQ(Count(stats, "status"), 12) << stats;
 }
 
-TEST_F(S3FaultTest, ANonIdempotentRequestIsNotRetriedAfterA500) {
+// As the AWS SDKs do: a repeated CreateMultipartUpload leaves at worst an
+// empty upload, where a save failed by one 500 loses a checkpoint.
+TEST_F(S3FaultTest, CreateMultipartUploadIsRetriedAfterA500OrALostAnswer) {
   const std::string url = prefix_ + "create500.rckpt";
   ASSERT_OK(Save(url, State(1, 1000, 2), {.fs = direct_.get()}));
-  Inject(R"([{"match": {"operation": "CreateMultipartUpload"}, "times": -1,
-              "action": {"status": 500}}])");
-  Status s = Save(url, State(4, 4 << 20, 3), {.fs = fs_.get()});
-  EXPECT_THAT(s, StatusIs(StatusCode::kIoError, "CreateMultipartUpload '" + url + "'"));
-  EXPECT_THAT(s.message(), HasSubstr("HTTP 500 InternalError"));
-  EXPECT_EQ(Count(Stats(), "CreateMultipartUpload"), 1);
+  Inject(R"([{"match": {"operation": "CreateMultipartUpload"}, "times": 2,
+              "action": {"status": 500}},
+             {"match": {"operation": "CreateMultipartUpload"}, "times": 1,
+              "action": {"reset_after_bytes": 0, "direction": "response"}}])");
+  ASSERT_OK(Save(url, State(4, 4 << 20, 3), {.fs = fs_.get()}));
+  EXPECT_EQ(Count(Stats(), "CreateMultipartUpload"), 4);
   ASSERT_OK_AND_ASSIGN(Checkpoint back, Load(url, {.fs = direct_.get()}));
-  ExpectState(back, 1, 1000, 2);
+  ExpectState(back, 4, 4 << 20, 3);
+  // The upload whose answer was lost stays, empty, for `rckpt incomplete`.
+  ASSERT_OK_AND_ASSIGN(std::vector<IncompleteWrite> left, direct_->ListIncomplete(prefix_));
+  EXPECT_EQ(left.size(), 1u);
+  for (const IncompleteWrite& w : left) EXPECT_OK(direct_->AbortIncomplete(w));
+}
+
+// A host whose clock is 40 minutes off (S3 and SeaweedFS refuse more than
+// 15): the first request's RequestTimeTooSkewed carries the server's Date,
+// by which the client signs again and keeps signing, as the AWS SDKs do.
+// The clock is faked for the helper process alone by faketime (libfaketime).
+TEST_F(S3FaultTest, AClockFortyMinutesOffIsCorrectedFromTheServersDate) {
+  std::string faketime;
+  for (const char* dir : {"/usr/bin", "/usr/local/bin", "/bin"}) {
+    if (::access((std::string(dir) + "/faketime").c_str(), X_OK) == 0) {
+      faketime = std::string(dir) + "/faketime";
+      break;
+    }
+  }
+  if (faketime.empty()) {
+    GTEST_SKIP() << "faketime is not installed (apt-get install faketime; "
+                    "scripts/install-deps.sh installs it)";
+  }
+  // The fake clock works here: `date` under it is 40 minutes behind.
+  ProcessResult date = RunProcess({faketime, "-f", "-40m", "/bin/date", "+%s"}, {});
+  ASSERT_EQ(date.status, 0) << date.err;
+  const int64_t behind = static_cast<int64_t>(std::time(nullptr)) - std::stoll(date.out);
+  ASSERT_GT(behind, 35 * 60) << "faketime did not move the clock: " << date.out;
+  const std::string url = prefix_ + "skewed.rckpt";
+  const std::vector<std::string> env = server_->AwsEnvironment();
+  for (const char* offset : {"-40m", "+40m"}) {
+    ProcessResult save = RunProcess(
+        {faketime, "-m", "-f", offset, RCKPT_S3_HELPER_PATH, "save", url, "12", "--seed", "7"},
+        env);
+    ASSERT_EQ(save.status, 0) << offset << ": " << save.err;
+    ProcessResult load = RunProcess(
+        {faketime, "-m", "-f", offset, RCKPT_S3_HELPER_PATH, "load", url, "12", "--seed", "7"},
+        env);
+    ASSERT_EQ(load.status, 0) << offset << ": " << load.err;
+  }
 }
 
 TEST_F(S3FaultTest, PersistentFailuresEndInAnErrorNamingKeyOperationAndStatus) {
@@ -399,6 +442,19 @@ TEST_F(S3FaultTest, ARegionHintIsFollowedOnce) {
                        "is in region 'ap-south-1', not 'eu-west-1'"));
   stats = Stats();
   EXPECT_EQ(Count(stats, "status"), 2) << stats;
+}
+
+// A HEAD's wrong-region answer is a 400 with no body, only the
+// x-amz-bucket-region header: followed as the other hints are.
+TEST_F(S3FaultTest, AHeadsRegionHintIsFollowedToo) {
+  const std::string url = prefix_ + "head-region.rckpt";
+  ASSERT_OK(Save(url, State(1, 1000, 12), {.fs = direct_.get()}));
+  Inject(R"([{"match": {"operation": "HeadObject"}, "times": 1,
+              "action": {"status": 400, "code": "BadRequest", "region": "eu-west-1"}}])");
+  EXPECT_TRUE(fs_->Exists(url));
+  const std::string stats = Stats();
+  EXPECT_EQ(Count(stats, "eu-west-1"), 1) << stats;
+  EXPECT_EQ(Count(stats, "ListObjectsV2"), 0) << stats;  // not found by the listing instead
 }
 
 // The helper process saves a new state over an old one and is killed at a

@@ -12,6 +12,7 @@
 #include "rckpt/rng.h"
 #include "rckpt/s3.h"
 #include "io/url_file_system.h"
+#include "s3/client.h"
 #include "s3/s3_test_env.h"
 #include "s3/s3_writer.h"
 
@@ -348,6 +349,30 @@ TEST_F(S3Test, EncryptionAskedForIsSentOnEveryWrite) {
     EXPECT_THAT(large, StatusIs(StatusCode::kIoError, "CreateMultipartUpload '" + url + "'"));
     ASSERT_OK_AND_ASSIGN(Checkpoint back, rckpt::Load(url, Load()));
     ExpectSameTensors(State(1, 1000, 60), back);
+  }
+}
+
+// Every object is application/octet-stream, made by one PutObject or by a
+// multipart upload (whose CreateMultipartUpload's type the object keeps:
+// never the XML of the requests' bodies).
+TEST_F(S3Test, EveryObjectIsApplicationOctetStream) {
+  static const s3::MapEnvironment kNoEnvironment;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<s3::S3Client> client,
+                       s3::S3Client::Create(server_->Options(), kNoEnvironment));
+  const std::string small = prefix_ + "small.rckpt", large = prefix_ + "large.rckpt";
+  ASSERT_OK(rckpt::Save(small, State(1, 1000, 70), Save()));
+  ASSERT_OK(rckpt::Save(large, State(3, 4 << 20, 71), Save()));
+  for (const std::string& url : {small, large}) {
+    ASSERT_OK_AND_ASSIGN(s3::S3Url u, s3::ParseS3Url(url));
+    s3::S3Call head;
+    head.op = "HeadObject";
+    head.method = "HEAD";
+    head.bucket = u.bucket;
+    head.key = u.key;
+    ASSERT_OK_AND_ASSIGN(s3::HttpResponse r, client->Execute(head));
+    const std::string* type = r.Header("content-type");
+    ASSERT_NE(type, nullptr) << url;
+    EXPECT_EQ(*type, "application/octet-stream") << url;
   }
 }
 
