@@ -67,6 +67,26 @@ bool StaleHandle(cuda::CUresult r) {
   return r == cuda::kErrorInvalidHandle || r == cuda::kErrorContextIsDestroyed;
 }
 
+// The errors that end a context for good: the driver runs nothing more in
+// it, and every later call fails with the same error until it is destroyed.
+bool Sticky(cuda::CUresult r) {
+  switch (r) {
+    case 214:  // CUDA_ERROR_ECC_UNCORRECTABLE
+    case cuda::kErrorIllegalAddress:
+    case 702:  // CUDA_ERROR_LAUNCH_TIMEOUT
+    case 710:  // CUDA_ERROR_ASSERT
+    case 714:  // CUDA_ERROR_HARDWARE_STACK_ERROR
+    case 715:  // CUDA_ERROR_ILLEGAL_INSTRUCTION
+    case 716:  // CUDA_ERROR_MISALIGNED_ADDRESS
+    case 717:  // CUDA_ERROR_INVALID_ADDRESS_SPACE
+    case 718:  // CUDA_ERROR_INVALID_PC
+    case cuda::kErrorLaunchFailed:
+      return true;
+    default:
+      return false;
+  }
+}
+
 bool ImageDoesNotFit(cuda::CUresult r) {
   return r == cuda::kErrorNoBinaryForGpu || r == cuda::kErrorUnsupportedPtxVersion ||
          r == cuda::kErrorInvalidPtx || r == cuda::kErrorInvalidImage ||
@@ -352,12 +372,35 @@ class CudaRuntimeImpl final : public DeviceRuntime {
   }
 
   // Through a blocking event: the waiting thread sleeps (cuStreamSynchronize
-  // would spin under the AUTO scheduling policy).
+  // would spin under the AUTO scheduling policy). When no event can be
+  // recorded (no event left, a failed record), the stream itself is waited
+  // for: returning unwaited would let the caller reuse memory a copy still
+  // uses.
   Status Synchronize(Device device, Stream stream) override {
-    RCKPT_ASSIGN_OR_RETURN(Event e, RecordEvent(device, stream));
-    Status s = WaitEvent(e);
-    DestroyEvent(e);
-    return s;
+    Result<Event> e = RecordEvent(device, stream);
+    if (e.ok()) {
+      Status s = WaitEvent(*e);
+      DestroyEvent(*e);
+      return s;
+    }
+    ScopedContext ctx(driver_, Index(device), "Synchronize");
+    Status waited = ctx.status();
+    if (waited.ok()) {
+      waited = Stale(device, driver_.api().StreamSynchronize(StreamOf(stream)),
+                     "cuStreamSynchronize on " + device.ToString());
+      if (waited.ok()) return waited;
+    }
+    return Status(waited.code(), e.status().message() + "; then " + waited.message());
+  }
+
+  // cuCtxSynchronize waits for every stream of the device; a context ended
+  // by a sticky error runs nothing more, so its memory is no copy's either.
+  bool DeviceSettled(Device device) override {
+    if (!device.is_cuda()) return true;
+    ScopedContext ctx(driver_, Index(device), "DeviceSettled");
+    if (!ctx.status().ok()) return false;
+    const cuda::CUresult r = driver_.api().CtxSynchronize();
+    return r == cuda::kSuccess || Sticky(r);
   }
 
  private:

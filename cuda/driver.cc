@@ -129,6 +129,8 @@ Status Driver::Resolve(void* handle, const DriverState& s) {
       {"cuMemHostGetFlags", reinterpret_cast<void**>(&api_.MemHostGetFlags)},
       {"cuMemGetAddressRange_v2", reinterpret_cast<void**>(&api_.MemGetAddressRange)},
       {"cuStreamQuery", reinterpret_cast<void**>(&api_.StreamQuery)},
+      {"cuStreamSynchronize", reinterpret_cast<void**>(&api_.StreamSynchronize)},
+      {"cuCtxSynchronize", reinterpret_cast<void**>(&api_.CtxSynchronize)},
       {"cuEventQuery", reinterpret_cast<void**>(&api_.EventQuery)},
       {"cuStreamCreate", reinterpret_cast<void**>(&api_.StreamCreate)},
       {"cuStreamDestroy_v2", reinterpret_cast<void**>(&api_.StreamDestroy)},

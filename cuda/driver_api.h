@@ -93,6 +93,8 @@ struct DriverApi {
   CUresult (*StreamDestroy)(CUstream stream);                      // cuStreamDestroy_v2
   CUresult (*StreamWaitEvent)(CUstream stream, CUevent event, unsigned flags);  // cuStreamWaitEvent
   CUresult (*StreamQuery)(CUstream stream);                        // cuStreamQuery
+  CUresult (*StreamSynchronize)(CUstream stream);                  // cuStreamSynchronize
+  CUresult (*CtxSynchronize)();                                    // cuCtxSynchronize
   CUresult (*MemcpyHtoDAsync)(CUdeviceptr dst, const void* src, size_t bytes,
                               CUstream stream);                    // cuMemcpyHtoDAsync_v2
   CUresult (*MemcpyDtoHAsync)(void* dst, CUdeviceptr src, size_t bytes,

@@ -33,6 +33,9 @@ struct Controls {
   void* (*hold_stream)(void*, int);
   void (*release)(void*);
   void (*reset_device)(int);
+  void* (*hold_device)(int);
+  void (*fail_waits)(int);
+  void (*lift_faults)();
 };
 
 Controls LoadControls(const std::string& path) {
@@ -51,6 +54,9 @@ Controls LoadControls(const std::string& path) {
   c.hold_stream = reinterpret_cast<decltype(c.hold_stream)>(dlsym(h, "rckpt_standin_hold_stream"));
   c.release = reinterpret_cast<decltype(c.release)>(dlsym(h, "rckpt_standin_release"));
   c.reset_device = reinterpret_cast<decltype(c.reset_device)>(dlsym(h, "rckpt_standin_reset_device"));
+  c.hold_device = reinterpret_cast<decltype(c.hold_device)>(dlsym(h, "rckpt_standin_hold_device"));
+  c.fail_waits = reinterpret_cast<decltype(c.fail_waits)>(dlsym(h, "rckpt_standin_fail_waits"));
+  c.lift_faults = reinterpret_cast<decltype(c.lift_faults)>(dlsym(h, "rckpt_standin_lift_faults"));
   return c;
 }
 
@@ -111,6 +117,7 @@ class StandinRuntime final : public EmulatedRuntime {
   Status WaitEvent(Event e) override { return cuda_->WaitEvent(e); }
   void DestroyEvent(Event e) override { cuda_->DestroyEvent(e); }
   Status Synchronize(Device d, Stream s) override { return cuda_->Synchronize(d, s); }
+  bool DeviceSettled(Device d) override { return cuda_->DeviceSettled(d); }
   DevicePool* pool() override { return cuda_->pool(); }
   DevicePoolStats PoolStats() override { return cuda_->PoolStats(); }
   void ReleasePool() override { cuda_->ReleasePool(); }
@@ -221,6 +228,9 @@ void* HoldCudaStandinStream(void* stream, int device) {
   return StandinControls().hold_stream(stream, device);
 }
 void ReleaseCudaStandinStream(void* gate) { StandinControls().release(gate); }
+void* HoldCudaStandinDevice(int device) { return StandinControls().hold_device(device); }
+void FailCudaStandinWaits(int error) { StandinControls().fail_waits(error); }
+void LiftCudaStandinFaults() { StandinControls().lift_faults(); }
 
 std::string CudaStandinProblems() {
   if (!g_standin) return "";
@@ -244,6 +254,13 @@ std::string CudaStandinProblems() {
              " streams, " + std::to_string(s.live_events) + " events, " +
              std::to_string(s.live_modules) + " modules, " + std::to_string(s.retained_contexts) +
              " retained contexts\n";
+    }
+    // Every device's primary context released as often as it was retained.
+    for (int d = 0; d < 8; ++d) {
+      if (s.live_retains[d] != 0) {
+        out += "cuda:" + std::to_string(d) + "'s primary context retained " +
+               std::to_string(s.live_retains[d]) + " more time(s) than released\n";
+      }
     }
   }
   return out;

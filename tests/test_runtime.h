@@ -70,6 +70,15 @@ void ResetCudaStandinDevice(int device);
 // long kernel would (rckpt_standin_hold_stream).
 void* HoldCudaStandinStream(void* stream, int device);
 void ReleaseCudaStandinStream(void* gate);
+// Holds every stream of `device`, the default one and those made later,
+// until ReleaseCudaStandinStream(gate) (rckpt_standin_hold_device).
+void* HoldCudaStandinDevice(int device);
+// From now on no event can be recorded and no stream synchronised, the
+// latter failing with `error` (rckpt_standin_fail_waits).
+void FailCudaStandinWaits(int error);
+// Ends the injected event and stream synchronisation faults
+// (rckpt_standin_lift_faults).
+void LiftCudaStandinFaults();
 
 // After a test in --cuda-standin mode: what the stand-in saw go wrong (its
 // violations, a context left current on this thread, objects left live

@@ -55,6 +55,12 @@ struct DevicePoolStats {
   uint64_t events_created = 0;
   // Leases past the cap, served with ordinary (unpinned) host memory.
   uint64_t unpinned_leases = 0;
+  // Memory a call could not wait for (recording or waiting on an event
+  // failed, so a copy may still use it): kept out of reuse, never freed
+  // while a copy may use it, until ReleasePool finds its device settled.
+  int retired = 0;              // held now
+  uint64_t retired_bytes = 0;   // held now (pinned, scratch and other memory)
+  uint64_t retirements = 0;     // ever
 };
 
 // The pinned pool's cap unless a runtime is given another
@@ -141,8 +147,18 @@ class DeviceRuntime {
   virtual void DestroyEvent(Event event) = 0;
 
   // Blocks until all work on the stream is done (the CUDA runtime waits on
-  // an event recorded after it, sleeping, not spinning).
+  // an event recorded after it, sleeping, not spinning; when the event
+  // cannot be recorded, on the stream itself). An error means the work
+  // failed or could not be waited for: memory its copies use may still be
+  // in use, and must not be reused or freed (DevicePool::Retire).
   virtual Status Synchronize(Device device, Stream stream) = 0;
+
+  // Whether no work of `device` can still use memory: every stream of the
+  // device ran what was queued on it, or its context failed for good (a
+  // sticky error: the driver runs nothing more in it). Waits for the whole
+  // device; only for freeing memory whose own wait failed. The host and
+  // emulated runtimes' waits never fail without waiting: true.
+  virtual bool DeviceSettled(Device device);
 
   // The runtime's pool (src/runtime/device_pool.h), from which loads and
   // saves lease pinned staging, device scratch and streams; null for a

@@ -48,8 +48,10 @@ def device_pool_stats() -> dict[str, int]:
     ``device_scratch_bytes``, ``streams`` and ``events`` held now, and how many of each were
     ever made (``pinned_allocations``, ``device_allocations``, ``streams_created``,
     ``events_created``; constant once the pool has grown to what the process's calls need),
-    and ``unpinned_leases``: calls past the cap, served with ordinary host memory. Asking
-    touches no driver."""
+    ``unpinned_leases``: calls past the cap, served with ordinary host memory, and ``retired``
+    / ``retired_bytes``: memory of calls that could not wait for their copies (a failed event
+    record or wait), kept out of reuse until release_device_pool() finds the GPU settled.
+    Asking touches no driver."""
     return dict(_core.device_pool_stats())
 
 

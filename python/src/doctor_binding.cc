@@ -76,6 +76,8 @@ nb::dict DevicePoolDict(const DevicePoolStats& p) {
   d["streams_created"] = p.streams_created;
   d["events_created"] = p.events_created;
   d["unpinned_leases"] = p.unpinned_leases;
+  d["retired"] = p.retired;
+  d["retired_bytes"] = p.retired_bytes;
   return d;
 }
 

@@ -1,7 +1,9 @@
 // LoadDistributed (distributed.h): each rank reads the chunks that hold its
 // wanted blocks, places them, and picks up its RNG records and trees.
 #include <map>
+#include <memory>
 #include <optional>
+#include <utility>
 
 #include "distributed/collective.h"
 #include "distributed/rank_names.h"
@@ -156,9 +158,12 @@ Result<RankLoad> LoadOnRank(int rank, int world_size, const std::string& path,
         RCKPT_ASSIGN_OR_RETURN(e.tensor,
                                AllocateOnRuntime(runtime, t.dtype, blocks[k].sizes, target));
       }
+      auto ends = std::make_shared<std::pair<Tensor, Tensor>>(host[k], e.tensor);
       RCKPT_RETURN_IF_ERROR(UploadToDevice(runtime, &caller, target, e.tensor.data(),
                                            static_cast<const std::byte*>(host[k].data()),
-                                           host[k].nbytes())
+                                           host[k].nbytes(), ends,
+                                           /*forever=*/wants[k].into.has_value() ||
+                                               device_blocks[k].has_value())
                                 .WithContext("tensor '" + t.name + "'"));
     }
     out.blocks.push_back(std::move(e));

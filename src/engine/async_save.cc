@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/caller_streams.h"
+#include "runtime/device_pool.h"
 #include "rckpt/io.h"
 #include "rckpt/runtime.h"
 
@@ -97,6 +98,28 @@ class DeviceStaging {
   uint64_t capacity() const { return capacity_; }
   DeviceRuntime* runtime() const { return runtime_; }
 
+  // A copy into the pinned memory could not be waited for: it and the
+  // streams go to the runtime's retired memory (DevicePool::Retire), freed
+  // only once their device is settled; the next save pins anew.
+  void Abandon(Device device) {
+    if (runtime_ == nullptr) return;
+    DeviceRuntime* rt = runtime_;
+    PoolFor pool(*rt);
+    if (pinned_ != nullptr) {
+      pool->Retire(device, std::shared_ptr<void>(pinned_, [rt](void* p) { rt->FreePinned(p); }),
+                   capacity_);
+    }
+    for (const auto& [d, stream] : streams_) {
+      pool->Retire(d, std::shared_ptr<void>(stream.handle, [rt, d](void* h) {
+                     rt->DestroyStream(d, Stream{h});
+                   }),
+                   0);
+    }
+    streams_.clear();
+    pinned_ = nullptr;
+    capacity_ = 0;
+  }
+
  private:
   void Release() {
     if (runtime_ == nullptr) return;
@@ -118,14 +141,15 @@ class DeviceStaging {
 // caller (WaitSnapshot) or the persist, whichever comes first.
 class SnapshotFence {
  public:
-  SnapshotFence(DeviceRuntime* runtime, std::vector<Event> events)
-      : runtime_(runtime), events_(std::move(events)) {}
+  SnapshotFence(DeviceRuntime* runtime, std::vector<Event> events, Device device)
+      : runtime_(runtime), events_(std::move(events)), device_(device) {}
   ~SnapshotFence() { (void)Wait(); }
 
   Status Wait() {
     std::lock_guard<std::mutex> lock(mu_);
     for (Event e : events_) {
       Status s = runtime_->WaitEvent(e);
+      if (!s.ok()) unsettled_ = true;
       if (status_.ok() && !s.ok()) {
         status_ = s.WithContext("asynchronous save: copying device tensors to the snapshot");
       }
@@ -135,11 +159,21 @@ class SnapshotFence {
     return status_;
   }
 
+  Device device() const { return device_; }  // whose context pinned the snapshot
+
+  // Whether a wait failed: the copies may still write the snapshot.
+  bool unsettled() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return unsettled_;
+  }
+
  private:
   std::mutex mu_;
   DeviceRuntime* runtime_;
   std::vector<Event> events_;
+  const Device device_;
   Status status_;
+  bool unsettled_ = false;
 };
 
 // One tensor (or sharded block) of the checkpoint and where its snapshot goes.
@@ -238,6 +272,12 @@ Result<Checkpoint> AsyncSaver::Impl::Snapshot(const Checkpoint& ck, const SaveOp
   }
 
   RCKPT_RETURN_IF_ERROR(host.Reserve(host_bytes));
+  {
+    // The last snapshot's copies that could not be waited for keep their
+    // pinned memory: this one pins anew.
+    std::lock_guard<std::mutex> lock(fence_mu);
+    if (fence != nullptr && fence->unsettled()) staging.Abandon(fence->device());
+  }
   DeviceRuntime* runtime = options.runtime;
   if (runtime == nullptr && (device_bytes > 0 || staging.runtime() != nullptr)) {
     runtime = &DefaultRuntime();
@@ -283,12 +323,21 @@ Result<Checkpoint> AsyncSaver::Impl::Snapshot(const Checkpoint& ck, const SaveOp
       if (s.ok()) s = caller.CallerWaitsFor(d, stream);
     }
     if (!s.ok()) {
-      // Copies already enqueued write into the pinned buffer: let them end.
-      for (const auto& [d, stream] : used) (void)runtime->Synchronize(d, stream);
+      // Copies already enqueued write into the pinned buffer: let them end,
+      // and when that cannot be waited for, keep it from the next save.
+      Status waited;
+      for (const auto& [d, stream] : used) {
+        Status w = runtime->Synchronize(d, stream);
+        if (waited.ok()) waited = w;
+      }
       for (Event e : events) runtime->DestroyEvent(e);
+      if (!waited.ok()) {
+        staging.Abandon(first_device);
+        s = Status(waited.code(), s.message() + "; waiting for the copies: " + waited.message());
+      }
       return s.WithContext("asynchronous save: copying device tensors to the snapshot");
     }
-    *fence_out = std::make_shared<SnapshotFence>(runtime, std::move(events));
+    *fence_out = std::make_shared<SnapshotFence>(runtime, std::move(events), first_device);
   }
 
   std::vector<Segment> segments;

@@ -189,7 +189,8 @@ PipelineOptions PipelineOptionsOf(const LoadOptions& o, DeviceRuntime& rt,
 }
 
 Status UploadToDevice(DeviceRuntime& runtime, CallerStreams* caller, Device device, void* dst,
-                      const std::byte* src, uint64_t n) {
+                      const std::byte* src, uint64_t n, std::shared_ptr<void> keep,
+                      bool forever) {
   PoolFor pool(runtime);
   RCKPT_ASSIGN_OR_RETURN(DevicePool::Lease lease, pool->LeaseStream(device));
   const Stream stream = lease.stream();
@@ -197,6 +198,11 @@ Status UploadToDevice(DeviceRuntime& runtime, CallerStreams* caller, Device devi
   if (s.ok()) s = runtime.CopyToDeviceAsync(device, stream, dst, src, n);
   // Waits for the copy even after a failure: the stream goes back idle.
   Status done = runtime.Synchronize(device, stream);
+  if (!done.ok()) {
+    // The copy may still use both ends: they and the stream are retired.
+    pool->Retire(device, std::move(keep), n, forever);
+    pool->Retire(std::move(lease));
+  }
   return s.ok() ? done : s;
 }
 

@@ -49,8 +49,12 @@ PipelineOptions PipelineOptionsOf(const LoadOptions& o, DeviceRuntime& rt,
 
 // Copies `n` host bytes at `src` to `dst` on `device`, after the caller's
 // work on that device (when `caller` is not null), and waits for the copy.
+// `keep` owns `src` and `dst`: when the copy cannot be waited for, it is
+// retired in the runtime's pool (DevicePool::Retire; `forever` as there),
+// so neither is freed while the copy may still use them.
 Status UploadToDevice(DeviceRuntime& runtime, CallerStreams* caller, Device device, void* dst,
-                      const std::byte* src, uint64_t n);
+                      const std::byte* src, uint64_t n, std::shared_ptr<void> keep,
+                      bool forever);
 
 }  // namespace rckpt
 

@@ -61,6 +61,8 @@ struct Slot {
   std::vector<EncodedChunk> chunks;
   Status status;
   bool done = false;
+  // A wait for the slot's copies failed: they may still write its staging.
+  bool unsettled = false;
 };
 
 }  // namespace
@@ -216,6 +218,7 @@ class RegionEncoder {
     }
     for (const Device& d : used) {
       Status s = rt.Synchronize(d, slot.streams.at(d).stream());
+      if (!s.ok()) slot.unsettled = true;
       if (status.ok()) status = s;
     }
     return status;
@@ -381,6 +384,15 @@ class RegionEncoder {
       }
       // The pool's destructor waits for chunks still in flight.
     }
+    // Staging a copy may still write (its wait failed) is retired, with the
+    // streams of the slots it failed in, never handed to the next call.
+    bool unsettled = false;
+    for (Slot& slot : slots) {
+      if (!slot.unsettled) continue;
+      unsettled = true;
+      for (auto& [device, lease] : slot.streams) (*pool_)->Retire(std::move(lease));
+    }
+    if (unsettled) (*pool_)->Retire(std::move(staging));
     if (has_device_tensor_) free_staging();
     if (status.ok() && o_.progress && jobs_.empty() && !o_.progress(0, 0)) {
       status = Status::IoError("save cancelled by the progress callback");

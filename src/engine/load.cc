@@ -3,6 +3,7 @@
 // pipeline fills them. Only a complete result is handed back.
 #include <chrono>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 
@@ -17,6 +18,7 @@
 #include "rckpt/file.h"
 #include "rckpt/io.h"
 #include "rckpt/runtime.h"
+#include "runtime/device_pool.h"
 #include "util/host_memory.h"
 
 namespace rckpt {
@@ -100,6 +102,7 @@ struct ShardedDest {
   const TensorMeta* tensor = nullptr;
   Device device;
   void* data = nullptr;
+  Tensor owner;  // of `data`
 };
 
 // Sharded tensors are assembled from their shards in host memory, then
@@ -125,8 +128,11 @@ Status AssembleSharded(const FileReader& reader, const std::vector<ShardedDest>&
   stats->bytes_restored += ps.bytes_restored;
   for (size_t i = 0; i < dests.size(); ++i) {
     if (staged[i] == nullptr) continue;
+    auto ends = std::make_shared<std::pair<std::unique_ptr<std::byte[]>, Tensor>>(
+        std::move(staged[i]), dests[i].owner);
     RCKPT_RETURN_IF_ERROR(UploadToDevice(*po.runtime, po.caller, dests[i].device, dests[i].data,
-                                         staged[i].get(), dests[i].tensor->nbytes)
+                                         ends->first.get(), dests[i].tensor->nbytes, ends,
+                                         /*forever=*/po.device_allocator != nullptr)
                               .WithContext("tensor '" + dests[i].tensor->name + "'"));
   }
   return Status::Ok();
@@ -220,14 +226,28 @@ Result<std::vector<Tensor>> Restore(const FileReader& reader,
                                          : AllocateTensor(runtime, t, target));
     }
     if (t.sharded()) {
-      sharded.push_back(ShardedDest{&t, target, tensor.data()});
+      sharded.push_back(ShardedDest{&t, target, tensor.data(), tensor});
     } else {
       dests.push_back(TensorDest{&t, target, tensor.data()});
     }
     tensors.push_back(std::move(tensor));
   }
   const PipelineOptions po = PipelineOptionsOf(options, runtime, mapping.get(), &caller);
-  RCKPT_RETURN_IF_ERROR(RunLoadPipeline(reader, dests, po, stats));
+  Status s = RunLoadPipeline(reader, dests, po, stats);
+  if (!s.ok() && stats != nullptr && stats->unsettled) {
+    // Copies into the tensors could not be waited for: their memory is
+    // retired, never freed or handed back to an allocator while a copy may
+    // still write it (an allocator's own tensors for good: their owner may
+    // be gone when the pool is released).
+    PoolFor pool(runtime);
+    for (size_t k = 0; k < n; ++k) {
+      const Tensor& t = tensors[k];
+      if (t.device().is_cpu() || t.nbytes() == 0) continue;
+      pool->Retire(t.device(), std::make_shared<Tensor>(t), t.nbytes(),
+                   /*forever=*/options.device_allocator != nullptr);
+    }
+  }
+  RCKPT_RETURN_IF_ERROR(s);
   RCKPT_RETURN_IF_ERROR(AssembleSharded(reader, sharded, po, stats));
   return tensors;
 }

@@ -65,6 +65,7 @@ struct DeviceLane {
   std::string why_host;           // why the host un-shuffles, when !device_unshuffle
   std::mutex mu;
   void* scratch = nullptr;        // one slot; made by SetUpDevices
+  bool unsettled = false;         // a wait on the stream failed (under mu, or after the workers)
 };
 
 constexpr std::string_view kScratchName = "(device un-shuffle scratch)";
@@ -127,6 +128,7 @@ class LoadRun {
   std::atomic<uint64_t> host_unshuffled_{0};
   std::string host_unshuffle_reason_;  // the first one; guarded by mu_
   std::atomic<bool> failed_{false};
+  bool unsettled_ = false;  // set by TearDownDevices
   std::mutex mu_;
   std::condition_variable cv_;
   Status error_;
@@ -224,10 +226,16 @@ Status LoadRun::CopyFromSlot(DeviceLane& lane, std::byte* dst,
   Result<Event> event =
       s.ok() ? rt.RecordEvent(lane.device, lane.stream) : Result<Event>(s);
   if (!event.ok()) {
-    // The slot may still be read by an enqueued copy: let it finish first.
-    if (enqueued) Status ignored = rt.Synchronize(lane.device, lane.stream);
-    ring_->Release(slot);
-    return event.status();
+    // The slot may still be read by an enqueued copy: it is free again once
+    // the stream is waited for, and never when that fails too.
+    Status waited = enqueued ? rt.Synchronize(lane.device, lane.stream) : Status::Ok();
+    if (waited.ok()) {
+      ring_->Release(slot);
+      return event.status();
+    }
+    lane.unsettled = true;
+    ring_->Abandon(slot, waited);
+    return waited;  // names both causes
   }
   ring_->Retire(slot, *event);
   return Status::Ok();
@@ -472,10 +480,24 @@ Status LoadRun::TearDownDevices() {
   for (auto& [index, lane] : lanes_) {
     if (!lane->has_stream) continue;
     Status s = options_.runtime->Synchronize(lane->device, lane->stream);
+    if (!s.ok()) lane->unsettled = true;
     if (first.ok()) first = s;
   }
   // The stream and scratch, idle now, go back to the pool (the allocator's
-  // scratch to its owner).
+  // scratch to its owner); those of a stream that could not be waited for
+  // are retired, and so are the destinations (unsettled_, for the caller).
+  for (auto& [index, lane] : lanes_) {
+    if (!lane->unsettled) continue;
+    unsettled_ = true;
+    DevicePool& pool = **pool_;
+    pool.Retire(std::move(lane->stream_lease));
+    pool.Retire(std::move(lane->scratch_lease));
+    if (lane->scratch_tensor.defined() && lane->scratch_tensor.nbytes() > 0) {
+      const uint64_t n = lane->scratch_tensor.nbytes();
+      pool.Retire(lane->device, std::make_shared<Tensor>(std::move(lane->scratch_tensor)), n,
+                  /*forever=*/true);
+    }
+  }
   lanes_.clear();
   return first;
 }
@@ -543,6 +565,7 @@ Status LoadRun::Run(const std::vector<TensorDest>& dests,
     stats->device_unshuffled_bytes = device_unshuffled_;
     stats->host_unshuffled_bytes = host_unshuffled_;
     stats->host_unshuffle_reason = host_unshuffle_reason_;
+    stats->unsettled = unsettled_;
   }
   ring_.reset();
   if (!error_.ok()) return error_;

@@ -85,13 +85,20 @@ struct PipelineStats {
   uint64_t device_unshuffled_bytes = 0;  // shuffled bytes a device un-shuffled
   uint64_t host_unshuffled_bytes = 0;    // shuffled bytes bound for a device the host un-shuffled
   std::string host_unshuffle_reason;     // why, when host_unshuffled_bytes > 0
+  // A copy into a destination could not be waited for (recording or
+  // waiting on an event failed): on failure, the destinations may still be
+  // written, so the caller must retire them (DevicePool::Retire), never
+  // free or reuse them.
+  bool unsettled = false;
 };
 
 // Fills every destination. On success all copies have completed. On failure
 // (read error, Corruption, a failed copy, cancellation) the first error is
 // returned after all outstanding work has stopped; the pipeline returns
 // what it leased (ring, streams, scratch) either way, and the destinations'
-// contents are unspecified. A load that fails because a device was reset
+// contents are unspecified. When work could not be waited for
+// (stats->unsettled), what it may still use is retired in the runtime's
+// pool instead of returned, and the error says why. A load that fails because a device was reset
 // while the pool held its streams or memory (cudaDeviceReset) runs once
 // more with fresh ones.
 Status RunLoadPipeline(const FileReader& reader,

@@ -23,12 +23,12 @@ Result<std::unique_ptr<StagingRing>> StagingRing::Create(DevicePool& pool, Devic
   const uint64_t count = std::max<uint64_t>(capacity / slot, 1);
   RCKPT_ASSIGN_OR_RETURN(DevicePool::Lease memory, pool.LeasePinned(device, slot * count));
   return std::unique_ptr<StagingRing>(
-      new StagingRing(runtime, std::move(memory), slot, static_cast<int>(count)));
+      new StagingRing(pool, runtime, std::move(memory), slot, static_cast<int>(count)));
 }
 
-StagingRing::StagingRing(DeviceRuntime& runtime, DevicePool::Lease memory, uint64_t slot_bytes,
-                         int slot_count)
-    : runtime_(runtime), memory_(std::move(memory)), slot_bytes_(slot_bytes) {
+StagingRing::StagingRing(DevicePool& pool, DeviceRuntime& runtime, DevicePool::Lease memory,
+                         uint64_t slot_bytes, int slot_count)
+    : pool_(pool), runtime_(runtime), memory_(std::move(memory)), slot_bytes_(slot_bytes) {
   std::byte* const base = memory_.data();
   slots_.reserve(slot_count);
   for (int i = 0; i < slot_count; ++i) {
@@ -37,7 +37,10 @@ StagingRing::StagingRing(DeviceRuntime& runtime, DevicePool::Lease memory, uint6
   }
 }
 
-StagingRing::~StagingRing() { Status ignored = Drain(); }
+StagingRing::~StagingRing() {
+  Status ignored = Drain();
+  if (abandoned_) pool_.Retire(std::move(memory_));
+}
 
 uint64_t StagingRing::high_water() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -57,8 +60,14 @@ void StagingRing::RecycleOldest(std::unique_lock<std::mutex>& lock) {
   Status s = runtime_.WaitEvent(oldest.event);
   runtime_.DestroyEvent(oldest.event);
   lock.lock();
-  if (!s.ok() && error_.ok()) error_ = s;
-  FreeLocked(oldest.slot);
+  if (s.ok()) {
+    FreeLocked(oldest.slot);
+    return;
+  }
+  // Whether the copy ran is unknown: the slot stays out of use.
+  if (error_.ok()) error_ = s;
+  abandoned_ = true;
+  cv_.notify_all();
 }
 
 Result<StagingRing::Slot> StagingRing::Acquire(uint64_t bytes) {
@@ -91,6 +100,13 @@ void StagingRing::Retire(Slot slot, Event event) {
 void StagingRing::Release(Slot slot) {
   std::lock_guard<std::mutex> lock(mu_);
   FreeLocked(slot);
+}
+
+void StagingRing::Abandon(Slot /*slot*/, Status cause) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (error_.ok()) error_ = std::move(cause);
+  abandoned_ = true;
+  cv_.notify_all();
 }
 
 Status StagingRing::Drain() {

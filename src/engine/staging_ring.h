@@ -2,7 +2,10 @@
 // runtime's pool (runtime/device_pool.h) for the load and cut into equal
 // slots. A worker acquires a slot, fills it, enqueues an
 // async copy from it and retires it with an event; the slot becomes free
-// again when that event has completed.
+// again when that event has completed. A slot whose copy could not be
+// waited for (recording or waiting on its event failed) never becomes free:
+// the ring's error is sticky from then on, and the ring's memory goes to
+// the pool's retired memory (DevicePool::Retire), not back for reuse.
 //
 // Thread-safety: all methods may be called concurrently. A worker must hold
 // at most one slot at a time (then the ring always makes progress).
@@ -42,7 +45,9 @@ class StagingRing {
                                                      Device device,
                                                      uint64_t capacity,
                                                      uint64_t max_piece);
-  ~StagingRing();  // waits for what is in flight; returns the memory to the pool
+  // Waits for what is in flight; returns the memory to the pool, or retires
+  // it there when a copy from it could not be waited for.
+  ~StagingRing();
   StagingRing(const StagingRing&) = delete;
   StagingRing& operator=(const StagingRing&) = delete;
 
@@ -60,6 +65,10 @@ class StagingRing {
   void Retire(Slot slot, Event event);
   // The slot was not used for a copy (or its copy is known complete).
   void Release(Slot slot);
+  // A copy from the slot was enqueued and could not be waited for (`cause`):
+  // the slot is never handed out again, and `cause` becomes the ring's
+  // sticky error.
+  void Abandon(Slot slot, Status cause);
   // Waits for every in-flight slot; returns the first error seen.
   Status Drain();
 
@@ -68,13 +77,14 @@ class StagingRing {
     Slot slot;
     Event event;
   };
-  StagingRing(DeviceRuntime& runtime, DevicePool::Lease memory, uint64_t slot_bytes,
-              int slot_count);
+  StagingRing(DevicePool& pool, DeviceRuntime& runtime, DevicePool::Lease memory,
+              uint64_t slot_bytes, int slot_count);
   void FreeLocked(const Slot& slot);
   // Waits (unlocked) for the oldest in-flight slot and frees it; records its
   // error. REQUIRES: `lock` holds mu_ and in_flight_ is not empty.
   void RecycleOldest(std::unique_lock<std::mutex>& lock);
 
+  DevicePool& pool_;
   DeviceRuntime& runtime_;
   DevicePool::Lease memory_;
   const uint64_t slot_bytes_;
@@ -87,6 +97,7 @@ class StagingRing {
   uint64_t in_use_ = 0;
   uint64_t high_water_ = 0;
   Status error_;
+  bool abandoned_ = false;  // a slot a copy may still read: the memory is retired
 };
 
 }  // namespace rckpt

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <cstdlib>
 #include <string>
 
@@ -27,6 +28,8 @@ void DeviceRuntime::ReleasePool() {
   if (DevicePool* p = pool()) p->Release();
 }
 
+bool DeviceRuntime::DeviceSettled(Device /*device*/) { return true; }
+
 DevicePool::Lease& DevicePool::Lease::operator=(Lease&& other) noexcept {
   if (this != &other) {
     Return();
@@ -49,7 +52,19 @@ DevicePool::DevicePool(DeviceRuntime& runtime, uint64_t pinned_cap)
   stats_.pinned_cap = pinned_cap;
 }
 
-DevicePool::~DevicePool() { Release(); }
+DevicePool::~DevicePool() {
+  Release();
+  // What no settled device let go of stays allocated for good: a copy may
+  // still use it, and dropping a retired lease would return it to this
+  // pool, which is going.
+  std::lock_guard<std::mutex> lock(mu_);
+  if (retired_.empty()) return;
+  static std::mutex kept_mu;
+  static auto* const kept = new std::vector<std::shared_ptr<void>>();  // never destroyed
+  std::lock_guard<std::mutex> kept_lock(kept_mu);
+  for (Retired& r : retired_) kept->push_back(std::move(r.keep));
+  retired_.clear();
+}
 
 uint64_t DevicePool::pinned_cap() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -117,9 +132,14 @@ void DevicePool::ForgetIfForkedLocked() {
   // streams and device memory handles of a context this process cannot use:
   // none is freed, none reused.
   idle_.clear();
+  // Retired memory stays held, never settled here (Release keeps the
+  // parent's): dropping it would free the parent's memory through a
+  // context this process cannot use.
   stats_.pinned_bytes = 0;
   stats_.device_scratch_bytes = 0;
   stats_.streams = 0;
+  stats_.retired = 0;
+  stats_.retired_bytes = 0;
   ++generation_;
   pid_ = now;
 }
@@ -299,7 +319,57 @@ Result<DevicePool::Lease> DevicePool::LeaseStream(Device device) {
   return Make(item);
 }
 
+void DevicePool::Retire(Lease lease) {
+  if (!lease) return;
+  const Device device = lease.device();
+  const uint64_t bytes = lease.item_.kind == Kind::kStream ? 0 : lease.item_.bytes;
+  // Held, not idle: the lease goes back to the pool (or is freed) only
+  // when Release finds its device settled.
+  Retire(device, std::make_shared<Lease>(std::move(lease)), bytes);
+}
+
+void DevicePool::Retire(Device device, std::shared_ptr<void> keep, uint64_t bytes, bool forever) {
+  if (keep == nullptr) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  ForgetIfForkedLocked();
+  retired_.push_back(Retired{device, std::move(keep), bytes, pid_, forever});
+  ++stats_.retired;
+  stats_.retired_bytes += bytes;
+  ++stats_.retirements;
+}
+
 void DevicePool::Release() {
+  // Retired memory first: what a settled device no longer uses is let go
+  // (a retired lease comes back as idle, and is freed with the rest below).
+  std::vector<Retired> retired;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ForgetIfForkedLocked();
+    retired.swap(retired_);
+  }
+  std::map<Device, bool> settled;
+  std::vector<Retired> kept;
+  const pid_t now = getpid();
+  for (Retired& r : retired) {
+    if (r.pid != now || r.forever) {
+      kept.push_back(std::move(r));
+      continue;
+    }
+    auto it = settled.find(r.device);
+    if (it == settled.end()) it = settled.emplace(r.device, runtime_.DeviceSettled(r.device)).first;
+    if (!it->second) kept.push_back(std::move(r));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Retired& r : retired) {
+      if (r.keep == nullptr) continue;  // moved into kept
+      --stats_.retired;
+      stats_.retired_bytes -= r.bytes;
+    }
+    // (A forked child counts none of the parent's: ForgetIfForkedLocked.)
+    for (Retired& r : kept) retired_.push_back(std::move(r));
+  }
+  retired.clear();  // drops what settled devices no longer use, outside the lock
   std::vector<Item> doomed;
   {
     std::lock_guard<std::mutex> lock(mu_);

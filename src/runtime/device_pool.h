@@ -22,6 +22,10 @@
 // A lease is returned when it is destroyed; what it returns must have no
 // work pending (the lessee waited for its copies). Concurrent calls each
 // lease their own: nothing is shared while leased, nothing serialises.
+// A lessee that could not wait (recording or waiting on an event failed)
+// retires the lease instead (Retire): a copy may still read or write it,
+// so it is kept out of reuse and freed only once its device is settled
+// (DeviceRuntime::DeviceSettled), which Release asks.
 //
 // Thread-safety: every method may be called from any thread.
 #ifndef RCKPT_SRC_RUNTIME_DEVICE_POOL_H_
@@ -94,8 +98,22 @@ class DevicePool {
   // A stream of `device`.
   Result<Lease> LeaseStream(Device device);
 
+  // Keeps `lease` out of reuse: work nobody could wait for may still use
+  // it. Counted in DevicePoolStats::retired; Release frees it once its
+  // device is settled.
+  void Retire(Lease lease);
+  // The same for memory the pool did not lease (a load's destinations, a
+  // host buffer being uploaded, pinned memory of another owner): `keep`
+  // holds it, and is dropped (freeing it) once `device` is settled.
+  // `forever`: never dropped, for memory whose owner may be gone by the
+  // time the pool is released (a tensor of torch's allocator, released
+  // through a Python interpreter that exit has finalised).
+  void Retire(Device device, std::shared_ptr<void> keep, uint64_t bytes, bool forever = false);
+
   // Frees every idle resource now; leased ones are freed when returned.
-  // Later leases build the pool anew.
+  // Retired ones are freed (or, leases, returned first) when their device
+  // is settled (DeviceRuntime::DeviceSettled, which waits for the whole
+  // device), and kept otherwise. Later leases build the pool anew.
   void Release();
   // `device` was reset (cudaDeviceReset) and what the pool held of it is
   // gone with it: forgets it all without freeing anything.
@@ -137,6 +155,14 @@ class DevicePool {
   std::map<Device, uint64_t> epochs_;
   uint64_t resets_ = 0;
   std::vector<Item> idle_;
+  struct Retired {
+    Device device;
+    std::shared_ptr<void> keep;
+    uint64_t bytes = 0;
+    pid_t pid = 0;
+    bool forever = false;
+  };
+  std::vector<Retired> retired_;
   DevicePoolStats stats_;
   Validator validator_;
 };

@@ -49,8 +49,14 @@ struct StreamState;
 // One queued operation; returns its error (kSuccess).
 using Op = std::function<CUresult()>;
 
+// Blocks while `device` is held (rckpt_standin_hold_device).
+void WaitWhileDeviceHeld(int device);
+
 struct StreamState {
-  explicit StreamState(int dev, int delay_us) : device(dev), delay(delay_us) {
+  // `legacy`: the device's default stream. `blocking`: a stream made without
+  // CU_STREAM_NON_BLOCKING, which synchronises with the legacy one.
+  StreamState(int dev, int delay_us, bool is_legacy = false, bool is_blocking = false)
+      : device(dev), delay(delay_us), legacy(is_legacy), blocking(is_blocking) {
     worker = std::thread([this] { Work(); });
   }
   ~StreamState() {
@@ -87,7 +93,9 @@ struct StreamState {
       const bool skip = error != kSuccess;
       lock.unlock();
       if (delay > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay));
+      WaitWhileDeviceHeld(device);
       const CUresult r = skip ? kSuccess : op();
+      op = nullptr;  // what it kept in use is free before the op counts as run
       lock.lock();
       ++completed;
       if (r != kSuccess && error == kSuccess) {
@@ -100,6 +108,8 @@ struct StreamState {
 
   const int device;
   const int delay;
+  const bool legacy;
+  const bool blocking;
   std::mutex mu;
   std::condition_variable cv;
   std::deque<Op> queue;
@@ -149,7 +159,24 @@ class Standin {
   int bad_frees = 0;
   std::atomic<int> init_calls{0};
   std::atomic<uint64_t> mem_host_allocs{0}, mem_allocs{0}, mem_frees{0}, mem_host_frees{0},
-      stream_creates{0}, event_creates{0}, ctx_syncs{0}, stream_syncs{0};
+      stream_creates{0}, event_creates{0}, ctx_syncs{0}, stream_syncs{0}, event_records{0},
+      htod_pinned{0}, htod_pageable{0}, dtoh_pinned{0}, dtoh_pageable{0};
+  std::map<uintptr_t, uint64_t> pinned_sizes;  // pinned block -> its bytes
+  // Host and device ranges queued copies still read or write (begin -> end),
+  // under uses_mu: a free of memory in it is a violation.
+  std::mutex uses_mu;
+  struct Use {
+    uintptr_t end;
+    const Context* context;  // its operation's: a faulted context runs nothing more
+  };
+  std::multimap<uintptr_t, Use> uses;
+  // Memory freed while a copy still used it: kept, so the copy does no harm.
+  std::vector<std::pair<void*, bool>> freed_in_use;  // (memory, pinned)
+  std::vector<std::shared_ptr<StreamState>> destroyed_busy;  // destroyed with work queued
+  // Valid while held; under gate_mu, which a stream's worker takes (never
+  // mu: a stream may be destroyed, and its worker joined, under mu).
+  std::mutex gate_mu;
+  std::shared_future<void> device_gate[kMaxDevices];
   pid_t init_pid = 0;  // the process that called cuInit
   // Handles a device reset destroyed: using them is an error, not a violation.
   std::set<const void*> reset_handles;
@@ -191,9 +218,14 @@ class Standin {
     }
     allocations_made = 0;
     for (auto* c : {&mem_host_allocs, &mem_allocs, &mem_frees, &mem_host_frees, &stream_creates,
-                    &event_creates, &ctx_syncs, &stream_syncs}) {
+                    &event_creates, &ctx_syncs, &stream_syncs, &event_records, &htod_pinned,
+                    &htod_pageable, &dtoh_pinned, &dtoh_pageable}) {
       *c = 0;
     }
+    pinned_sizes.clear();
+    destroyed_busy.clear();
+    std::lock_guard<std::mutex> glock(gate_mu);
+    for (auto& g : device_gate) g = {};
     reset_handles.clear();
     pinned_device.clear();
     copies = 0;
@@ -219,6 +251,26 @@ class Standin {
     return -1;
   }
 
+  // Whether [p, p + n) lies in one pinned block.
+  bool PinnedLocked(const void* p, uint64_t n) const {
+    const uintptr_t q = reinterpret_cast<uintptr_t>(p);
+    auto it = pinned_sizes.upper_bound(q);
+    if (it == pinned_sizes.begin()) return false;
+    --it;
+    return q - it->first < std::max<uint64_t>(it->second, 1) && n <= it->second - (q - it->first);
+  }
+
+  // Whether a queued copy still reads or writes [p, p + n).
+  bool InUse(const void* p, uint64_t n) {
+    const uintptr_t q = reinterpret_cast<uintptr_t>(p);
+    std::lock_guard<std::mutex> lock(uses_mu);
+    for (auto it = uses.begin(); it != uses.end() && it->first < q + std::max<uint64_t>(n, 1);
+         ++it) {
+      if (it->second.end > q && it->second.context->sticky == kSuccess) return true;
+    }
+    return false;
+  }
+
   std::mutex violation_mu;
 
  private:
@@ -238,6 +290,70 @@ class Standin {
 };
 
 Standin& S() { return Standin::Get(); }
+
+void WaitWhileDeviceHeld(int device) {
+  std::shared_future<void> gate;
+  {
+    Standin& st = S();
+    std::lock_guard<std::mutex> lock(st.gate_mu);
+    gate = st.device_gate[device];
+  }
+  if (gate.valid()) gate.wait();
+}
+
+// Ranges a queued operation reads or writes, registered until it has run
+// (or was skipped): freeing memory in them is a violation.
+class PendingUse {
+ public:
+  PendingUse(const Context* context,
+             std::initializer_list<std::pair<const void*, uint64_t>> ranges) {
+    Standin& st = S();
+    std::lock_guard<std::mutex> lock(st.uses_mu);
+    for (const auto& [p, n] : ranges) {
+      const uintptr_t q = reinterpret_cast<uintptr_t>(p);
+      its_.push_back(st.uses.emplace(q, Standin::Use{q + std::max<uint64_t>(n, 1), context}));
+    }
+  }
+  ~PendingUse() {
+    Standin& st = S();
+    std::lock_guard<std::mutex> lock(st.uses_mu);
+    for (auto it : its_) st.uses.erase(it);
+  }
+  PendingUse(const PendingUse&) = delete;
+  PendingUse& operator=(const PendingUse&) = delete;
+
+ private:
+  std::vector<std::multimap<uintptr_t, Standin::Use>::iterator> its_;
+};
+
+// Queues `op` on `stream` as a driver orders it: work on a blocking stream
+// (made without CU_STREAM_NON_BLOCKING) runs after what the device's legacy
+// default stream was given before it, and work on the legacy stream after
+// what every blocking stream of the device was given before it.
+// Non-blocking streams order against nothing but events.
+void Submit(const std::shared_ptr<StreamState>& stream, Op op) {
+  Standin& st = S();
+  std::vector<std::pair<std::shared_ptr<StreamState>, uint64_t>> after;
+  {
+    std::lock_guard<std::mutex> lock(st.mu);
+    if (stream->legacy) {
+      for (const auto& [h, other] : st.streams) {
+        if (other->device == stream->device && other->blocking) after.emplace_back(other, 0);
+      }
+    } else if (stream->blocking && st.default_streams[stream->device] != nullptr) {
+      after.emplace_back(st.default_streams[stream->device], 0);
+    }
+  }
+  for (auto& [other, seq] : after) seq = other->Submitted();
+  if (after.empty()) {
+    stream->Enqueue(std::move(op));
+    return;
+  }
+  stream->Enqueue([after = std::move(after), op = std::move(op)] {
+    for (const auto& [other, seq] : after) (void)other->WaitFor(seq);
+    return op();
+  });
+}
 
 // A thread's stack of current contexts, in storage that stays valid after
 // the thread's destructors ran: the main thread's thread_local objects are
@@ -299,7 +415,9 @@ std::shared_ptr<StreamState> StreamFor(CUstream s, Context* ctx, const char* cal
   std::lock_guard<std::mutex> lock(st.mu);
   if (s == nullptr) {
     auto& d = st.default_streams[ctx->device];
-    if (d == nullptr) d = std::make_shared<StreamState>(ctx->device, st.config.copy_delay_us);
+    if (d == nullptr) {
+      d = std::make_shared<StreamState>(ctx->device, st.config.copy_delay_us, /*is_legacy=*/true);
+    }
     return d;
   }
   auto it = st.streams.find(s);
@@ -335,12 +453,14 @@ CUresult CheckDevicePtr(const char* call, const void* p, uint64_t n, int device)
 // Counts a copy and applies the injected copy faults to its context.
 CUresult CountCopy(Context* ctx) {
   Standin& st = S();
+  if (ctx->sticky != kSuccess) return ctx->sticky;  // a dead context runs nothing
   const uint64_t n = ++st.copies;
   if (st.config.sticky_copy > 0 && n == static_cast<uint64_t>(st.config.sticky_copy)) {
     ctx->sticky = kErrorIllegalAddress;
     return kErrorIllegalAddress;
   }
   if (st.config.fail_copy > 0 && n == static_cast<uint64_t>(st.config.fail_copy)) {
+    ctx->sticky = kErrorLaunchFailed;  // as a driver's: the context is done for
     return kErrorLaunchFailed;
   }
   return kSuccess;
@@ -500,7 +620,8 @@ STANDIN_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) {
     st.Violation("cuDevicePrimaryCtxRelease of cuda:" + std::to_string(o) + " without a retain");
     return kErrorInvalidContext;
   }
-  --st.retained[o];
+  // The last release destroys the primary context: a fault ends with it.
+  if (--st.retained[o] == 0) st.primary[o].sticky = kSuccess;
   return kSuccess;
 }
 
@@ -564,7 +685,8 @@ STANDIN_EXPORT CUresult cuMemFree_v2(CUdeviceptr ptr) {
     S().Violation("cuMemFree without a current context");
     return kErrorInvalidContext;
   }
-  WaitForDevice(c->device);
+  // No wait for the device's streams: a real driver need not wait, so
+  // memory a queued copy still uses is freed under it.
   Standin& st = S();
   std::lock_guard<std::mutex> lock(st.mu);
   auto& dev = st.allocs[c->device];
@@ -577,7 +699,15 @@ STANDIN_EXPORT CUresult cuMemFree_v2(CUdeviceptr ptr) {
     return kErrorInvalidValue;
   }
   st.live_bytes[c->device] -= it->second;
-  ::operator delete(reinterpret_cast<void*>(it->first), kAlign);
+  if (st.InUse(reinterpret_cast<void*>(it->first), it->second)) {
+    st.Violation("cuMemFree of " + std::to_string(it->second) + " bytes of cuda:" +
+                 std::to_string(c->device) +
+                 " that a queued copy still uses: the driver does not wait for it (free "
+                 "only after the copy's event, or keep the memory)");
+    st.freed_in_use.emplace_back(reinterpret_cast<void*>(it->first), false);
+  } else {
+    ::operator delete(reinterpret_cast<void*>(it->first), kAlign);
+  }
   dev.erase(it);
   // The real driver frees but keeps failing in a faulted context.
   return c->sticky.load();
@@ -597,6 +727,7 @@ STANDIN_EXPORT CUresult cuMemHostAlloc(void** p, size_t bytes, unsigned flags) {
   if (q == nullptr) return kErrorOutOfMemory;
   std::lock_guard<std::mutex> lock(st.mu);
   st.pinned.insert(q);
+  st.pinned_sizes[reinterpret_cast<uintptr_t>(q)] = bytes;
   st.pinned_device[q] = c->device;
   *p = q;
   return kSuccess;
@@ -610,7 +741,7 @@ STANDIN_EXPORT CUresult cuMemFreeHost(void* p) {
     S().Violation("cuMemFreeHost without a current context");
     return kErrorInvalidContext;
   }
-  WaitForDevice(c->device);
+  // No wait for the device's streams (see cuMemFree).
   Standin& st = S();
   std::lock_guard<std::mutex> lock(st.mu);
   st.pinned_device.erase(p);
@@ -620,8 +751,18 @@ STANDIN_EXPORT CUresult cuMemFreeHost(void* p) {
     st.Violation("cuMemFreeHost of memory cuMemHostAlloc did not make");
     return kErrorInvalidValue;
   }
-  ::operator delete(p, kAlign);
-  return kSuccess;
+  const auto size = st.pinned_sizes.find(reinterpret_cast<uintptr_t>(p));
+  const uint64_t bytes = size != st.pinned_sizes.end() ? size->second : 1;
+  if (size != st.pinned_sizes.end()) st.pinned_sizes.erase(size);
+  if (st.InUse(p, bytes)) {
+    st.Violation("cuMemFreeHost of " + std::to_string(bytes) +
+                 " bytes of pinned memory that a queued copy still uses: the driver does not "
+                 "wait for it (free only after the copy's event, or keep the memory)");
+    st.freed_in_use.emplace_back(p, true);
+  } else {
+    ::operator delete(p, kAlign);
+  }
+  return c->sticky.load();  // freed, and still failing in a faulted context
 }
 
 STANDIN_EXPORT CUresult cuMemHostGetFlags(unsigned* flags, void* p) {
@@ -653,9 +794,11 @@ STANDIN_EXPORT CUresult cuStreamCreate(CUstream* s, unsigned flags) {
   Context* c = nullptr;
   ++S().stream_creates;
   if (CUresult r = NeedContext("cuStreamCreate", &c); r != kSuccess) return r;
-  (void)flags;
+  if ((flags & ~kStreamNonBlocking) != 0) return kErrorInvalidValue;
   Standin& st = S();
-  auto state = std::make_shared<StreamState>(c->device, st.config.copy_delay_us);
+  auto state = std::make_shared<StreamState>(c->device, st.config.copy_delay_us,
+                                             /*is_legacy=*/false,
+                                             /*is_blocking=*/(flags & kStreamNonBlocking) == 0);
   std::lock_guard<std::mutex> lock(st.mu);
   CUstream h = reinterpret_cast<CUstream>(state.get());
   st.streams[h] = std::move(state);
@@ -665,8 +808,10 @@ STANDIN_EXPORT CUresult cuStreamCreate(CUstream* s, unsigned flags) {
 
 STANDIN_EXPORT CUresult cuStreamDestroy_v2(CUstream s) {
   Context* c = nullptr;
-  if (CUresult r = NeedContext("cuStreamDestroy", &c); r != kSuccess && r != kErrorIllegalAddress) {
-    return r;
+  if (CUresult r = NeedContext("cuStreamDestroy", &c); r != kSuccess) {
+    // A faulted context still lets its streams go.
+    c = Current();
+    if (c == nullptr || r != c->sticky) return r;
   }
   Standin& st = S();
   std::shared_ptr<StreamState> doomed;
@@ -683,8 +828,13 @@ STANDIN_EXPORT CUresult cuStreamDestroy_v2(CUstream s) {
     }
     doomed = std::move(it->second);
     st.streams.erase(it);
+    // As a driver's, the call returns at once: work still queued (behind a
+    // held stream or device) finishes on its worker, kept until the next
+    // configure.
+    std::lock_guard<std::mutex> slock(doomed->mu);
+    if (doomed->completed < doomed->submitted) st.destroyed_busy.push_back(doomed);
   }
-  return kSuccess;  // pending work finishes; the state goes with its last user
+  return kSuccess;
 }
 
 STANDIN_EXPORT CUresult cuCtxSynchronize() {
@@ -702,6 +852,7 @@ STANDIN_EXPORT CUresult cuStreamSynchronize(CUstream s) {
   CUresult err = kSuccess;
   auto state = StreamFor(s, c, "cuStreamSynchronize", &err);
   if (state == nullptr) return err;
+  if (S().config.stream_sync_error != 0) return S().config.stream_sync_error;
   const CUresult r = state->WaitFor(state->Submitted());
   return c->sticky != kSuccess ? c->sticky.load() : r;
 }
@@ -739,7 +890,7 @@ STANDIN_EXPORT CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned flags)
     seq = it->second->seq;
   }
   if (waited == nullptr) return kSuccess;  // never recorded: nothing to wait for
-  state->Enqueue([waited, seq] {
+  Submit(state, [waited, seq] {
     (void)waited->WaitFor(seq);
     return kSuccess;
   });
@@ -758,7 +909,14 @@ STANDIN_EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, s
   // The source must not change until the copy has run: a staging slot
   // refilled too early shows here.
   const uint64_t before = Hash(src, n);
-  state->Enqueue([c, d, src, n, before] {
+  {
+    Standin& st = S();
+    std::lock_guard<std::mutex> lock(st.mu);
+    ++(st.PinnedLocked(src, n) ? st.htod_pinned : st.htod_pageable);
+  }
+  auto use = std::make_shared<PendingUse>(
+      c, std::initializer_list<std::pair<const void*, uint64_t>>{{src, n}, {d, n}});
+  Submit(state, [c, d, src, n, before, use] {
     if (CUresult r = CountCopy(c); r != kSuccess) return r;
     if (Hash(src, n) != before) {
       S().Violation("the host source of a pending host-to-device copy (" + std::to_string(n) +
@@ -784,7 +942,14 @@ STANDIN_EXPORT CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t 
   // holds a pattern for a while before it holds the bytes, so whoever reads
   // it without waiting for the copy's event reads the pattern.
   const int delay = S().config.copy_delay_us;
-  state->Enqueue([c, dst, from, n, delay] {
+  {
+    Standin& st = S();
+    std::lock_guard<std::mutex> lock(st.mu);
+    ++(st.PinnedLocked(dst, n) ? st.dtoh_pinned : st.dtoh_pageable);
+  }
+  auto use = std::make_shared<PendingUse>(
+      c, std::initializer_list<std::pair<const void*, uint64_t>>{{dst, n}, {from, n}});
+  Submit(state, [c, dst, from, n, delay, use] {
     if (CUresult r = CountCopy(c); r != kSuccess) return r;
     std::memset(dst, 0xA5, n);
     if (delay > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay));
@@ -805,7 +970,9 @@ STANDIN_EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, s
   const void* f = reinterpret_cast<const void*>(src);
   if (CUresult r = CheckDevicePtr("cuMemcpyDtoDAsync dst", d, n, c->device); r != kSuccess) return r;
   if (CUresult r = CheckDevicePtr("cuMemcpyDtoDAsync src", f, n, c->device); r != kSuccess) return r;
-  state->Enqueue([d, f, n] {
+  auto use = std::make_shared<PendingUse>(
+      c, std::initializer_list<std::pair<const void*, uint64_t>>{{d, n}, {f, n}});
+  Submit(state, [d, f, n, use] {
     std::memmove(d, f, n);
     return kSuccess;
   });
@@ -837,6 +1004,10 @@ STANDIN_EXPORT CUresult cuEventRecord(CUevent e, CUstream s) {
   auto state = StreamFor(s, c, "cuEventRecord", &err);
   if (state == nullptr) return err;
   Standin& st = S();
+  const uint64_t n = ++st.event_records;
+  if (st.config.event_error > 0 && n >= static_cast<uint64_t>(st.config.event_error)) {
+    return kErrorOutOfMemory;
+  }
   std::lock_guard<std::mutex> lock(st.mu);
   auto it = st.events.find(e);
   if (it == st.events.end()) {
@@ -985,7 +1156,9 @@ STANDIN_EXPORT CUresult cuLaunchKernel(CUfunction fn, unsigned gx, unsigned gy, 
   }
   ++st.launches;
   const std::string kernel = name;
-  state->Enqueue([kernel, gx, bx, dst, src, n_elem, elem] {
+  auto use = std::make_shared<PendingUse>(
+      c, std::initializer_list<std::pair<const void*, uint64_t>>{{dst, bytes}, {src, bytes}});
+  Submit(state, [kernel, gx, bx, dst, src, n_elem, elem, use] {
     rckpt::cuda::host::RunUnshuffleKernel(kernel, gx, bx, dst, src, n_elem, elem);
     return kSuccess;
   });
@@ -1007,7 +1180,22 @@ STANDIN_EXPORT RckptStandinStats rckpt_standin_stats() {
     out.live_bytes[d] = st.live_bytes[d];
     out.retained_contexts += st.retained[d];
     out.retains_per_device[d] = st.retains_ever[d];
+    out.live_retains[d] = st.retained[d];
   }
+  for (const auto& [h, stream] : st.streams) {
+    std::lock_guard<std::mutex> slock(stream->mu);
+    out.pending_ops += static_cast<int>(stream->submitted - stream->completed);
+  }
+  for (const auto& stream : st.default_streams) {
+    if (stream == nullptr) continue;
+    std::lock_guard<std::mutex> slock(stream->mu);
+    out.pending_ops += static_cast<int>(stream->submitted - stream->completed);
+  }
+  out.event_records = st.event_records;
+  out.htod_pinned = st.htod_pinned;
+  out.htod_pageable = st.htod_pageable;
+  out.dtoh_pinned = st.dtoh_pinned;
+  out.dtoh_pageable = st.dtoh_pageable;
   out.live_pinned = static_cast<int>(st.pinned.size());
   out.live_streams = static_cast<int>(st.streams.size());
   out.live_events = static_cast<int>(st.events.size());
@@ -1070,7 +1258,9 @@ STANDIN_EXPORT void* rckpt_standin_hold_stream(void* stream, int device) {
     std::lock_guard<std::mutex> lock(st.mu);
     if (stream == nullptr) {
       auto& d = st.default_streams[device];
-      if (d == nullptr) d = std::make_shared<StreamState>(device, st.config.copy_delay_us);
+      if (d == nullptr) {
+        d = std::make_shared<StreamState>(device, st.config.copy_delay_us, /*is_legacy=*/true);
+      }
       state = d;
     } else {
       auto it = st.streams.find(static_cast<CUstream>(stream));
@@ -1080,17 +1270,40 @@ STANDIN_EXPORT void* rckpt_standin_hold_stream(void* stream, int device) {
   }
   auto* gate = new std::promise<void>();
   std::shared_future<void> open = gate->get_future().share();
-  state->Enqueue([open] {
+  Submit(state, [open] {
     open.wait();
     return kSuccess;
   });
   return gate;
 }
 
+STANDIN_EXPORT void* rckpt_standin_hold_device(int device) {
+  Standin& st = S();
+  auto* gate = new std::promise<void>();
+  std::lock_guard<std::mutex> lock(st.gate_mu);
+  st.device_gate[device] = gate->get_future().share();
+  return gate;
+}
+
+STANDIN_EXPORT void rckpt_standin_fail_waits(int error) {
+  Standin& st = S();
+  std::lock_guard<std::mutex> lock(st.mu);
+  st.config.event_error = static_cast<int>(st.event_records.load() + 1);
+  st.config.stream_sync_error = error;
+}
+
+STANDIN_EXPORT void rckpt_standin_lift_faults() {
+  Standin& st = S();
+  std::lock_guard<std::mutex> lock(st.mu);
+  st.config.event_error = 0;
+  st.config.stream_sync_error = 0;
+}
+
 STANDIN_EXPORT void rckpt_standin_release(void* gate) {
   auto* g = static_cast<std::promise<void>*>(gate);
   g->set_value();
   delete g;
+  // A released device gate is ready: streams pass it until the next hold.
 }
 
 STANDIN_EXPORT void rckpt_standin_reset_device(int d) {
@@ -1127,6 +1340,7 @@ STANDIN_EXPORT void rckpt_standin_reset_device(int d) {
     }
     st.reset_handles.insert(it->first);
     st.pinned.erase(it->first);
+    st.pinned_sizes.erase(reinterpret_cast<uintptr_t>(it->first));
     st.reset_memory.push_back(it->first);
     it = st.pinned_device.erase(it);
   }
@@ -1152,7 +1366,8 @@ struct ExitCheck {
         std::fprintf(f,
                      "cuMemHostAlloc %llu\ncuMemFreeHost %llu\ncuMemAlloc %llu\ncuMemFree %llu\n"
                      "cuStreamCreate %llu\ncuEventCreate %llu\ncuCtxSynchronize %llu\n"
-                     "cuStreamSynchronize %llu\n",
+                     "cuStreamSynchronize %llu\nHtoD from pageable memory %llu\n"
+                     "DtoH to pageable memory %llu\n",
                      static_cast<unsigned long long>(st.mem_host_allocs.load()),
                      static_cast<unsigned long long>(st.mem_host_frees.load()),
                      static_cast<unsigned long long>(st.mem_allocs.load()),
@@ -1160,7 +1375,9 @@ struct ExitCheck {
                      static_cast<unsigned long long>(st.stream_creates.load()),
                      static_cast<unsigned long long>(st.event_creates.load()),
                      static_cast<unsigned long long>(st.ctx_syncs.load()),
-                     static_cast<unsigned long long>(st.stream_syncs.load()));
+                     static_cast<unsigned long long>(st.stream_syncs.load()),
+                     static_cast<unsigned long long>(st.htod_pageable.load()),
+                     static_cast<unsigned long long>(st.dtoh_pageable.load()));
         std::fclose(f);
       }
     }
