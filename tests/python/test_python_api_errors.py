@@ -86,7 +86,7 @@ def test_a_manager_load_of_a_step_never_saved_lists_the_saved_steps(tmp):
 
 @pytest.mark.parametrize("option,value,error,message", [
     ("level", "x", TypeError, r"rckpt\.save: level must be an int .*, not 'x' \(str\)"),
-    ("chunk_bytes", -1, ValueError, r"rckpt\.save: chunk_bytes must be an int >= 1 .*, not -1"),
+    ("chunk_bytes", -1, ValueError, r"rckpt\.save: chunk_bytes must be an int from 1 to 1 GiB .*, not -1"),
     ("threads", 1.5, TypeError, r"rckpt\.save: threads must be an int >= 0 .*, not 1\.5"),
     ("emulate_devices", "2", TypeError, r"rckpt\.save: emulate_devices must be an int >= 0"),
     ("codec", None, TypeError, r"rckpt\.save: codec must be 'none' or 'zstd', not None"),
