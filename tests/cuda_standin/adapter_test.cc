@@ -12,6 +12,7 @@
 #include "rckpt/io.h"
 #include "driver.h"
 #include "rckpt/runtime.h"
+#include "runtime_fixture.h"
 #include "test_runtime.h"
 #include "test_util.h"
 
@@ -21,30 +22,7 @@ namespace {
 constexpr int kNoBinaryForGpu = 209;
 constexpr int kUnsupportedPtxVersion = 222;
 
-class AdapterTest : public ::testing::Test {
- protected:
-  void SetUp() override { Configure({}); }
-  void TearDown() override {
-    runtime_.reset();
-    EXPECT_EQ(CudaStandinViolations(), "");
-    EXPECT_EQ(CudaStandinContextDepth(), 0);
-  }
-
-  void Configure(RckptStandinConfig config) {
-    runtime_.reset();
-    ConfigureCudaStandin(config);
-  }
-  DeviceRuntime& Runtime() {
-    if (runtime_ == nullptr) {
-      auto rt = NewCudaRuntime({.driver_library = CudaStandinPath()});
-      EXPECT_TRUE(rt.ok()) << rt.status().ToString();
-      runtime_ = std::move(*rt);
-    }
-    return *runtime_;
-  }
-
-  std::unique_ptr<DeviceRuntime> runtime_;
-};
+class AdapterTest : public StandinRuntimeTest {};
 
 TEST_F(AdapterTest, ABuildFindsTheDriverAtRunTime) {
   ASSERT_OK_AND_ASSIGN(int n, Runtime().DeviceCount());

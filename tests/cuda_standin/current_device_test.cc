@@ -12,6 +12,7 @@
 #include "rckpt/doctor.h"
 #include "rckpt/io.h"
 #include "rckpt/runtime.h"
+#include "runtime_fixture.h"
 #include "test_runtime.h"
 #include "test_util.h"
 
@@ -42,30 +43,13 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
-class CurrentDeviceTest : public ::testing::Test {
+class CurrentDeviceTest : public StandinRuntimeTest {
  protected:
   void SetUp() override { Configure({.devices = 4}); }
   void TearDown() override {
     SetCudaStandinCurrentDevice(-1);
     if (runtime_ != nullptr) runtime_->ReleasePool();
-    runtime_.reset();
-    EXPECT_EQ(CudaStandinViolations(), "");
-    EXPECT_EQ(CudaStandinContextDepth(), 0);
-  }
-
-  // A fresh stand-in (nothing the last runtime made may be live).
-  void Configure(RckptStandinConfig config) {
-    runtime_.reset();
-    ConfigureCudaStandin(config);
-  }
-  // rckpt's CUDA runtime over the stand-in, made at the first use.
-  DeviceRuntime& Runtime() {
-    if (runtime_ != nullptr) return *runtime_;
-    Result<std::unique_ptr<DeviceRuntime>> made =
-        NewCudaRuntime({.driver_library = CudaStandinPath()});
-    if (!made.ok()) ADD_FAILURE() << made.status().ToString();
-    runtime_ = made.ok() ? std::move(*made) : NewEmulatedRuntime(0);
-    return *runtime_;
+    StandinRuntimeTest::TearDown();
   }
 
   // A checkpoint of a model tensor and an optimizer tensor, saved from the
@@ -111,7 +95,6 @@ class CurrentDeviceTest : public ::testing::Test {
   }
 
   MemFileSystem fs_;
-  std::unique_ptr<DeviceRuntime> runtime_;
 };
 
 TEST_F(CurrentDeviceTest, BareCudaLoadsOntoTheCurrentDeviceAndTouchesNoOther) {

@@ -14,6 +14,7 @@
 #include "driver_api.h"
 #include "rckpt/io.h"
 #include "rckpt/runtime.h"
+#include "runtime_fixture.h"
 #include "test_runtime.h"
 #include "test_util.h"
 
@@ -57,29 +58,7 @@ bool Eventually(Done done) {
   return done();
 }
 
-class StandinTest : public ::testing::Test {
- protected:
-  void SetUp() override { Configure({}); }
-  void TearDown() override {
-    runtime_.reset();
-    EXPECT_EQ(CudaStandinViolations(), "");
-    EXPECT_EQ(CudaStandinContextDepth(), 0);
-  }
-  void Configure(RckptStandinConfig config) {
-    runtime_.reset();
-    ConfigureCudaStandin(config);
-  }
-  DeviceRuntime& Runtime() {
-    if (runtime_ == nullptr) {
-      auto rt = NewCudaRuntime({.driver_library = CudaStandinPath()});
-      EXPECT_TRUE(rt.ok()) << rt.status().ToString();
-      runtime_ = std::move(*rt);
-    }
-    return *runtime_;
-  }
-
-  std::unique_ptr<DeviceRuntime> runtime_;
-};
+class StandinTest : public StandinRuntimeTest {};
 
 TEST_F(StandinTest, CopiesFromPageableMemoryAreCountedApartFromPinnedOnes) {
   ASSERT_OK_AND_ASSIGN(void* dev, Runtime().Allocate(kCuda0, 4096));
