@@ -24,10 +24,14 @@ Status CheckSchemeCase(std::string_view path) {
       return Status::Ok();
     }
   }
-  return Status::InvalidArgument(
-      "'" + std::string(path.substr(0, 200)) + "': an object-storage URL begins with " +
-      std::string(kObjectStoreScheme) + " in lower case (as the AWS CLI takes it), not '" +
-      std::string(path.substr(0, kObjectStoreScheme.size())) + "'");
+  std::string msg = "'";
+  msg.append(path.substr(0, 200));
+  msg.append("': an object-storage URL begins with ");
+  msg.append(kObjectStoreScheme);
+  msg.append(" in lower case (as the AWS CLI takes it), not '");
+  msg.append(path.substr(0, kObjectStoreScheme.size()));
+  msg.append("'");
+  return Status::InvalidArgument(msg);
 }
 
 UrlFileSystem::UrlFileSystem(FileSystem& local, S3FileSystemFactory make_s3)
