@@ -293,9 +293,9 @@ struct HttpClient::Impl {
     if (call->addresses != nullptr) {
       // "+": the entry times out of the lane's DNS cache as a lookup of
       // curl's own would, never kept past the store's next answer.
-      call->resolve = curl_slist_append(
-          nullptr,
-          ("+" + ResolveEntry(call->host, call->port, *call->addresses, lane.index)).c_str());
+      std::string entry = "+";
+      entry.append(ResolveEntry(call->host, call->port, *call->addresses, lane.index));
+      call->resolve = curl_slist_append(nullptr, entry.c_str());
       if (call->resolve != nullptr) curl_easy_setopt(e, CURLOPT_RESOLVE, call->resolve);
     }
     // Keys are sent as they are: "a/./b" and "a/../b" are keys, not paths

@@ -6,7 +6,7 @@ namespace {
 
 TensorInfo From(Device origin) {
   TensorInfo info;
-  info.name = "w";
+  info.name.push_back('w');  // not = "w": GCC 12's -Wrestrict false positive at -O3
   info.origin = origin;
   return info;
 }
