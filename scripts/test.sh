@@ -246,8 +246,9 @@ else
       -LE 'install|gpu|python'
 fi
 
-# Bounded libFuzzer runs of every fuzz target (20 s each, about 3 minutes in all).
-fuzz_seconds="${RCKPT_FUZZ_SECONDS:-20}"
+# Bounded libFuzzer runs of every fuzz target (10 s each, about 2 minutes in all
+# with their build).
+fuzz_seconds="${RCKPT_FUZZ_SECONDS:-10}"
 if [ "${RCKPT_SKIP_FUZZ:-0}" = 1 ]; then
   stage "fuzzers: skipped (RCKPT_SKIP_FUZZ=1)"
 elif ! command -v clang++ >/dev/null ||
