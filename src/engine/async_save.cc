@@ -109,7 +109,8 @@ class DeviceStaging {
       pool->Retire(device, std::shared_ptr<void>(pinned_, [rt](void* p) { rt->FreePinned(p); }),
                    capacity_);
     }
-    for (const auto& [d, stream] : streams_) {
+    for (const auto& [on, stream] : streams_) {
+      const auto d = on;  // a copy: Clang 14 captures no structured binding
       pool->Retire(d, std::shared_ptr<void>(stream.handle, [rt, d](void* h) {
                      rt->DestroyStream(d, Stream{h});
                    }),

@@ -372,7 +372,7 @@ Status LoadInto(const std::string& path, const std::vector<LoadTarget>& targets,
       continue;
     }
     if (t.sharded()) {
-      sharded.push_back(ShardedDest{&t, target.device, target.data});
+      sharded.push_back(ShardedDest{&t, target.device, target.data, Tensor()});
     } else {
       dests.push_back(TensorDest{&t, target.device, target.data});
     }
