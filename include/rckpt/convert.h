@@ -236,6 +236,21 @@ Status WriteCheckpointAs(CheckpointFormat format, const Checkpoint& ck, const st
                          const ExportOptions& options = {},
                          const SaveOptions& save_options = {});
 
+// rckpt::Load of a checkpoint of any format, with the same options and
+// rules: an .rckpt (or a file of no known format, which Load refuses saying
+// what is wrong) is loaded as it is; a PyTorch, safetensors or DCP file is
+// imported (`import`: strict, rng_keys, ...; its fs defaults to
+// options.fs) into a private .rckpt copy in a new directory under the
+// system's temporary directory (TMPDIR), saved raw and without fsync, and
+// loaded from there with `options`, so map_location, model_device,
+// sections and the RNG rules apply to it unchanged. The directory is
+// removed before LoadAny returns (a mapped load keeps the copy's pages).
+// The load options are checked before anything is read. Errors are Load's
+// and the importer's, naming `path`, never the copy. `report` (optional)
+// receives the format ("rckpt" for an .rckpt), inert classes and warnings.
+Result<Checkpoint> LoadAny(const std::string& path, const LoadOptions& options,
+                           const ImportOptions& import = {}, ImportReport* report = nullptr);
+
 // What `rckpt convert` and rckpt.convert do, with their options.
 struct ConvertOptions {
   // The input's format (kUnknown: by content, then by extension) and the

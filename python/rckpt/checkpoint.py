@@ -301,12 +301,14 @@ def load(f: LoadSource, *, map_location: Optional[MapLocation] = None,
     check_emulate_devices("rckpt.load", emulate_devices)
     progress = progress_callback(progress, "load")
     fs = _s3.file_system([f], s3, "rckpt.load")
-    with _files.readable(f) as path, \
-            _files.as_rckpt(f, path, placement, device, emulate_devices, strict, threads,
-                            "rckpt.load", fs) as rckpt_path:
-        raw = _core.load(rckpt_path, placement, device, sections, skip_sections, verify,
-                         map_file, threads, progress, emulate_devices, file_tree,
-                         device_unshuffle, fs)
+    with _files.readable(f) as path:
+        raw = _core.load(path, placement, device, sections, skip_sections, verify, map_file,
+                         threads, progress, emulate_devices, file_tree, device_unshuffle,
+                         strict, fs)
+    imported = raw["import"]
+    if imported["format"] != "rckpt":
+        _files.warn_import("rckpt.load", f"{_files.shown(f)} ({imported['format']})", imported,
+                           stacklevel=3)
     ck = Checkpoint(raw, file_tree)
     if file_tree:
         return ck
