@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple, Optional
 
 from . import _core, s3 as _s3
-from ._args import (check_bool, check_int, names_arg, path_arg, progress_callback,
+from ._args import (check_bool, names_arg, path_arg, progress_callback, save_options,
                     str_map_arg)
 from ._files import warn_import
 from .errors import DroppedValueWarning
@@ -108,14 +108,10 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], *,
     keys = names_arg(who, "rng_keys", rng_keys, "keys")
     section_map = str_map_arg(who, "sections", sections, "top-level key -> section")
     devices = _set_device_arg(set_device)
-    if not isinstance(codec, str):
-        raise TypeError(f"{who}: codec must be 'none' or 'zstd', not {codec!r}")
-    check_int(who, "level", level, -(1 << 31), "an int (zstd level, -7 to 22)")
-    check_int(who, "chunk_bytes", chunk_bytes, 1, "an int from 1 to 1 GiB (bytes)")
-    if not isinstance(shuffle, str):
-        raise TypeError(f"{who}: shuffle must be 'auto', 'on' or 'off', not {shuffle!r}")
+    options = save_options(who, codec=codec, level=level, chunk_bytes=chunk_bytes,
+                           shuffle=shuffle)
     raw = _core.convert(src_path, dst_path, source_format, target_format, strict, keys, section_map,
-                        drop_objects, codec, level, chunk_bytes, shuffle, devices,
+                        drop_objects, options, devices,
                         progress_callback(progress, "convert"), fs)
     warn_import(who, src_path, raw, stacklevel=3)
     for what in raw["not_kept"]:

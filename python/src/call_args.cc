@@ -47,19 +47,8 @@ std::shared_ptr<DeviceRuntime> RuntimeFor(int emulate_devices) {
   return std::shared_ptr<DeviceRuntime>(NewEmulatedRuntime(emulate_devices));
 }
 
-Codec ParseCodec(const std::string& name) {
-  if (name == "none") return Codec::kNone;
-  if (name == "zstd") return Codec::kZstd;
-  throw StatusError(Status::InvalidArgument("codec must be 'none' or 'zstd', got '" + name + "'"));
-}
-
-SaveOptions SaveOptionsOf(const std::string& codec, int level, uint64_t chunk_bytes, int threads,
-                          DeviceRuntime* runtime, Progress* progress) {
-  SaveOptions o;
-  o.codec = ParseCodec(codec);
-  o.level = level;
-  o.chunk_bytes = chunk_bytes;
-  o.threads = threads;
+SaveOptions SaveOptionsOf(const SaveOptions& options, DeviceRuntime* runtime, Progress* progress) {
+  SaveOptions o = options;
   o.runtime = runtime;
   o.progress = progress->Callback();
   return o;

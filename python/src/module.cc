@@ -20,6 +20,7 @@
 #include "format/collective_layout.h"
 #include "from_checkpoint.h"
 #include "inspect_binding.h"
+#include "options_binding.h"
 #include "other_formats.h"
 #include "rckpt/convert.h"
 #include "rckpt/human_bytes.h"
@@ -39,17 +40,16 @@ using namespace nb::literals;
 namespace rckpt::python {
 namespace {
 
-void Save(const std::string& path, nb::handle state, nb::list rng, const std::string& codec,
-          int level, uint64_t chunk_bytes, int threads, nb::dict metadata, nb::handle origin,
-          nb::object progress, int emulate_devices, bool replace, nb::handle fs) {
+void Save(const std::string& path, nb::handle state, nb::list rng, const SaveOptions& options,
+          nb::dict metadata, nb::handle origin, nb::object progress, int emulate_devices,
+          nb::handle fs) {
   std::vector<nb::object> keep_alive;
   Checkpoint ck = CheckpointToSave(state, rng, metadata, origin, &keep_alive);
   std::shared_ptr<FileSystem> files = FileSystemOf(fs);
 
   std::shared_ptr<DeviceRuntime> runtime = RuntimeFor(emulate_devices);
   Progress p(std::move(progress));
-  SaveOptions o = SaveOptionsOf(codec, level, chunk_bytes, threads, runtime.get(), &p);
-  o.replace = replace;
+  SaveOptions o = SaveOptionsOf(options, runtime.get(), &p);
   // Reads each CUDA tensor after torch's work on its device, the
   // contiguous copies made above included.
   UseTorchForDevices(runtime.get(), &o);
@@ -236,9 +236,9 @@ int CudaDeviceCount(int emulate_devices) {
 NB_MODULE(_core, m) {
   using namespace rckpt::python;
   RegisterErrorTranslator();
-  m.def("save", &Save, "path"_a, "state"_a, "rng"_a, "codec"_a, "level"_a, "chunk_bytes"_a,
-        "threads"_a, "metadata"_a, "origin"_a.none(), "progress"_a.none(),
-        "emulate_devices"_a, "replace"_a = true, "fs"_a.none() = nb::none());
+  RegisterOptions(m);
+  m.def("save", &Save, "path"_a, "state"_a, "rng"_a, "options"_a, "metadata"_a,
+        "origin"_a.none(), "progress"_a.none(), "emulate_devices"_a, "fs"_a.none() = nb::none());
   m.def("load", &Load, "path"_a, "map_location"_a.none(), "model_device"_a.none(),
         "sections"_a, "skip_sections"_a, "verify"_a, "map_file"_a, "threads"_a,
         "progress"_a.none(), "emulate_devices"_a, "file_tree"_a, "device_unshuffle"_a = true,

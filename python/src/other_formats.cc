@@ -31,8 +31,7 @@ CheckpointFormat FormatNamed(const std::string& name) {
 nb::dict Convert(const std::string& src, const std::string& dst, const std::string& from_format,
                  const std::string& to_format, bool strict, std::vector<std::string> rng_keys,
                  std::map<std::string, std::string> sections, bool drop_objects,
-                 const std::string& codec, int level, uint64_t chunk_bytes,
-                 const std::string& shuffle, const std::string& set_device, nb::object progress,
+                 const SaveOptions& save, const std::string& set_device, nb::object progress,
                  nb::handle fs) {
   std::shared_ptr<FileSystem> files = FileSystemOf(fs);
   ConvertOptions o;
@@ -42,11 +41,10 @@ nb::dict Convert(const std::string& src, const std::string& dst, const std::stri
   o.import.rng_keys = std::move(rng_keys);
   o.import.section_overrides = std::move(sections);
   o.exporter.drop_objects = drop_objects;
-  o.save.codec = ValueOrThrow(rckpt::ParseCodec(codec));
-  o.save.level = level;
-  o.save.chunk_bytes = chunk_bytes;
-  o.save.shuffle = ValueOrThrow(ParseShuffle(shuffle));
-  if (!set_device.empty()) o.set_device = ValueOrThrow(MapLocation::Parse(set_device, "set_device"));
+  o.save = save;
+  if (!set_device.empty()) {
+    o.set_device = ValueOrThrow(MapLocation::Parse(set_device, "set_device"));
+  }
   o.fs = files.get();
   Progress p(std::move(progress));
   o.save.progress = p.Callback();
@@ -79,8 +77,8 @@ nb::dict Convert(const std::string& src, const std::string& dst, const std::stri
 void RegisterOtherFormats(nb::module_& m) {
   using namespace nb::literals;
   m.def("convert", &Convert, "src"_a, "dst"_a, "from_format"_a, "to_format"_a, "strict"_a,
-        "rng_keys"_a, "sections"_a, "drop_objects"_a, "codec"_a, "level"_a, "chunk_bytes"_a,
-        "shuffle"_a, "set_device"_a, "progress"_a.none(), "fs"_a.none() = nb::none());
+        "rng_keys"_a, "sections"_a, "drop_objects"_a, "save"_a, "set_device"_a,
+        "progress"_a.none(), "fs"_a.none() = nb::none());
 }
 
 }  // namespace rckpt::python
