@@ -63,20 +63,31 @@ endfunction()
 # the CMake it runs under (CMake 3.25 and nvcc 13 fail on C++20: "requires the
 # language dialect CUDA20"). Code that only calls libtorch, as rckpt::torch
 # does, needs none of it: libtorch's CUDA libraries come with it. So unless
-# RCKPT_TORCH_CUDA_TOOLKIT is ON, libtorch's configuration is told that the
-# toolkit is set up already (the target torch::cudart exists). A project that
-# compiles CUDA with libtorch's settings calls find_package(Torch) before
-# find_package(rckpt), or sets RCKPT_TORCH_CUDA_TOOLKIT=ON.
+# RCKPT_TORCH_CUDA_TOOLKIT is ON, rckpt defines the target that tells
+# libtorch's configuration the toolkit is set up already, torch::cudart, with
+# the include directories of the toolkit FindCUDAToolkit finds (which needs
+# no CUDA language), so that <c10/cuda/...> headers compile in a project that
+# found rckpt first; it links nothing: libtorch_cuda brings the wheel's own
+# CUDA runtime, and a system toolkit's libcudart.so (and the libraries beside
+# it, found through its directory) need not match the wheel's. Empty where
+# there is no toolkit. A project that compiles CUDA with libtorch's
+# settings calls find_package(Torch) before find_package(rckpt), or sets
+# RCKPT_TORCH_CUDA_TOOLKIT=ON.
 macro(rckpt_find_torch found_var rckpt_abi)
   set(${found_var} FALSE)
   set(RCKPT_TORCH_NOT_FOUND_MESSAGE "")
   if(NOT TARGET torch::cudart AND NOT RCKPT_TORCH_CUDA_TOOLKIT)
     # libtorch's config (Caffe2's public/cuda.cmake) sets the toolkit up only
     # when this target does not exist yet.
+    find_package(CUDAToolkit QUIET)
     if(CMAKE_FIND_PACKAGE_TARGETS_GLOBAL)
       add_library(torch::cudart INTERFACE IMPORTED GLOBAL)
     else()
       add_library(torch::cudart INTERFACE IMPORTED)
+    endif()
+    if(CUDAToolkit_FOUND)
+      set_property(TARGET torch::cudart PROPERTY INTERFACE_INCLUDE_DIRECTORIES
+                   ${CUDAToolkit_INCLUDE_DIRS})
     endif()
   endif()
   find_package(Torch CONFIG QUIET)

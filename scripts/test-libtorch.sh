@@ -81,6 +81,11 @@ cmake -S "$root/torch/tests" -B "$out/tests" "${common[@]}" \
   -DCMAKE_PREFIX_PATH="$prefix;$torch_cmake" >/dev/null
 cmake --build "$out/tests"
 
+echo "libtorch adapter: rckpt found before libtorch leaves libtorch's CUDA headers usable"
+cmake -S "$root/torch/tests/cudart_check" -B "$out/cudart_check" "${common[@]}" \
+  -DCMAKE_PREFIX_PATH="$prefix;$torch_cmake" | grep "cudart_check"
+cmake --build "$out/cudart_check"
+
 echo "libtorch adapter: C++ tests ($(( $(date +%s) - t0 )) s)"
 "$out/tests/rckpt_torch_tests" --gtest_brief=1
 echo "libtorch adapter: Python against the examples ($(( $(date +%s) - t0 )) s)"
