@@ -145,8 +145,10 @@ void CudaGeneratorsRoundTrip() {
   VERIFY(cuda->origin == rckpt::Device::Cuda(0));
   const at::Tensor expected = torch::randn({1000}, torch::TensorOptions().device(kCuda0)).cpu();
   torch::randn({5000}, torch::TensorOptions().device(kCuda0));
-  rt::RngRestoreReport report;
-  VERIFY_OK(rt::RestoreRng(ck, {}, &report));
+  rckpt::Result<rt::RngRestoreReport> restored = rt::RestoreRng(ck);
+  VERIFY_OK(restored.status());
+  if (!restored.ok()) return;
+  const rt::RngRestoreReport& report = *restored;
   VERIFY(torch::equal(torch::randn({1000}, torch::TensorOptions().device(kCuda0)).cpu(), expected));
   VERIFY(std::find(report.restored.begin(), report.restored.end(), "torch.cuda.0") !=
         report.restored.end());
@@ -197,7 +199,7 @@ void TrainingOnTheGpuResumesBitIdentically() {
   VERIFY(back->tensors.at("optimizer.state.0.step").device().is_cpu());  // a host-role counter
   VERIFY_OK(rt::RestoreModule(*back, *resumed));
   VERIFY_OK(rt::RestoreOptimizer(*back, resumed_adam));
-  VERIFY_OK(rt::RestoreRng(back->checkpoint));
+  VERIFY_OK(rt::RestoreRng(*back).status());
   for (int i = 0; i < 3; ++i) Step(resumed, resumed_adam);
   auto a = net->named_parameters();
   auto b = resumed->named_parameters();

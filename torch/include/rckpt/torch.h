@@ -17,7 +17,7 @@
 //   RCKPT_ASSIGN_OR_RETURN(rckpt::libtorch::Loaded back, rckpt::libtorch::Load("run/last.rckpt"));
 //   RCKPT_RETURN_IF_ERROR(rckpt::libtorch::RestoreModule(back, *net));
 //   RCKPT_RETURN_IF_ERROR(rckpt::libtorch::RestoreOptimizer(back, optimizer));
-//   RCKPT_RETURN_IF_ERROR(rckpt::libtorch::RestoreRng(back.checkpoint));
+//   RCKPT_ASSIGN_OR_RETURN(rckpt::libtorch::RngRestoreReport rng, rckpt::libtorch::RestoreRng(back));
 //
 // The layout is Python's: `rckpt.save(path, {"model": model.state_dict(),
 // "optimizer": opt.state_dict()}, rng=rckpt.capture_rng())` and the calls
@@ -84,6 +84,13 @@ struct LoadIntoOptions {
   // rckpt.save(path, {"model": model.state_dict()}) and
   // rckpt.save(path, model.state_dict()) both write.
   std::string section = "model";
+  // Key prefixes to take off the file's keys before they are matched, each in
+  // turn, as Python's consume_prefix_in_state_dict_if_present does: a key
+  // that starts with the prefix loses it, the others stay. {"module.",
+  // "_orig_mod."} reads a state_dict saved from a DDP-wrapped module and from
+  // a torch.compile'd one ("module._orig_mod.fc1.weight" -> "fc1.weight").
+  // Two keys that become one are InvalidArgument, naming both.
+  std::vector<std::string> strip_prefixes;
   // Threads, checksums, the file system, progress (rckpt's LoadOptions; its
   // placement options do not apply: each tensor goes to the device of its
   // parameter or buffer).
@@ -145,9 +152,10 @@ Status SaveTensors(const std::string& path, const TensorDict& tensors,
 // SaveTensors or rckpt.save(path, tensors), or the state_dict of
 // rckpt.save(path, {"model": model.state_dict()})), keyed as the section's
 // dict is ("fc1.weight"; nested dicts joined with "."), placed by `options`
-// as rckpt::Load places them (only that section is read). InvalidArgument
-// when the file has no such section (rckpt::Load's unknown section) or the
-// section holds something other than tensors (naming the key).
+// as rckpt::Load places them (only that section is read). NotFound when the
+// file has no such section (as from every call here that reads one);
+// InvalidArgument when the section holds something other than tensors
+// (naming the key).
 Result<TensorDict> LoadTensors(const std::string& path, std::string_view section = "model",
                                const LoadOptions& options = {});
 
@@ -266,16 +274,24 @@ struct RngRestoreReport {
   std::vector<std::string> skipped;
 };
 
-// Restores what CaptureRng (or Python's capture_rng) saved, by Python's
-// rules: "torch.cpu" into the default CPU generator; "torch.cuda.<i>" (origin
-// cuda:<i>) into device i's default generator when torch sees device i,
-// skipped otherwise; "torch.<name>" into generators[name], skipped when not
-// given; Python's and NumPy's records are skipped (C++ has no such
-// generators). Every record is checked before the first generator is set:
-// Corruption for a malformed state, InvalidArgument for a state of another
-// kind or device than its generator's; nothing is restored on error.
-Status RestoreRng(const Checkpoint& ck, const GeneratorMap& generators = {},
-                  RngRestoreReport* report = nullptr);
+// Restores what CaptureRng (or Python's capture_rng) saved, by the rules of
+// Python's restore_rng, and returns what it restored and what it skipped
+// (records in the checkpoint's order): the default CPU generator from
+// "torch.cpu", or from the names a Trainer rng_state.pth or accelerate's
+// random_states_<i>.pkl is imported as, "cpu" and "torch_manual_seed" (kind
+// torch_cpu); device i's default generator from "torch.cuda.<i>", "cuda",
+// "cuda.<i>" or "torch_cuda_manual_seed.<i>" of origin cuda:<i> when torch
+// sees device i, skipped otherwise; "torch.<name>" into generators[name],
+// skipped when not given; Python's and NumPy's records are skipped (C++ has
+// no such generators), as is any other name. A checkpoint with no record
+// for torch's generators restores nothing and says so (restored is empty):
+// check it where a resume must be bit-identical. Every record is checked
+// before the first generator is set: Corruption for a malformed state,
+// InvalidArgument for a state of another kind or device than its
+// generator's; nothing is restored on error.
+Result<RngRestoreReport> RestoreRng(const Checkpoint& ck, const GeneratorMap& generators = {});
+// RestoreRng of `ck.checkpoint`.
+Result<RngRestoreReport> RestoreRng(const Loaded& ck, const GeneratorMap& generators = {});
 
 }  // namespace rckpt::libtorch
 
