@@ -35,10 +35,7 @@ endfunction()
 # (-D_GLIBCXX_USE_CXX11_ABI=0 for the old ABI; nothing since torch 2.7 built
 # every wheel with the C++11 ABI).
 function(rckpt_check_torch_abi rckpt_abi torch_flags error_var)
-  set(torch_abi 1)
-  if(torch_flags MATCHES "_GLIBCXX_USE_CXX11_ABI=([01])")
-    set(torch_abi ${CMAKE_MATCH_1})
-  endif()
+  rckpt_torch_abi("${torch_flags}" torch_abi)
   if(rckpt_abi STREQUAL "" OR rckpt_abi STREQUAL torch_abi)
     set(${error_var} "" PARENT_SCOPE)
     return()
@@ -49,6 +46,42 @@ function(rckpt_check_torch_abi rckpt_abi torch_flags error_var)
     "so code built for one cannot call the other. Build rckpt with "
     "-DCMAKE_CXX_FLAGS=-D_GLIBCXX_USE_CXX11_ABI=${torch_abi}, or use a libtorch built with the "
     "C++11 ABI (every torch wheel from 2.7 on; the cxx11-abi libtorch archives before)")
+  set(${error_var} "${message}" PARENT_SCOPE)
+endfunction()
+
+# rckpt_torch_abi(<torch_cxx_flags> <var>): the _GLIBCXX_USE_CXX11_ABI a
+# libtorch says in its TORCH_CXX_FLAGS (1 when it says nothing: every wheel
+# since torch 2.7).
+function(rckpt_torch_abi torch_flags var)
+  set(abi 1)
+  if(torch_flags MATCHES "_GLIBCXX_USE_CXX11_ABI=([01])")
+    set(abi ${CMAKE_MATCH_1})
+  endif()
+  set(${var} ${abi} PARENT_SCOPE)
+endfunction()
+
+# rckpt_check_torch_build(<built_version> <built_abi> <built_dir> <version>
+#                         <torch_cxx_flags> <dir> <error_var>): sets
+# <error_var> to why an installed rckpt::torch, compiled against libtorch
+# <built_version> of C++ ABI <built_abi> (in <built_dir>), cannot be linked
+# with the libtorch found (<version>, <torch_cxx_flags>, in <dir>), or to ""
+# when it is the same libtorch. libtorch's C++ API makes no binary promise
+# from one version to the next (the adapter inlines its option structs,
+# OrderedDict and Generator), so the version must be the same to the patch
+# level, and the ABI flag too (libtorch before 2.7 came in both ABIs).
+function(rckpt_check_torch_build built_version built_abi built_dir version torch_flags dir
+         error_var)
+  rckpt_torch_abi("${torch_flags}" abi)
+  if(version VERSION_EQUAL built_version AND abi STREQUAL built_abi)
+    set(${error_var} "" PARENT_SCOPE)
+    return()
+  endif()
+  string(CONCAT message
+    "rckpt::torch was built against libtorch ${built_version} (_GLIBCXX_USE_CXX11_ABI=${built_abi}, "
+    "${built_dir}), but this project found libtorch ${version} (_GLIBCXX_USE_CXX11_ABI=${abi}, "
+    "${dir}). libtorch's C++ API makes no binary promise from one version to the next: build "
+    "rckpt::torch again against this libtorch (cmake -S <rckpt>/torch, docs/CPP.md), or point "
+    "CMAKE_PREFIX_PATH (or Torch_DIR and Caffe2_DIR) at libtorch ${built_version}")
   set(${error_var} "${message}" PARENT_SCOPE)
 endfunction()
 
