@@ -72,6 +72,7 @@ Status AddDict(Checkpoint* ck, std::string_view section,
     RCKPT_RETURN_IF_ERROR(ck->AddTensor(section, name, std::move(tensor)));
   }
   ck->Tree()[section] = Value::Map(std::move(entries));
+  OrderAfterC10Stream(ck);
   return Status::Ok();
 }
 
@@ -96,6 +97,13 @@ Status SaveTensors(const std::string& path, const TensorDict& tensors,
 Status Save(const std::string& path, const Checkpoint& ck, SaveOptions options) {
   return Guard("Save '" + path + "'", [&] {
     return rckpt::Save(path, ck, WithC10Stream(std::move(options)));
+  });
+}
+
+Status SaveAsync(AsyncSaver& saver, const std::string& path, const Checkpoint& ck,
+                 SaveOptions options, AsyncSaver::DoneCallback done) {
+  return Guard("SaveAsync '" + path + "'", [&] {
+    return saver.Save(path, ck, WithC10Stream(std::move(options)), std::move(done));
   });
 }
 

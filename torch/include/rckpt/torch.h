@@ -53,6 +53,7 @@
 #include <string_view>
 #include <vector>
 
+#include "rckpt/async_save.h"
 #include "rckpt/checkpoint.h"
 #include "rckpt/options.h"
 #include "rckpt/status.h"
@@ -169,7 +170,25 @@ Status AddTensors(Checkpoint* ck, std::string_view section, const TensorDict& te
 
 // rckpt::Save with c10's current stream of each device as the caller's
 // stream (unless options.caller_stream is set).
+//
+// A checkpoint that AddModule, AddTensors or AddOptimizer gave a CUDA tensor
+// carries c10's current stream as its own (Checkpoint::caller_stream), so
+// the core rckpt::Save and rckpt::AsyncSaver::Save order its reads the same
+// way: whichever Save it reaches, a CUDA tensor is read after the work
+// queued on c10's current stream of its device at the call (the optimizer
+// step before it), and no device is synchronised.
 Status Save(const std::string& path, const Checkpoint& ck, SaveOptions options = {});
+
+// saver.Save (rckpt/async_save.h) with c10's current stream of each device
+// as the caller's stream (unless options.caller_stream is set): returns once
+// the checkpoint is copied (host tensors) or its device-to-host copies are
+// queued after the work on that stream (CUDA tensors), and writes the file
+// on the saver's thread. The snapshot holds the CUDA tensors until their
+// copies are done, so `ck` may be dropped at once; the tensors must not be
+// changed before saver.WaitSnapshot() returns (or the next step's stream is
+// ordered after the copies). Errors as saver.Save's.
+Status SaveAsync(AsyncSaver& saver, const std::string& path, const Checkpoint& ck,
+                 SaveOptions options = {}, AsyncSaver::DoneCallback done = nullptr);
 
 // A checkpoint loaded with torch's devices: rckpt's Checkpoint (tree, RNG
 // records, metadata) and each of its tensors as an at::Tensor sharing the
