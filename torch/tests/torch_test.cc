@@ -711,6 +711,118 @@ TEST(OptimizerTest, SgdMomentumBuffersAreCopiedIntoTheOptimizersOwn) {
   EXPECT_TRUE(torch::equal(back->tensors.at("optimizer.state.0.momentum_buffer"), saved));
 }
 
+// --- LR schedulers and archives ------------------------------------------
+
+// Saves `ck` and loads it back with torch's devices.
+rt::Loaded SavedAndLoaded(const rckpt::Checkpoint& ck, const std::string& name) {
+  const std::string path = TempPath(name);
+  EXPECT_TRUE(rt::Save(path, ck).ok());
+  rckpt::Result<rt::Loaded> back = rt::Load(path);
+  EXPECT_TRUE(back.ok()) << back.status().ToString();
+  return back.ok() ? std::move(back).value() : rt::Loaded{};
+}
+
+double Lr(const torch::optim::Optimizer& optimizer) {
+  return optimizer.param_groups().at(0).options().get_lr();
+}
+
+TEST(SchedulerTest, StepLrResumesItsSchedule) {
+  torch::nn::Linear net(2, 2);
+  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(1.0));
+  torch::optim::StepLR scheduler(sgd, /*step_size=*/3, /*gamma=*/0.5);
+  for (int i = 0; i < 4; ++i) scheduler.step();  // lr 0.5 after the 3rd
+  rckpt::Checkpoint ck;
+  ASSERT_OK(rt::AddOptimizer(&ck, sgd));
+  ASSERT_OK(rt::AddLRScheduler(&ck, scheduler));
+  const rckpt::Value* state = ck.Tree().Find("lr_scheduler");
+  ASSERT_NE(state, nullptr);
+  EXPECT_EQ(state->Find("last_epoch")->as_int(), 4);  // Python's keys and counts
+  EXPECT_EQ(state->Find("_step_count")->as_int(), 5);
+  rt::Loaded back = SavedAndLoaded(ck, "step-lr.rckpt");
+
+  torch::nn::Linear fresh(2, 2);
+  torch::optim::SGD resumed(fresh->parameters(), torch::optim::SGDOptions(1.0));
+  torch::optim::StepLR resumed_scheduler(resumed, 3, 0.5);
+  ASSERT_OK(rt::RestoreOptimizer(back, resumed));
+  ASSERT_OK(rt::RestoreLRScheduler(back, resumed_scheduler));
+  for (int i = 0; i < 7; ++i) {
+    scheduler.step();
+    resumed_scheduler.step();
+    EXPECT_EQ(Lr(resumed), Lr(sgd)) << "step " << i + 5;
+  }
+  EXPECT_EQ(Lr(sgd), 0.125);
+  ExpectError(rt::RestoreLRScheduler(back, resumed_scheduler, "sched"), StatusCode::kNotFound,
+              "no section 'sched'");
+  ExpectError(rt::RestoreLRScheduler(back, resumed_scheduler, "optimizer"),
+              StatusCode::kInvalidArgument, "is not an LR scheduler's state");
+}
+
+// A sampler's position through its own save/load, inside the checkpoint.
+TEST(ArchiveTest, ARandomSamplerResumesMidEpoch) {
+  torch::manual_seed(3);
+  torch::data::samplers::RandomSampler sampler(100);
+  sampler.reset();
+  (void)sampler.next(30);
+  torch::serialize::OutputArchive out;
+  sampler.save(out);
+  rckpt::Checkpoint ck;
+  ASSERT_OK(rt::AddArchive(&ck, "sampler", out));
+  rt::Loaded back = SavedAndLoaded(ck, "sampler.rckpt");
+  torch::data::samplers::RandomSampler resumed(100);
+  torch::serialize::InputArchive in;
+  ASSERT_OK(rt::ReadArchive(back, "sampler", &in));
+  resumed.load(in);
+  EXPECT_EQ(resumed.index(), 30u);
+  EXPECT_EQ(resumed.next(70).value(), sampler.next(70).value());
+  ExpectError(rt::ReadArchive(back, "absent", &in), StatusCode::kNotFound, "no section 'absent'");
+}
+
+// An optimizer this adapter has no Python layout for round-trips in C++
+// through libtorch's own serialization, in the same file.
+TEST(ArchiveTest, RmspropAndAdagradRoundTripThroughAnArchive) {
+  auto train = [](torch::nn::Linear& net, torch::optim::Optimizer& optimizer, int steps) {
+    for (int i = 0; i < steps; ++i) {
+      auto closure = [&] {
+        optimizer.zero_grad();
+        at::Tensor loss = net->forward(torch::ones({4, 3})).pow(2).sum();
+        loss.backward();
+        return loss;
+      };
+      optimizer.step(closure);
+    }
+  };
+  auto check = [&](auto make) {
+    torch::manual_seed(1);
+    torch::nn::Linear net(3, 2);
+    auto optimizer = make(net);
+    train(net, *optimizer, 3);
+    torch::serialize::OutputArchive out;
+    optimizer->save(out);
+    rckpt::Checkpoint ck;
+    ASSERT_OK(rt::AddModule(&ck, *net));
+    ASSERT_OK(rt::AddArchive(&ck, "optimizer", out));
+    rt::Loaded back = SavedAndLoaded(ck, "archived-optimizer.rckpt");
+    torch::nn::Linear resumed(3, 2);
+    auto resumed_optimizer = make(resumed);
+    ASSERT_OK(rt::RestoreModule(back, *resumed));
+    torch::serialize::InputArchive in;
+    ASSERT_OK(rt::ReadArchive(back, "optimizer", &in));
+    resumed_optimizer->load(in);
+    train(net, *optimizer, 2);
+    train(resumed, *resumed_optimizer, 2);
+    EXPECT_TRUE(torch::equal(net->weight, resumed->weight));
+    EXPECT_TRUE(torch::equal(net->bias, resumed->bias));
+  };
+  check([](torch::nn::Linear& n) {
+    return std::make_unique<torch::optim::Adagrad>(n->parameters(),
+                                                   torch::optim::AdagradOptions(0.1));
+  });
+  check([](torch::nn::Linear& n) {
+    return std::make_unique<torch::optim::RMSprop>(
+        n->parameters(), torch::optim::RMSpropOptions(0.01).momentum(0.9).centered(true));
+  });
+}
+
 // --- RNG -------------------------------------------------------------------
 
 TEST(RngTest, CaptureAndRestoreTheDefaultAndNamedGenerators) {

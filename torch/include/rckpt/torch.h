@@ -64,7 +64,12 @@ class Module;
 }  // namespace nn
 namespace optim {
 class Optimizer;
+class LRScheduler;
 }  // namespace optim
+namespace serialize {
+class InputArchive;
+class OutputArchive;
+}  // namespace serialize
 }  // namespace torch
 
 namespace rckpt::libtorch {
@@ -272,6 +277,43 @@ Status RestoreOptimizer(const Loaded& ck, ::torch::optim::Optimizer& optimizer,
 // RestoreOptimizer with options.section = `section`.
 Status RestoreOptimizer(const Loaded& ck, ::torch::optim::Optimizer& optimizer,
                         std::string_view section = "optimizer");
+
+// ---------------------------------------------------------------------------
+// LR schedulers, and anything libtorch writes to an archive
+
+// Adds the step count of a libtorch LR scheduler (torch::optim::StepLR,
+// ReduceLROnPlateau's base, or a user's subclass of LRScheduler) as section
+// `section` of the tree, in the keys of Python's scheduler.state_dict():
+// {"last_epoch": n, "_step_count": n + 1} after n calls of step(), so that
+// Python's scheduler.load_state_dict resumes from it too. The learning rates
+// themselves are the optimizer's (AddOptimizer, RestoreOptimizer).
+// InvalidArgument when `ck` has the section already.
+Status AddLRScheduler(Checkpoint* ck, const ::torch::optim::LRScheduler& scheduler,
+                      std::string_view section = "lr_scheduler");
+
+// Sets the scheduler's step count from section `section` (AddLRScheduler's,
+// or Python's scheduler.state_dict(), by its last_epoch), so that its next
+// step() changes the learning rates when the saved run's would have.
+// NotFound without the section; InvalidArgument when it has no last_epoch
+// that is an int from 0 to 2^32 - 1.
+Status RestoreLRScheduler(const Loaded& ck, ::torch::optim::LRScheduler& scheduler,
+                          std::string_view section = "lr_scheduler");
+
+// The extension point: adds what a libtorch object wrote to `archive` with
+// its save(OutputArchive&) (a torch::data sampler's position, an optimizer
+// this adapter has no layout for, such as RMSprop or Adagrad, a
+// user's own module or optimizer state) as section `section` of the tree,
+// one bytes value, inside the same atomic file as the rest. Only libtorch
+// reads it back (ReadArchive): Python sees the bytes. InvalidArgument when
+// `ck` has the section already.
+Status AddArchive(Checkpoint* ck, std::string_view section,
+                  ::torch::serialize::OutputArchive& archive);
+
+// Loads section `section` (AddArchive's) into `archive`, for the object's
+// load(InputArchive&). NotFound without the section; InvalidArgument when it
+// is not AddArchive's bytes, or libtorch cannot read them.
+Status ReadArchive(const Loaded& ck, std::string_view section,
+                   ::torch::serialize::InputArchive* archive);
 
 // ---------------------------------------------------------------------------
 // Random-number generators
