@@ -76,10 +76,42 @@ cmake -S "$root/torch" -B "$out/adapter" "${common[@]}" \
 cmake --build "$out/adapter"
 cmake --install "$out/adapter" >/dev/null
 
+echo "libtorch adapter: a project that finds another libtorch is refused, naming both"
+# Another libtorch's configuration, as find_package(Torch) sees it: its
+# version (the wheel's next minor) and flags.
+other="$out/other-libtorch/share/cmake/Torch"
+rm -rf "$out/other-libtorch" "$out/other-consumer"
+mkdir -p "$other"
+built_version="$(sed -n 's/^set(RCKPT_TORCH_BUILT_VERSION "\(.*\)")$/\1/p' "$prefix/lib/cmake/rckpt/rckptTorchBuild.cmake")"
+other_version="$(echo "$built_version" | awk -F. '{ printf "%d.%d.0", $1, $2 + 1 }')"
+printf 'set(PACKAGE_VERSION "%s")\nset(PACKAGE_VERSION_COMPATIBLE TRUE)\n' "$other_version" \
+  > "$other/TorchConfigVersion.cmake"
+printf 'set(TORCH_CXX_FLAGS "")\nset(TORCH_LIBRARIES torch)\nadd_library(torch INTERFACE IMPORTED)\n' \
+  > "$other/TorchConfig.cmake"
+if cmake -S "$root/examples/libtorch" -B "$out/other-consumer" -G Ninja \
+     -DCMAKE_PREFIX_PATH="$prefix;$out/other-libtorch/share/cmake" > "$out/other-consumer.log" 2>&1; then
+  echo "test-libtorch: a project that found libtorch $other_version configured against rckpt::torch built with $built_version" >&2
+  exit 1
+fi
+refusal="$(tr -s ' \n' ' ' < "$out/other-consumer.log")"
+for want in "rckpt::torch was built against libtorch $built_version (_GLIBCXX_USE_CXX11_ABI=$torch_abi" \
+            "but this project found libtorch $other_version (_GLIBCXX_USE_CXX11_ABI=1, $other)"; do
+  if [[ "$refusal" != *"$want"* ]]; then
+    echo "test-libtorch: the refusal does not say '$want':" >&2
+    cat "$out/other-consumer.log" >&2
+    exit 1
+  fi
+done
+
 echo "libtorch adapter: building its tests and the examples ($(( $(date +%s) - t0 )) s)"
 cmake -S "$root/torch/tests" -B "$out/tests" "${common[@]}" \
   -DCMAKE_PREFIX_PATH="$prefix;$torch_cmake" >/dev/null
 cmake --build "$out/tests"
+
+echo "libtorch adapter: rckpt found before libtorch leaves libtorch's CUDA headers usable"
+cmake -S "$root/torch/tests/cudart_check" -B "$out/cudart_check" "${common[@]}" \
+  -DCMAKE_PREFIX_PATH="$prefix;$torch_cmake" | grep "cudart_check"
+cmake --build "$out/cudart_check"
 
 echo "libtorch adapter: C++ tests ($(( $(date +%s) - t0 )) s)"
 "$out/tests/rckpt_torch_tests" --gtest_brief=1

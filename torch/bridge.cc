@@ -208,6 +208,16 @@ std::function<Result<int>(int)> C10AutoDevice(DeviceRuntime* runtime) {
   };
 }
 
+void OrderAfterC10Stream(Checkpoint* ck) {
+  if (ck->caller_stream()) return;
+  for (const TensorEntry& e : ck->tensors()) {
+    if (e.tensor.device().is_cuda()) {
+      ck->set_caller_stream(C10CallerStream());
+      return;
+    }
+  }
+}
+
 SaveOptions WithC10Stream(SaveOptions options) {
   if (!options.caller_stream && IsCudaRuntime(options.runtime)) {
     options.caller_stream = C10CallerStream();

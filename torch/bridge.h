@@ -89,6 +89,12 @@ std::function<Result<int>(int)> C10AutoDevice(DeviceRuntime* runtime);
 // one, when its runtime is the CUDA runtime.
 SaveOptions WithC10Stream(SaveOptions options);
 
+// Gives `ck` c10's current stream as its own caller stream
+// (Checkpoint::caller_stream) when it holds a CUDA tensor and has none, so
+// that any Save it reaches (rckpt::Save, AsyncSaver::Save, this adapter's)
+// reads its CUDA tensors after the work queued on that stream.
+void OrderAfterC10Stream(Checkpoint* ck);
+
 // InvalidArgument unless `ck` can take section `section`: a checkpoint,
 // a tree that is a dict of sections without that one, and no tensor of it.
 Status CheckNewSection(const Checkpoint* ck, std::string_view section);

@@ -96,6 +96,33 @@ Status MatchModule(const std::vector<std::pair<std::string, at::Tensor>>& state,
   return Status::Ok();
 }
 
+// Takes options.strip_prefixes off the dict's keys, in turn.
+Status StripPrefixes(const std::vector<std::string>& prefixes, const std::string& where,
+                     SectionDict* dict) {
+  if (prefixes.empty()) return Status::Ok();
+  auto strip = [&](std::string key) {
+    for (const std::string& prefix : prefixes) {
+      if (!prefix.empty() && key.starts_with(prefix)) key.erase(0, prefix.size());
+    }
+    return key;
+  };
+  std::map<std::string, std::string, std::less<>> was;  // stripped key -> the file's
+  auto add = [&](std::string& key) -> Status {
+    std::string stripped = strip(key);
+    auto [it, fresh] = was.emplace(stripped, key);
+    if (!fresh) {
+      return Status::InvalidArgument(where + ": keys '" + it->second + "' and '" + key +
+                                     "' are both '" + stripped + "' once the prefixes are "
+                                     "stripped");
+    }
+    key = std::move(stripped);
+    return Status::Ok();
+  };
+  for (auto& [key, name] : dict->tensors) RCKPT_RETURN_IF_ERROR(add(key));
+  for (std::string& key : dict->others) RCKPT_RETURN_IF_ERROR(add(key));
+  return Status::Ok();
+}
+
 std::string SectionWhere(const std::string& file, std::string_view section) {
   return file + " section '" + std::string(section) + "'";
 }
@@ -112,6 +139,8 @@ Status LoadIntoFile(const std::string& path, ::torch::nn::Module& module,
   }
   Result<SectionDict> dict = ReadSectionDict(report.tree, options.section, names);
   if (!dict.ok()) return dict.status().WithContext(file);
+  RCKPT_RETURN_IF_ERROR(
+      StripPrefixes(options.strip_prefixes, SectionWhere(file, options.section), &*dict));
   std::vector<ModuleMatch> matches;
   RCKPT_RETURN_IF_ERROR(MatchModule(ModuleState(module), *dict, sources, options,
                                     SectionWhere(file, options.section), &matches, keys));
@@ -177,6 +206,9 @@ Status RestoreModule(const Loaded& ck, ::torch::nn::Module& module,
     }
     Result<SectionDict> dict = ReadSectionDict(ck.checkpoint.Tree(), options.section, names);
     if (!dict.ok()) return dict.status().WithContext("the loaded checkpoint");
+    RCKPT_RETURN_IF_ERROR(StripPrefixes(
+        options.strip_prefixes, SectionWhere("the loaded checkpoint's", options.section),
+        &*dict));
     std::vector<ModuleMatch> matches;
     RCKPT_RETURN_IF_ERROR(MatchModule(ModuleState(module), *dict, sources, options,
                                       SectionWhere("the loaded checkpoint's", options.section),

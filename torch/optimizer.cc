@@ -335,6 +335,7 @@ Status AddOptimizerState(Checkpoint* ck, const optim::Optimizer& optimizer,
   }
   ck->Tree()[section] = Value::Map({{"state", Value::Map(std::move(state))},
                                     {"param_groups", Value::List(std::move(groups))}});
+  OrderAfterC10Stream(ck);
   return Status::Ok();
 }
 

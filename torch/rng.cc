@@ -12,6 +12,31 @@ namespace {
 constexpr std::string_view kTorchPrefix = "torch.";
 constexpr std::string_view kCudaPrefix = "torch.cuda.";
 
+// The names besides "torch.cpu" and "torch.cuda.<i>" under which Python's
+// restore_rng restores the default generators (python/rckpt/rng.py): those a
+// Trainer rng_state.pth and accelerate's random_states_<i>.pkl are imported
+// as, and a state dict's "cpu" / "cuda" entries.
+bool IsCpuAlias(const RngRecord& r) {
+  return r.kind == RngKind::kTorchCpu && (r.name == "cpu" || r.name == "torch_manual_seed");
+}
+
+bool IsDigits(std::string_view s) {
+  return !s.empty() && s.find_first_not_of("0123456789") == std::string_view::npos;
+}
+
+bool IsCudaAlias(const RngRecord& r) {
+  if (!r.origin.is_cuda() || (r.kind != RngKind::kTorchCuda && r.kind != RngKind::kOpaque)) {
+    return false;
+  }
+  if (r.name == "cuda") return true;
+  for (std::string_view prefix : {"cuda.", "torch_cuda_manual_seed."}) {
+    if (r.name.starts_with(prefix) && IsDigits(std::string_view(r.name).substr(prefix.size()))) {
+      return true;
+    }
+  }
+  return false;
+}
+
 at::Generator DefaultGenerator(c10::DeviceType type, int index) {
   return at::globalContext().defaultGenerator(
       c10::Device(type, static_cast<c10::DeviceIndex>(index)));
@@ -109,16 +134,15 @@ Status CaptureInto(Checkpoint* ck, const GeneratorMap& generators) {
   return Status::Ok();
 }
 
-Status RestoreFrom(const Checkpoint& ck, const GeneratorMap& generators,
-                   RngRestoreReport* report) {
+Result<RngRestoreReport> RestoreFrom(const Checkpoint& ck, const GeneratorMap& generators) {
   const int cuda_count = TorchCudaCount();
   std::vector<std::pair<at::Generator, const RngRecord*>> actions;
   RngRestoreReport out;
   for (const RngRecord& r : ck.rng()) {
     std::optional<at::Generator> target;
-    if (r.name == "torch.cpu") {
+    if (r.name == "torch.cpu" || IsCpuAlias(r)) {
       target = DefaultGenerator(c10::kCPU, -1);
-    } else if (r.name.starts_with(kCudaPrefix) && r.origin.is_cuda()) {
+    } else if ((r.name.starts_with(kCudaPrefix) && r.origin.is_cuda()) || IsCudaAlias(r)) {
       if (r.origin.index < cuda_count) target = DefaultGenerator(c10::kCUDA, r.origin.index);
     } else if (r.name.starts_with(kTorchPrefix)) {
       auto it = generators.find(std::string_view(r.name).substr(kTorchPrefix.size()));
@@ -138,8 +162,7 @@ Status RestoreFrom(const Checkpoint& ck, const GeneratorMap& generators,
     generator.set_state(state);
     out.restored.push_back(record->name);
   }
-  if (report != nullptr) *report = std::move(out);
-  return Status::Ok();
+  return out;
 }
 
 }  // namespace
@@ -148,9 +171,12 @@ Status CaptureRng(Checkpoint* ck, const GeneratorMap& generators) {
   return Guard("CaptureRng", [&] { return CaptureInto(ck, generators); });
 }
 
-Status RestoreRng(const Checkpoint& ck, const GeneratorMap& generators,
-                  RngRestoreReport* report) {
-  return Guard("RestoreRng", [&] { return RestoreFrom(ck, generators, report); });
+Result<RngRestoreReport> RestoreRng(const Checkpoint& ck, const GeneratorMap& generators) {
+  return Guard("RestoreRng", [&] { return RestoreFrom(ck, generators); });
+}
+
+Result<RngRestoreReport> RestoreRng(const Loaded& ck, const GeneratorMap& generators) {
+  return RestoreRng(ck.checkpoint, generators);
 }
 
 }  // namespace rckpt::libtorch

@@ -1,11 +1,13 @@
 // Dicts of tensors, and whole checkpoints loaded and saved with torch's
 // devices.
 
+#include <algorithm>
 #include <set>
 #include <unordered_map>
 
 #include "bridge.h"
 #include "dict_layout.h"
+#include "rckpt/inspect.h"
 #include "rckpt/io.h"
 
 namespace rckpt::libtorch {
@@ -70,6 +72,7 @@ Status AddDict(Checkpoint* ck, std::string_view section,
     RCKPT_RETURN_IF_ERROR(ck->AddTensor(section, name, std::move(tensor)));
   }
   ck->Tree()[section] = Value::Map(std::move(entries));
+  OrderAfterC10Stream(ck);
   return Status::Ok();
 }
 
@@ -94,6 +97,13 @@ Status SaveTensors(const std::string& path, const TensorDict& tensors,
 Status Save(const std::string& path, const Checkpoint& ck, SaveOptions options) {
   return Guard("Save '" + path + "'", [&] {
     return rckpt::Save(path, ck, WithC10Stream(std::move(options)));
+  });
+}
+
+Status SaveAsync(AsyncSaver& saver, const std::string& path, const Checkpoint& ck,
+                 SaveOptions options, AsyncSaver::DoneCallback done) {
+  return Guard("SaveAsync '" + path + "'", [&] {
+    return saver.Save(path, ck, WithC10Stream(std::move(options)), std::move(done));
   });
 }
 
@@ -158,7 +168,20 @@ Result<TensorDict> LoadTensors(const std::string& path, std::string_view section
   LoadOptions load = options;
   load.sections = {std::string(section)};
   load.skip_sections.clear();
-  RCKPT_ASSIGN_OR_RETURN(Loaded ck, rckpt::libtorch::Load(path, std::move(load)));
+  Result<Loaded> loaded = rckpt::libtorch::Load(path, std::move(load));
+  if (!loaded.ok() && loaded.status().code() == StatusCode::kInvalidArgument) {
+    // rckpt::Load refuses a section it does not know as an argument; here a
+    // missing section is NotFound, as from LoadInto and SectionTensors.
+    Result<InspectReport> report = InspectRckpt(path, options.fs);
+    if (report.ok() &&
+        std::none_of(report->sections.begin(), report->sections.end(),
+                     [&](const SectionInfo& s) { return s.name == section; }) &&
+        report->tree.Find(section) == nullptr) {
+      return Status::NotFound("'" + path + "': no section '" + std::string(section) + "'");
+    }
+  }
+  if (!loaded.ok()) return loaded.status();
+  Loaded ck = std::move(loaded).value();
   Result<TensorDict> out = SectionTensors(ck, section);
   if (!out.ok()) return out.status().WithContext("'" + path + "'");
   return out;

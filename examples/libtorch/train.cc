@@ -97,7 +97,10 @@ rckpt::Result<int64_t> Resume(const std::string& path, Net& net,
   RCKPT_ASSIGN_OR_RETURN(rckpt::libtorch::Loaded ck, rckpt::libtorch::Load(path, options));
   RCKPT_RETURN_IF_ERROR(rckpt::libtorch::RestoreModule(ck, *net));
   RCKPT_RETURN_IF_ERROR(rckpt::libtorch::RestoreOptimizer(ck, optimizer));
-  RCKPT_RETURN_IF_ERROR(rckpt::libtorch::RestoreRng(ck.checkpoint));
+  RCKPT_ASSIGN_OR_RETURN(rckpt::libtorch::RngRestoreReport rng, rckpt::libtorch::RestoreRng(ck));
+  if (rng.restored.empty()) {  // a resume without torch's generators is not bit-identical
+    return rckpt::Status::InvalidArgument("'" + path + "' has no RNG record for torch's generators");
+  }
   const rckpt::Value* controller = ck.checkpoint.Tree().Find("controller");
   const rckpt::Value* step = controller != nullptr ? controller->Find("step") : nullptr;
   if (step == nullptr || step->kind() != rckpt::ValueKind::kInt) {

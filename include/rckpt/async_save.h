@@ -21,9 +21,13 @@
 //     or free them.
 //   - device tensors: Save enqueues device-to-host copies into pinned memory
 //     on a side stream of each device and returns once they are enqueued;
-//     the persist waits for them before writing. The caller must not change
-//     device tensors until WaitSnapshot() returns (or its own stream is
-//     ordered after the copies); reading them (forward, backward) is fine.
+//     the persist waits for them before writing. The copies run after the
+//     work queued on the caller's stream (SaveOptions::caller_stream, else
+//     the checkpoint's own, Checkpoint::caller_stream). The snapshot holds
+//     the device tensors (their owners) until its copies are done, so the
+//     checkpoint may be dropped as soon as Save returns. The caller must not
+//     change device tensors until WaitSnapshot() returns (or its own stream
+//     is ordered after the copies); reading them (forward, backward) is fine.
 //   - sections, the tree, RNG records and metadata: copied by Save.
 // The snapshot buffers are allocated by the first Save and kept: the next
 // Save of a state of the same size or smaller copies into memory already

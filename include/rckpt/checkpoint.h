@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "rckpt/rng.h"
+#include "rckpt/runtime.h"
 #include "rckpt/status.h"
 #include "rckpt/tensor.h"
 #include "rckpt/tree.h"
@@ -167,6 +168,16 @@ class Checkpoint {
   // Total raw bytes of all tensors (sharded ones: their blocks').
   uint64_t TensorBytes() const;
 
+  // The stream ordering of the checkpoint's device tensors: Save and
+  // AsyncSaver::Save (and the libtorch adapter's) read them after the work
+  // queued on it when their SaveOptions::caller_stream is unset. A library
+  // that adds device tensors it knows the producer's stream of sets it
+  // (rckpt::libtorch's AddModule, AddTensors and AddOptimizer set c10's
+  // current stream), so that whichever Save the checkpoint reaches, the
+  // tensors are read only after that work. Unset by default.
+  void set_caller_stream(CallerStream stream) { caller_stream_ = std::move(stream); }
+  const CallerStream& caller_stream() const { return caller_stream_; }
+
  private:
   Status CheckNewName(std::string_view name) const;
 
@@ -181,6 +192,7 @@ class Checkpoint {
   std::vector<RngRecord> rng_;
   Value tree_;
   std::map<std::string, std::string> metadata_;
+  CallerStream caller_stream_;
 };
 
 }  // namespace rckpt

@@ -18,16 +18,8 @@ namespace rckpt {
 
 class FileSystem;
 
-// The caller's stream on a device: where the work that produces a saved
-// tensor, or reads a restored one, runs (in Python, torch's current stream of
-// that device). Called on the calling thread, at most once per device and
-// call. A save reads a device's tensors only after the work queued on its
-// stream so far, without synchronising the device; a load writes only after
-// it (the memory it fills may have been in use there), and the stream sees
-// every byte of a load before the load returns. An error fails the call
-// before any device work is queued. Unset: the runtime's streams alone order
-// the work (a C++ caller that synchronised its own work needs nothing more).
-using CallerStream = std::function<Result<Stream>(Device device)>;
+// CallerStream (runtime.h): the caller's stream on a device, which device work
+// is ordered with.
 
 // Device memory for the tensors a load hands back, from an allocator the
 // caller chooses (the Python package passes torch's caching allocator, so
@@ -89,7 +81,8 @@ struct SaveOptions {
   // tensors stream device-to-host through a pinned ring of staging_bytes.
   DeviceRuntime* runtime = nullptr;
   uint64_t staging_bytes = 64ull << 20;
-  // Orders the reads of device tensors after the caller's work (above).
+  // Orders the reads of device tensors after the caller's work (runtime.h).
+  // Unset: the checkpoint's own (Checkpoint::caller_stream), if it has one.
   CallerStream caller_stream;
   FileSystem* fs = nullptr;             // nullptr: DefaultFileSystem() (file.h)
   // Recorded as the writer identity; default "rckpt <version>".
@@ -203,7 +196,7 @@ struct LoadOptions {
   // thread's current device (DeviceRuntime::CurrentDevice) when there is a
   // GPU, else cpu.
   std::function<Result<int>(int device_count)> auto_device;
-  // Orders the load's device writes against the caller's work (above).
+  // Orders the load's device writes against the caller's work (runtime.h).
   CallerStream caller_stream;
   // Allocates the device tensors Load, ReadTensors and the distributed load
   // return (above); nullptr: the runtime's own memory.

@@ -22,6 +22,7 @@
 #define RCKPT_RUNTIME_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -37,6 +38,17 @@ struct Stream {
 struct Event {
   void* handle = nullptr;
 };
+
+// The caller's stream on a device: where the work that produces a saved
+// tensor, or reads a restored one, runs (in Python, torch's current stream of
+// that device). Called on the calling thread, at most once per device and
+// call. A save reads a device's tensors only after the work queued on its
+// stream so far, without synchronising the device; a load writes only after
+// it (the memory it fills may have been in use there), and the stream sees
+// every byte of a load before the load returns. An error fails the call
+// before any device work is queued. Unset: the runtime's streams alone order
+// the work (a C++ caller that synchronised its own work needs nothing more).
+using CallerStream = std::function<Result<Stream>(Device device)>;
 
 // What a runtime's pool holds (DeviceRuntime::PoolStats): the pinned
 // staging memory, device scratch, streams and events that loads and saves

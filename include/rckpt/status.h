@@ -10,6 +10,7 @@
 #ifndef RCKPT_STATUS_H_
 #define RCKPT_STATUS_H_
 
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <optional>
@@ -90,14 +91,22 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-// Result<T> holds a T or a non-OK Status. Accessing value() of an error
-// result aborts the process (a programming error, not an input error).
+// Result<T> holds a T or a non-OK Status, as abseil's StatusOr does.
+// Accessing the value of an error result (value(), *, ->) is a programming
+// error, not an input error: it prints "rckpt::Result: value of an error:
+// <status>" to stderr and aborts. An OK Status holds no T: constructing a
+// Result from one gives an InvalidArgument error saying so. The rvalue
+// accessors return the T by value, so that `for (auto& x : *F())` iterates
+// over a T that lives as long as the loop.
 template <typename T>
 class [[nodiscard]] Result {
  public:
   Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {  // NOLINT
-    if (std::get<Status>(v_).ok()) std::abort();  // an OK status holds no T
+    if (std::get<Status>(v_).ok()) {
+      v_ = Status::InvalidArgument("an OK Status was given to a Result<T>, which holds a T or "
+                                   "an error");
+    }
   }
 
   bool ok() const { return std::holds_alternative<T>(v_); }
@@ -105,10 +114,10 @@ class [[nodiscard]] Result {
 
   T& value() & { Check(); return std::get<T>(v_); }
   const T& value() const& { Check(); return std::get<T>(v_); }
-  T&& value() && { Check(); return std::get<T>(std::move(v_)); }
+  T value() && { Check(); return std::get<T>(std::move(v_)); }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
-  T&& operator*() && { return std::move(*this).value(); }
+  T operator*() && { return std::move(*this).value(); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   // The value, or `fallback` for an error.
@@ -116,7 +125,12 @@ class [[nodiscard]] Result {
 
  private:
   void Check() const {
-    if (!ok()) std::abort();
+    if (!ok()) {
+      std::fprintf(stderr, "rckpt::Result: value of an error: %s\n",
+                   std::get<Status>(v_).ToString().c_str());
+      std::fflush(stderr);
+      std::abort();
+    }
   }
   std::variant<T, Status> v_;
 };

@@ -140,11 +140,22 @@ class DeviceStaging {
 
 // The events of one snapshot's device copies; waited for once, by the
 // caller (WaitSnapshot) or the persist, whichever comes first.
+// The device-to-host copies of a snapshot: their events, and the source
+// tensors they read, held (their owners kept alive) until the copies are
+// done, so that a checkpoint dropped as soon as Save returns cannot hand
+// their memory back to an allocator that reuses it while they run.
 class SnapshotFence {
  public:
-  SnapshotFence(DeviceRuntime* runtime, std::vector<Event> events, Device device)
-      : runtime_(runtime), events_(std::move(events)), device_(device) {}
-  ~SnapshotFence() { (void)Wait(); }
+  SnapshotFence(DeviceRuntime* runtime, std::vector<Event> events, Device device,
+                std::vector<Tensor> sources)
+      : runtime_(runtime), events_(std::move(events)), device_(device),
+        sources_(std::move(sources)) {}
+  ~SnapshotFence() {
+    (void)Wait();
+    // Copies that could not be waited for may still read the sources: their
+    // memory is never handed back, as the snapshot's pinned memory is not.
+    if (unsettled_) new std::vector<Tensor>(std::move(sources_));  // NOLINT: kept on purpose
+  }
 
   Status Wait() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -157,6 +168,7 @@ class SnapshotFence {
       runtime_->DestroyEvent(e);
     }
     events_.clear();
+    if (!unsettled_) sources_.clear();
     return status_;
   }
 
@@ -175,6 +187,7 @@ class SnapshotFence {
   const Device device_;
   Status status_;
   bool unsettled_ = false;
+  std::vector<Tensor> sources_;
 };
 
 // One tensor (or sharded block) of the checkpoint and where its snapshot goes.
@@ -338,7 +351,12 @@ Result<Checkpoint> AsyncSaver::Impl::Snapshot(const Checkpoint& ck, const SaveOp
       }
       return s.WithContext("asynchronous save: copying device tensors to the snapshot");
     }
-    *fence_out = std::make_shared<SnapshotFence>(runtime, std::move(events), first_device);
+    std::vector<Tensor> sources;
+    for (const Item& it : items) {
+      if (it.device && it.source->nbytes() != 0) sources.push_back(*it.source);
+    }
+    *fence_out = std::make_shared<SnapshotFence>(runtime, std::move(events), first_device,
+                                                 std::move(sources));
   }
 
   std::vector<Segment> segments;
@@ -408,6 +426,7 @@ Status AsyncSaver::Save(const std::string& path, const Checkpoint& ck, SaveOptio
   RCKPT_RETURN_IF_ERROR(impl_->TakeUnreported());
   if (path.empty()) return Status::InvalidArgument("asynchronous save: the path is empty");
 
+  if (!options.caller_stream) options.caller_stream = ck.caller_stream();
   const Clock::time_point start = Clock::now();
   std::shared_ptr<SnapshotFence> fence;
   Result<Checkpoint> snap = impl_->Snapshot(ck, options, &fence);

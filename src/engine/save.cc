@@ -70,6 +70,12 @@ Status WriteCheckpoint(const Checkpoint& ck, const SaveOptions& o, WritableFile&
 }  // namespace
 
 Status Save(const std::string& path, const Checkpoint& ck, const SaveOptions& options) {
+  if (!options.caller_stream && ck.caller_stream()) {
+    // The checkpoint's device tensors come with their producer's stream.
+    SaveOptions ordered = options;
+    ordered.caller_stream = ck.caller_stream();
+    return Save(path, ck, ordered);
+  }
   RCKPT_RETURN_IF_ERROR(ValidateSaveOptions(options));
   if (path.empty()) return Status::InvalidArgument("save path is empty");
   RCKPT_RETURN_IF_ERROR(CheckNamesForSave(ck));

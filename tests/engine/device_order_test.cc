@@ -4,6 +4,7 @@
 // un-shuffle where the device cannot. Each test holds the caller's stream
 // (EmulatedRuntime::HoldStream), so a missing ordering shows as the wrong
 // bytes, not as a race.
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <deque>
@@ -274,6 +275,96 @@ TEST_F(DeviceOrderTest, AnAsyncSaveIsOrderedAfterThePendingStepAndBeforeTheNextO
       << "the snapshot holds the step before the save, not the one after it";
   Tensor now = Tensor::Borrow(TensorView{p, DType::kU8, {1 << 16}, kCuda1});
   EXPECT_EQ(BytesOf(*rt_, now), later);
+  rt_->Free(kCuda1, p);
+}
+
+// A checkpoint that carries its tensors' stream (as rckpt::libtorch's Add*
+// make it) is ordered after it by a Save given no caller_stream.
+TEST_F(DeviceOrderTest, ASaveUsesTheCheckpointsOwnCallerStream) {
+  ASSERT_OK_AND_ASSIGN(void* p, rt_->Allocate(kCuda1, 1024));
+  const std::vector<std::byte> old_bytes(1024, std::byte{1}), new_bytes(1024, std::byte{2});
+  CallerWrites(kCuda1, p, old_bytes);
+  SyncCaller(kCuda1);
+  std::shared_ptr<void> hold = rt_->HoldStream(kCuda1, Stream{});
+  CallerWrites(kCuda1, p, new_bytes);  // the optimizer step, still queued
+  Checkpoint ck;
+  ASSERT_OK(ck.AddTensor("model", "w", Tensor::Borrow(TensorView{p, DType::kU8, {1024}, kCuda1})));
+  ck.set_caller_stream(DefaultStreams());
+  Status s = RunWhileHeld(hold, [&] {
+    SaveOptions with;  // no caller_stream: the checkpoint's
+    with.fs = &fs_;
+    with.runtime = rt_.get();
+    return Save(kPath, ck, with);
+  });
+  ASSERT_OK(s);
+  EXPECT_EQ(caller_stream_calls_[1], 1);
+  LoadOptions lo = Options();
+  lo.map_location = MapLocation::To(Device::Cpu());
+  ASSERT_OK_AND_ASSIGN(Checkpoint back, Load(kPath, lo));
+  EXPECT_EQ(HostBytes(back.tensors()[0].tensor), new_bytes);
+  rt_->Free(kCuda1, p);
+}
+
+TEST_F(DeviceOrderTest, AnAsyncSaveUsesTheCheckpointsOwnCallerStream) {
+  ASSERT_OK_AND_ASSIGN(void* p, rt_->Allocate(kCuda1, 1 << 16));
+  const std::vector<std::byte> before(1 << 16, std::byte{2}), saved_bytes(1 << 16, std::byte{3});
+  CallerWrites(kCuda1, p, before);
+  SyncCaller(kCuda1);
+  Checkpoint ck;
+  ASSERT_OK(ck.AddTensor("model", "w", Tensor::Borrow(TensorView{p, DType::kU8, {1 << 16}, kCuda1})));
+  ck.set_caller_stream(DefaultStreams());
+  {
+    AsyncSaver saver;
+    std::shared_ptr<void> hold = rt_->HoldStream(kCuda1, Stream{});
+    CallerWrites(kCuda1, p, saved_bytes);  // the step whose result is saved, still queued
+    SaveOptions o;
+    o.fs = &fs_;
+    o.runtime = rt_.get();
+    ASSERT_OK(saver.Save(kPath, ck, o));
+    EXPECT_EQ(caller_stream_calls_[1], 1) << "the checkpoint's stream was not asked for";
+    hold.reset();
+    ASSERT_OK(saver.Wait());
+  }
+  SyncCaller(kCuda1);
+  LoadOptions lo = Options();
+  lo.map_location = MapLocation::To(Device::Cpu());
+  ASSERT_OK_AND_ASSIGN(Checkpoint back, Load(kPath, lo));
+  EXPECT_EQ(HostBytes(back.tensors()[0].tensor), saved_bytes);
+  rt_->Free(kCuda1, p);
+}
+
+// The snapshot keeps the device tensors it copies (their owners) until the
+// copies are done: a checkpoint dropped as soon as Save returns does not
+// hand their memory back while the copies are queued.
+TEST_F(DeviceOrderTest, AnAsyncSnapshotHoldsItsSourcesUntilItsCopiesAreDone) {
+  ASSERT_OK_AND_ASSIGN(void* p, rt_->Allocate(kCuda1, 1 << 16));
+  const std::vector<std::byte> saved_bytes(1 << 16, std::byte{5});
+  CallerWrites(kCuda1, p, saved_bytes);
+  SyncCaller(kCuda1);
+  auto released = std::make_shared<std::atomic<bool>>(false);
+  std::shared_ptr<void> owner(p, [released](void*) { *released = true; });
+  AsyncSaver saver;
+  {
+    Checkpoint ck;
+    ASSERT_OK(ck.AddTensor(
+        "model", "w", Tensor::Adopt(DType::kU8, {1 << 16}, kCuda1, owner, p)));
+    owner.reset();  // the checkpoint's tensor is the only owner now
+    ck.set_caller_stream(DefaultStreams());
+    std::shared_ptr<void> hold = rt_->HoldStream(kCuda1, Stream{});
+    SaveOptions o;
+    o.fs = &fs_;
+    o.runtime = rt_.get();
+    ASSERT_OK(saver.Save(kPath, ck, o));  // returns with the copy queued behind `hold`
+    ck = Checkpoint();
+    EXPECT_FALSE(*released) << "the source was released while its copy was queued";
+    hold.reset();
+  }
+  ASSERT_OK(saver.Wait());
+  EXPECT_TRUE(*released) << "the snapshot kept its source after its copies were done";
+  LoadOptions lo = Options();
+  lo.map_location = MapLocation::To(Device::Cpu());
+  ASSERT_OK_AND_ASSIGN(Checkpoint back, Load(kPath, lo));
+  EXPECT_EQ(HostBytes(back.tensors()[0].tensor), saved_bytes);
   rt_->Free(kCuda1, p);
 }
 

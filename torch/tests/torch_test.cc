@@ -217,6 +217,51 @@ TEST(ModuleTest, LoadIntoRefusesAMissingSectionAndAFileThatIsNotThere) {
               "absent.rckpt");
 }
 
+// A state_dict saved from a DDP-wrapped, torch.compile'd module: its keys
+// are "module._orig_mod.<key>".
+TEST(ModuleTest, PrefixesOfDdpAndTorchCompileAreStrippedWhenAsked) {
+  const std::string path = TempPath("ddp-compiled.rckpt");
+  Net saved = FilledNet(12);
+  rt::TensorDict prefixed;
+  for (const auto& item : saved->named_parameters()) {
+    prefixed.insert("module._orig_mod." + item.key(), item.value());
+  }
+  for (const auto& item : saved->named_buffers()) {
+    prefixed.insert("module._orig_mod." + item.key(), item.value());
+  }
+  rckpt::Checkpoint ck;
+  ASSERT_OK(rt::AddTensors(&ck, "model", prefixed));
+  ASSERT_OK(rt::Save(path, ck));
+  Net net;
+  ExpectError(rt::LoadInto(path, *net), StatusCode::kInvalidArgument,
+              "unexpected keys (in the file, not in the module): module._orig_mod.fc1.weight");
+  rt::LoadIntoOptions strip;
+  strip.strip_prefixes = {"module.", "_orig_mod."};
+  ASSERT_OK(rt::LoadInto(path, *net, strip));
+  ExpectSameState(*saved, *net);
+  rckpt::Result<rt::Loaded> back = rt::Load(path);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  Net restored;
+  ASSERT_OK(rt::RestoreModule(*back, *restored, strip));
+  ExpectSameState(*saved, *restored);
+}
+
+TEST(ModuleTest, KeysThatBecomeOneOnceStrippedAreRefused) {
+  const std::string path = TempPath("ddp-clash.rckpt");
+  rt::TensorDict tensors;
+  tensors.insert("module.w", torch::ones({2}));
+  tensors.insert("w", torch::zeros({2}));
+  rckpt::Checkpoint ck;
+  ASSERT_OK(rt::AddTensors(&ck, "model", tensors));
+  ASSERT_OK(rt::Save(path, ck));
+  torch::nn::Module module;
+  module.register_parameter("w", torch::empty({2}));
+  rt::LoadIntoOptions strip;
+  strip.strip_prefixes = {"module."};
+  ExpectError(rt::LoadInto(path, module, strip), StatusCode::kInvalidArgument,
+              "keys 'module.w' and 'w' are both 'w' once the prefixes are stripped");
+}
+
 TEST(ModuleTest, LoadIntoRefusesADtypeMismatch) {
   const std::string path = TempPath("f64.rckpt");
   Net saved = FilledNet(7);
@@ -313,8 +358,32 @@ TEST(TensorDictTest, LoadTensorsRefusesASectionOfOtherValues) {
   ASSERT_OK(rt::Save(path, ck));
   ExpectError(rt::LoadTensors(path).status(), StatusCode::kInvalidArgument,
               "section 'model' holds values that are not tensors at 'epoch'");
-  ExpectError(rt::LoadTensors(path, "weights").status(), StatusCode::kInvalidArgument,
-              "weights");
+}
+
+// A missing section is NotFound from every call that reads one, naming the
+// sections the file has.
+TEST(TensorDictTest, AMissingSectionIsNotFoundFromEveryCall) {
+  const std::string path = TempPath("one-section.rckpt");
+  rckpt::Checkpoint ck;
+  rt::TensorDict tensors;
+  tensors.insert("w", torch::ones({2}));
+  ASSERT_OK(rt::AddTensors(&ck, "model", tensors));
+  ASSERT_OK(rt::Save(path, ck));
+  ExpectError(rt::LoadTensors(path, "weights").status(), StatusCode::kNotFound,
+              "no section 'weights'");
+  rckpt::Result<rt::Loaded> back = rt::Load(path);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ExpectError(rt::SectionTensors(*back, "weights").status(), StatusCode::kNotFound,
+              "no section 'weights'");
+  torch::nn::Module module;
+  rt::LoadIntoOptions options;
+  options.section = "weights";
+  ExpectError(rt::LoadInto(path, module, options), StatusCode::kNotFound, "no section 'weights'");
+  ExpectError(rt::RestoreModule(*back, module, options), StatusCode::kNotFound,
+              "no section 'weights'");
+  torch::nn::Linear linear(2, 2);
+  torch::optim::SGD sgd(linear->parameters(), 0.1);
+  ExpectError(rt::RestoreOptimizer(*back, sgd), StatusCode::kNotFound, "no section 'optimizer'");
 }
 
 TEST(TensorDictTest, NestedDictsAreJoinedWithDots) {
@@ -642,6 +711,118 @@ TEST(OptimizerTest, SgdMomentumBuffersAreCopiedIntoTheOptimizersOwn) {
   EXPECT_TRUE(torch::equal(back->tensors.at("optimizer.state.0.momentum_buffer"), saved));
 }
 
+// --- LR schedulers and archives ------------------------------------------
+
+// Saves `ck` and loads it back with torch's devices.
+rt::Loaded SavedAndLoaded(const rckpt::Checkpoint& ck, const std::string& name) {
+  const std::string path = TempPath(name);
+  EXPECT_TRUE(rt::Save(path, ck).ok());
+  rckpt::Result<rt::Loaded> back = rt::Load(path);
+  EXPECT_TRUE(back.ok()) << back.status().ToString();
+  return back.ok() ? std::move(back).value() : rt::Loaded{};
+}
+
+double Lr(const torch::optim::Optimizer& optimizer) {
+  return optimizer.param_groups().at(0).options().get_lr();
+}
+
+TEST(SchedulerTest, StepLrResumesItsSchedule) {
+  torch::nn::Linear net(2, 2);
+  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(1.0));
+  torch::optim::StepLR scheduler(sgd, /*step_size=*/3, /*gamma=*/0.5);
+  for (int i = 0; i < 4; ++i) scheduler.step();  // lr 0.5 after the 3rd
+  rckpt::Checkpoint ck;
+  ASSERT_OK(rt::AddOptimizer(&ck, sgd));
+  ASSERT_OK(rt::AddLRScheduler(&ck, scheduler));
+  const rckpt::Value* state = ck.Tree().Find("lr_scheduler");
+  ASSERT_NE(state, nullptr);
+  EXPECT_EQ(state->Find("last_epoch")->as_int(), 4);  // Python's keys and counts
+  EXPECT_EQ(state->Find("_step_count")->as_int(), 5);
+  rt::Loaded back = SavedAndLoaded(ck, "step-lr.rckpt");
+
+  torch::nn::Linear fresh(2, 2);
+  torch::optim::SGD resumed(fresh->parameters(), torch::optim::SGDOptions(1.0));
+  torch::optim::StepLR resumed_scheduler(resumed, 3, 0.5);
+  ASSERT_OK(rt::RestoreOptimizer(back, resumed));
+  ASSERT_OK(rt::RestoreLRScheduler(back, resumed_scheduler));
+  for (int i = 0; i < 7; ++i) {
+    scheduler.step();
+    resumed_scheduler.step();
+    EXPECT_EQ(Lr(resumed), Lr(sgd)) << "step " << i + 5;
+  }
+  EXPECT_EQ(Lr(sgd), 0.125);
+  ExpectError(rt::RestoreLRScheduler(back, resumed_scheduler, "sched"), StatusCode::kNotFound,
+              "no section 'sched'");
+  ExpectError(rt::RestoreLRScheduler(back, resumed_scheduler, "optimizer"),
+              StatusCode::kInvalidArgument, "is not an LR scheduler's state");
+}
+
+// A sampler's position through its own save/load, inside the checkpoint.
+TEST(ArchiveTest, ARandomSamplerResumesMidEpoch) {
+  torch::manual_seed(3);
+  torch::data::samplers::RandomSampler sampler(100);
+  sampler.reset();
+  (void)sampler.next(30);
+  torch::serialize::OutputArchive out;
+  sampler.save(out);
+  rckpt::Checkpoint ck;
+  ASSERT_OK(rt::AddArchive(&ck, "sampler", out));
+  rt::Loaded back = SavedAndLoaded(ck, "sampler.rckpt");
+  torch::data::samplers::RandomSampler resumed(100);
+  torch::serialize::InputArchive in;
+  ASSERT_OK(rt::ReadArchive(back, "sampler", &in));
+  resumed.load(in);
+  EXPECT_EQ(resumed.index(), 30u);
+  EXPECT_EQ(resumed.next(70).value(), sampler.next(70).value());
+  ExpectError(rt::ReadArchive(back, "absent", &in), StatusCode::kNotFound, "no section 'absent'");
+}
+
+// An optimizer this adapter has no Python layout for round-trips in C++
+// through libtorch's own serialization, in the same file.
+TEST(ArchiveTest, RmspropAndAdagradRoundTripThroughAnArchive) {
+  auto train = [](torch::nn::Linear& net, torch::optim::Optimizer& optimizer, int steps) {
+    for (int i = 0; i < steps; ++i) {
+      auto closure = [&] {
+        optimizer.zero_grad();
+        at::Tensor loss = net->forward(torch::ones({4, 3})).pow(2).sum();
+        loss.backward();
+        return loss;
+      };
+      optimizer.step(closure);
+    }
+  };
+  auto check = [&](auto make) {
+    torch::manual_seed(1);
+    torch::nn::Linear net(3, 2);
+    auto optimizer = make(net);
+    train(net, *optimizer, 3);
+    torch::serialize::OutputArchive out;
+    optimizer->save(out);
+    rckpt::Checkpoint ck;
+    ASSERT_OK(rt::AddModule(&ck, *net));
+    ASSERT_OK(rt::AddArchive(&ck, "optimizer", out));
+    rt::Loaded back = SavedAndLoaded(ck, "archived-optimizer.rckpt");
+    torch::nn::Linear resumed(3, 2);
+    auto resumed_optimizer = make(resumed);
+    ASSERT_OK(rt::RestoreModule(back, *resumed));
+    torch::serialize::InputArchive in;
+    ASSERT_OK(rt::ReadArchive(back, "optimizer", &in));
+    resumed_optimizer->load(in);
+    train(net, *optimizer, 2);
+    train(resumed, *resumed_optimizer, 2);
+    EXPECT_TRUE(torch::equal(net->weight, resumed->weight));
+    EXPECT_TRUE(torch::equal(net->bias, resumed->bias));
+  };
+  check([](torch::nn::Linear& n) {
+    return std::make_unique<torch::optim::Adagrad>(n->parameters(),
+                                                   torch::optim::AdagradOptions(0.1));
+  });
+  check([](torch::nn::Linear& n) {
+    return std::make_unique<torch::optim::RMSprop>(
+        n->parameters(), torch::optim::RMSpropOptions(0.01).momentum(0.9).centered(true));
+  });
+}
+
 // --- RNG -------------------------------------------------------------------
 
 TEST(RngTest, CaptureAndRestoreTheDefaultAndNamedGenerators) {
@@ -661,15 +842,16 @@ TEST(RngTest, CaptureAndRestoreTheDefaultAndNamedGenerators) {
 
   torch::randn({100});
   torch::randn({100}, named);
-  rt::RngRestoreReport report;
-  ASSERT_OK(rt::RestoreRng(ck, generators, &report));
+  rckpt::Result<rt::RngRestoreReport> report = rt::RestoreRng(ck, generators);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
   EXPECT_TRUE(torch::equal(torch::randn({4}), expected));
   EXPECT_TRUE(torch::equal(torch::randn({4}, named), expected_named));
-  EXPECT_THAT(report.restored, ::testing::ElementsAre("torch.cpu", "torch.data"));
-  EXPECT_THAT(report.skipped, ::testing::ElementsAre("python.random"));
+  EXPECT_THAT(report->restored, ::testing::ElementsAre("torch.cpu", "torch.data"));
+  EXPECT_THAT(report->skipped, ::testing::ElementsAre("python.random"));
   // Without the named generator its record is skipped.
-  ASSERT_OK(rt::RestoreRng(ck, {}, &report));
-  EXPECT_THAT(report.skipped, ::testing::ElementsAre("torch.data", "python.random"));
+  report = rt::RestoreRng(ck);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_THAT(report->skipped, ::testing::ElementsAre("torch.data", "python.random"));
 }
 
 TEST(RngTest, ADamagedRecordRestoresNothing) {
@@ -686,10 +868,61 @@ TEST(RngTest, ADamagedRecordRestoresNothing) {
   torch::manual_seed(9);
   const at::Tensor before = torch::randn({3});
   torch::manual_seed(9);
-  ExpectError(rt::RestoreRng(ck, {{"data", named}}), StatusCode::kInvalidArgument,
+  ExpectError(rt::RestoreRng(ck, {{"data", named}}).status(), StatusCode::kInvalidArgument,
               "RNG record 'torch.data' holds a torch_cuda state, but its generator is a CPU "
               "generator");
   EXPECT_TRUE(torch::equal(torch::randn({3}), before));  // torch.cpu was not restored either
+}
+
+// The names Python's restore_rng restores torch's CPU generator from: those
+// a Trainer rng_state.pth and accelerate's random_states_<i>.pkl are
+// imported as.
+TEST(RngTest, RestoresTheCpuGeneratorFromPythonsOtherNames) {
+  for (const std::string name : {"cpu", "torch_manual_seed"}) {
+    rckpt::Checkpoint captured;
+    torch::manual_seed(31);
+    ASSERT_OK(rt::CaptureRng(&captured));
+    const at::Tensor expected = torch::randn({4});
+    rckpt::Checkpoint imported;
+    ASSERT_OK(imported.AddRng(name, rckpt::RngKind::kTorchCpu, captured.FindRng("torch.cpu")->bytes));
+    ASSERT_OK(imported.AddRng("numpy", rckpt::RngKind::kOpaque, std::vector<std::byte>(8)));
+    torch::manual_seed(5);
+    rckpt::Result<rt::RngRestoreReport> report = rt::RestoreRng(imported);
+    ASSERT_TRUE(report.ok()) << report.status().ToString();
+    EXPECT_TRUE(torch::equal(torch::randn({4}), expected)) << name;
+    EXPECT_THAT(report->restored, ::testing::ElementsAre(name));
+    EXPECT_THAT(report->skipped, ::testing::ElementsAre("numpy"));
+  }
+}
+
+TEST(RngTest, CudaRecordsUnderPythonsOtherNamesAreRestoredOrSkippedByDevice) {
+  const bool cuda = torch::cuda::is_available();
+  rckpt::Checkpoint ck;
+  const std::vector<std::byte> state(16);  // seed 0, offset 0
+  for (const std::string name : {"cuda", "cuda.0", "torch_cuda_manual_seed.0"}) {
+    ASSERT_OK(ck.AddRng(name, rckpt::RngKind::kTorchCuda, state, rckpt::Device::Cuda(0)));
+  }
+  ASSERT_OK(ck.AddRng("cuda.x", rckpt::RngKind::kTorchCuda, state, rckpt::Device::Cuda(0)));
+  rckpt::Result<rt::RngRestoreReport> report = rt::RestoreRng(ck);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  if (cuda) {
+    EXPECT_THAT(report->restored,
+                ::testing::ElementsAre("cuda", "cuda.0", "torch_cuda_manual_seed.0"));
+    EXPECT_THAT(report->skipped, ::testing::ElementsAre("cuda.x"));
+  } else {  // no device 0 here: skipped, as Python skips it
+    EXPECT_TRUE(report->restored.empty());
+    EXPECT_THAT(report->skipped,
+                ::testing::ElementsAre("cuda", "cuda.0", "torch_cuda_manual_seed.0", "cuda.x"));
+  }
+}
+
+TEST(RngTest, ACheckpointWithoutTorchsGeneratorsSaysItRestoredNothing) {
+  rckpt::Checkpoint ck;
+  ASSERT_OK(ck.AddRng("python.random", rckpt::RngKind::kOpaque, std::vector<std::byte>(8)));
+  rckpt::Result<rt::RngRestoreReport> report = rt::RestoreRng(ck);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_TRUE(report->restored.empty());
+  EXPECT_THAT(report->skipped, ::testing::ElementsAre("python.random"));
 }
 
 TEST(RngTest, CaptureRefusesNamesThatAreTaken) {

@@ -134,6 +134,79 @@ void SaveWaitsForTheCurrentStream() {
   VERIFY(report->tensors.at(0).origin == rckpt::Device::Cuda(0));
 }
 
+// The weight of a file, loaded onto the CPU.
+at::Tensor SavedWeight(const std::string& path) {
+  rckpt::LoadOptions cpu;
+  cpu.map_location = rckpt::MapLocation::To(rckpt::Device::Cpu());
+  rckpt::Result<rt::TensorDict> back = rt::LoadTensors(path, "model", cpu);
+  if (!back.ok()) {
+    std::fprintf(stderr, "%s: %s\n", path.c_str(), back.status().ToString().c_str());
+    return at::Tensor();
+  }
+  return (*back)["weight"];
+}
+
+// A checkpoint built with AddModule carries c10's stream: the core
+// rckpt::Save (what an unqualified Save(path, ck) finds) orders its reads
+// after the queued work as the adapter's Save does.
+void CoreSaveOfAnAdapterCheckpointWaitsForTheCurrentStream() {
+  const std::string path = TempPath("core-threes.rckpt");
+  torch::nn::Linear net(1024, 1024);
+  net->to(kCuda0);
+  torch::cuda::synchronize();
+  c10::StreamGuard guard(SideStream());
+  {
+    torch::NoGradGuard no_grad;
+    Busy();
+    net->weight.fill_(3);  // queued behind Busy()
+  }
+  rckpt::Checkpoint ck;
+  VERIFY_OK(rt::AddModule(&ck, *net));
+  VERIFY(static_cast<bool>(ck.caller_stream()));
+  VERIFY_OK(rckpt::Save(path, ck));
+  at::Tensor w = SavedWeight(path);
+  VERIFY(w.defined() && torch::equal(w, torch::full({1024, 1024}, 3.0)));
+}
+
+// AsyncSaver (core, and the adapter's SaveAsync): the copies run after the
+// queued step, and the snapshot holds the tensors it reads, so dropping the
+// checkpoint and reusing the memory at once changes nothing in the file.
+void AsyncSavesWaitForTheCurrentStreamAndHoldTheirSources() {
+  for (const bool adapter : {false, true}) {
+    const std::string path = TempPath(adapter ? "async-adapter.rckpt" : "async-core.rckpt");
+    torch::nn::Linear net(1024, 1024);
+    net->to(kCuda0);
+    torch::cuda::synchronize();
+    c10::StreamGuard guard(SideStream());
+    rckpt::AsyncSaver saver;
+    {
+      rckpt::Checkpoint ck;
+      {
+        torch::NoGradGuard no_grad;
+        Busy();
+        net->weight.fill_(3);
+      }
+      // A non-contiguous tensor is added as a contiguous copy, which only the
+      // checkpoint (and then the snapshot) owns.
+      rt::TensorDict tensors;
+      tensors.insert("weight", net->weight.t());
+      VERIFY_OK(rt::AddTensors(&ck, "model", tensors));
+      VERIFY_OK(adapter ? rt::SaveAsync(saver, path, ck) : saver.Save(path, ck));
+    }
+    {
+      torch::NoGradGuard no_grad;
+      // Freed blocks go back to c10's allocator and are reused here.
+      for (int i = 0; i < 4; ++i) {
+        (void)torch::full({1024, 1024}, 9.0, torch::TensorOptions().device(kCuda0));
+      }
+      net->weight.fill_(5);
+    }
+    VERIFY_OK(saver.Wait());
+    at::Tensor w = SavedWeight(path);
+    VERIFY(w.defined() && torch::equal(w, torch::full({1024, 1024}, 3.0)));
+  }
+}
+
 void CudaGeneratorsRoundTrip() {
   torch::cuda::manual_seed_all(11);
   rckpt::Checkpoint ck;
@@ -145,8 +218,10 @@ void CudaGeneratorsRoundTrip() {
   VERIFY(cuda->origin == rckpt::Device::Cuda(0));
   const at::Tensor expected = torch::randn({1000}, torch::TensorOptions().device(kCuda0)).cpu();
   torch::randn({5000}, torch::TensorOptions().device(kCuda0));
-  rt::RngRestoreReport report;
-  VERIFY_OK(rt::RestoreRng(ck, {}, &report));
+  rckpt::Result<rt::RngRestoreReport> restored = rt::RestoreRng(ck);
+  VERIFY_OK(restored.status());
+  if (!restored.ok()) return;
+  const rt::RngRestoreReport& report = *restored;
   VERIFY(torch::equal(torch::randn({1000}, torch::TensorOptions().device(kCuda0)).cpu(), expected));
   VERIFY(std::find(report.restored.begin(), report.restored.end(), "torch.cuda.0") !=
         report.restored.end());
@@ -197,7 +272,7 @@ void TrainingOnTheGpuResumesBitIdentically() {
   VERIFY(back->tensors.at("optimizer.state.0.step").device().is_cpu());  // a host-role counter
   VERIFY_OK(rt::RestoreModule(*back, *resumed));
   VERIFY_OK(rt::RestoreOptimizer(*back, resumed_adam));
-  VERIFY_OK(rt::RestoreRng(back->checkpoint));
+  VERIFY_OK(rt::RestoreRng(*back).status());
   for (int i = 0; i < 3; ++i) Step(resumed, resumed_adam);
   auto a = net->named_parameters();
   auto b = resumed->named_parameters();
@@ -231,6 +306,10 @@ int main(int argc, char** argv) {
       {"LoadedTensorsAreC10sOwn", LoadedTensorsAreC10sOwn},
       {"LoadIntoWaitsForTheCurrentStream", LoadIntoWaitsForTheCurrentStream},
       {"SaveWaitsForTheCurrentStream", SaveWaitsForTheCurrentStream},
+      {"CoreSaveOfAnAdapterCheckpointWaitsForTheCurrentStream",
+       CoreSaveOfAnAdapterCheckpointWaitsForTheCurrentStream},
+      {"AsyncSavesWaitForTheCurrentStreamAndHoldTheirSources",
+       AsyncSavesWaitForTheCurrentStreamAndHoldTheirSources},
       {"CudaGeneratorsRoundTrip", CudaGeneratorsRoundTrip},
       {"TrainingOnTheGpuResumesBitIdentically", TrainingOnTheGpuResumesBitIdentically},
       {"CudaSavedLoadsOnTheCpu", CudaSavedLoadsOnTheCpu},

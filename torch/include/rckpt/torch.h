@@ -17,7 +17,7 @@
 //   RCKPT_ASSIGN_OR_RETURN(rckpt::libtorch::Loaded back, rckpt::libtorch::Load("run/last.rckpt"));
 //   RCKPT_RETURN_IF_ERROR(rckpt::libtorch::RestoreModule(back, *net));
 //   RCKPT_RETURN_IF_ERROR(rckpt::libtorch::RestoreOptimizer(back, optimizer));
-//   RCKPT_RETURN_IF_ERROR(rckpt::libtorch::RestoreRng(back.checkpoint));
+//   RCKPT_ASSIGN_OR_RETURN(rckpt::libtorch::RngRestoreReport rng, rckpt::libtorch::RestoreRng(back));
 //
 // The layout is Python's: `rckpt.save(path, {"model": model.state_dict(),
 // "optimizer": opt.state_dict()}, rng=rckpt.capture_rng())` and the calls
@@ -53,6 +53,7 @@
 #include <string_view>
 #include <vector>
 
+#include "rckpt/async_save.h"
 #include "rckpt/checkpoint.h"
 #include "rckpt/options.h"
 #include "rckpt/status.h"
@@ -63,7 +64,12 @@ class Module;
 }  // namespace nn
 namespace optim {
 class Optimizer;
+class LRScheduler;
 }  // namespace optim
+namespace serialize {
+class InputArchive;
+class OutputArchive;
+}  // namespace serialize
 }  // namespace torch
 
 namespace rckpt::libtorch {
@@ -84,6 +90,13 @@ struct LoadIntoOptions {
   // rckpt.save(path, {"model": model.state_dict()}) and
   // rckpt.save(path, model.state_dict()) both write.
   std::string section = "model";
+  // Key prefixes to take off the file's keys before they are matched, each in
+  // turn, as Python's consume_prefix_in_state_dict_if_present does: a key
+  // that starts with the prefix loses it, the others stay. {"module.",
+  // "_orig_mod."} reads a state_dict saved from a DDP-wrapped module and from
+  // a torch.compile'd one ("module._orig_mod.fc1.weight" -> "fc1.weight").
+  // Two keys that become one are InvalidArgument, naming both.
+  std::vector<std::string> strip_prefixes;
   // Threads, checksums, the file system, progress (rckpt's LoadOptions; its
   // placement options do not apply: each tensor goes to the device of its
   // parameter or buffer).
@@ -145,9 +158,10 @@ Status SaveTensors(const std::string& path, const TensorDict& tensors,
 // SaveTensors or rckpt.save(path, tensors), or the state_dict of
 // rckpt.save(path, {"model": model.state_dict()})), keyed as the section's
 // dict is ("fc1.weight"; nested dicts joined with "."), placed by `options`
-// as rckpt::Load places them (only that section is read). InvalidArgument
-// when the file has no such section (rckpt::Load's unknown section) or the
-// section holds something other than tensors (naming the key).
+// as rckpt::Load places them (only that section is read). NotFound when the
+// file has no such section (as from every call here that reads one);
+// InvalidArgument when the section holds something other than tensors
+// (naming the key).
 Result<TensorDict> LoadTensors(const std::string& path, std::string_view section = "model",
                                const LoadOptions& options = {});
 
@@ -161,7 +175,25 @@ Status AddTensors(Checkpoint* ck, std::string_view section, const TensorDict& te
 
 // rckpt::Save with c10's current stream of each device as the caller's
 // stream (unless options.caller_stream is set).
+//
+// A checkpoint that AddModule, AddTensors or AddOptimizer gave a CUDA tensor
+// carries c10's current stream as its own (Checkpoint::caller_stream), so
+// the core rckpt::Save and rckpt::AsyncSaver::Save order its reads the same
+// way: whichever Save it reaches, a CUDA tensor is read after the work
+// queued on c10's current stream of its device at the call (the optimizer
+// step before it), and no device is synchronised.
 Status Save(const std::string& path, const Checkpoint& ck, SaveOptions options = {});
+
+// saver.Save (rckpt/async_save.h) with c10's current stream of each device
+// as the caller's stream (unless options.caller_stream is set): returns once
+// the checkpoint is copied (host tensors) or its device-to-host copies are
+// queued after the work on that stream (CUDA tensors), and writes the file
+// on the saver's thread. The snapshot holds the CUDA tensors until their
+// copies are done, so `ck` may be dropped at once; the tensors must not be
+// changed before saver.WaitSnapshot() returns (or the next step's stream is
+// ordered after the copies). Errors as saver.Save's.
+Status SaveAsync(AsyncSaver& saver, const std::string& path, const Checkpoint& ck,
+                 SaveOptions options = {}, AsyncSaver::DoneCallback done = nullptr);
 
 // A checkpoint loaded with torch's devices: rckpt's Checkpoint (tree, RNG
 // records, metadata) and each of its tensors as an at::Tensor sharing the
@@ -247,6 +279,43 @@ Status RestoreOptimizer(const Loaded& ck, ::torch::optim::Optimizer& optimizer,
                         std::string_view section = "optimizer");
 
 // ---------------------------------------------------------------------------
+// LR schedulers, and anything libtorch writes to an archive
+
+// Adds the step count of a libtorch LR scheduler (torch::optim::StepLR,
+// ReduceLROnPlateau's base, or a user's subclass of LRScheduler) as section
+// `section` of the tree, in the keys of Python's scheduler.state_dict():
+// {"last_epoch": n, "_step_count": n + 1} after n calls of step(), so that
+// Python's scheduler.load_state_dict resumes from it too. The learning rates
+// themselves are the optimizer's (AddOptimizer, RestoreOptimizer).
+// InvalidArgument when `ck` has the section already.
+Status AddLRScheduler(Checkpoint* ck, const ::torch::optim::LRScheduler& scheduler,
+                      std::string_view section = "lr_scheduler");
+
+// Sets the scheduler's step count from section `section` (AddLRScheduler's,
+// or Python's scheduler.state_dict(), by its last_epoch), so that its next
+// step() changes the learning rates when the saved run's would have.
+// NotFound without the section; InvalidArgument when it has no last_epoch
+// that is an int from 0 to 2^32 - 1.
+Status RestoreLRScheduler(const Loaded& ck, ::torch::optim::LRScheduler& scheduler,
+                          std::string_view section = "lr_scheduler");
+
+// The extension point: adds what a libtorch object wrote to `archive` with
+// its save(OutputArchive&) (a torch::data sampler's position, an optimizer
+// this adapter has no layout for, such as RMSprop or Adagrad, a
+// user's own module or optimizer state) as section `section` of the tree,
+// one bytes value, inside the same atomic file as the rest. Only libtorch
+// reads it back (ReadArchive): Python sees the bytes. InvalidArgument when
+// `ck` has the section already.
+Status AddArchive(Checkpoint* ck, std::string_view section,
+                  ::torch::serialize::OutputArchive& archive);
+
+// Loads section `section` (AddArchive's) into `archive`, for the object's
+// load(InputArchive&). NotFound without the section; InvalidArgument when it
+// is not AddArchive's bytes, or libtorch cannot read them.
+Status ReadArchive(const Loaded& ck, std::string_view section,
+                   ::torch::serialize::InputArchive* archive);
+
+// ---------------------------------------------------------------------------
 // Random-number generators
 
 // Generators named by the caller, beside the default ones.
@@ -266,16 +335,24 @@ struct RngRestoreReport {
   std::vector<std::string> skipped;
 };
 
-// Restores what CaptureRng (or Python's capture_rng) saved, by Python's
-// rules: "torch.cpu" into the default CPU generator; "torch.cuda.<i>" (origin
-// cuda:<i>) into device i's default generator when torch sees device i,
-// skipped otherwise; "torch.<name>" into generators[name], skipped when not
-// given; Python's and NumPy's records are skipped (C++ has no such
-// generators). Every record is checked before the first generator is set:
-// Corruption for a malformed state, InvalidArgument for a state of another
-// kind or device than its generator's; nothing is restored on error.
-Status RestoreRng(const Checkpoint& ck, const GeneratorMap& generators = {},
-                  RngRestoreReport* report = nullptr);
+// Restores what CaptureRng (or Python's capture_rng) saved, by the rules of
+// Python's restore_rng, and returns what it restored and what it skipped
+// (records in the checkpoint's order): the default CPU generator from
+// "torch.cpu", or from the names a Trainer rng_state.pth or accelerate's
+// random_states_<i>.pkl is imported as, "cpu" and "torch_manual_seed" (kind
+// torch_cpu); device i's default generator from "torch.cuda.<i>", "cuda",
+// "cuda.<i>" or "torch_cuda_manual_seed.<i>" of origin cuda:<i> when torch
+// sees device i, skipped otherwise; "torch.<name>" into generators[name],
+// skipped when not given; Python's and NumPy's records are skipped (C++ has
+// no such generators), as is any other name. A checkpoint with no record
+// for torch's generators restores nothing and says so (restored is empty):
+// check it where a resume must be bit-identical. Every record is checked
+// before the first generator is set: Corruption for a malformed state,
+// InvalidArgument for a state of another kind or device than its
+// generator's; nothing is restored on error.
+Result<RngRestoreReport> RestoreRng(const Checkpoint& ck, const GeneratorMap& generators = {});
+// RestoreRng of `ck.checkpoint`.
+Result<RngRestoreReport> RestoreRng(const Loaded& ck, const GeneratorMap& generators = {});
 
 }  // namespace rckpt::libtorch
 
