@@ -260,6 +260,10 @@ void AddNames(std::string_view names, std::set<std::string, std::less<>>* out) {
 
 Status Malformed() { return Status::IoError("collective save: a malformed message"); }
 
+Status OfSaveTo(const std::string& path, const Status& s) {
+  return s.ok() ? s : s.WithContext("save to '" + path + "'");
+}
+
 Status CheckBeforeWriting(int rank, const std::string& path, const RankState& state,
                           const SaveOptions& o) {
   RCKPT_RETURN_IF_ERROR(ValidateSaveOptions(o));

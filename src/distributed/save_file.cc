@@ -182,9 +182,7 @@ class FileSave {
 
   // The temporary itself goes with target_ on rank 0, after every rank
   // closed it.
-  Status Cleanup(const Status& s) {
-    return s.ok() ? s : s.WithContext("save to '" + path_ + "'");
-  }
+  Status Cleanup(const Status& s) const { return OfSaveTo(path_, s); }
 
   Communicator& comm_;
   const SharedFileOpener& open_;

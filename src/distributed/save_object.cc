@@ -272,11 +272,7 @@ class ObjectSave {
   Status Abandon(const std::optional<SharedWrite>& write,
                  const Status& s) {
     if (write) (void)fs_.AbortSharedWrite(path_, *write);
-    return Cleanup(s);
-  }
-
-  Status Cleanup(const Status& s) {
-    return s.ok() ? s : s.WithContext("save to '" + path_ + "'");
+    return OfSaveTo(path_, s);
   }
 
   Communicator& comm_;

@@ -73,6 +73,8 @@ void PutField(std::string* out, std::string_view field);
 std::optional<std::vector<std::string_view>> Fields(std::string_view message, size_t count);
 // The IoError of a message that does not parse.
 Status Malformed();
+// A failure `s` of the save to `path`, saying so (OK stays OK).
+Status OfSaveTo(const std::string& path, const Status& s);
 
 // Encodes `plan`'s chunks into the spill file `spill` in `fs`, laid out as
 // this rank's region at `start` (the bytes before it are never read).
