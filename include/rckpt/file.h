@@ -195,7 +195,7 @@ class FileSystem {
   // nothing and RemoveAll is Remove.
   //
   // Creates the directory `path` and its missing parents; OK when it is a
-  // directory already, InvalidArgument when a file is there.
+  // directory already, InvalidArgument when a file is there or on the way.
   virtual Status CreateDir(const std::string& path);
   // Removes the file at `path`, or the directory there with everything in
   // it (a symbolic link itself, never what it points to). NotFound when

@@ -288,7 +288,10 @@ class CheckpointManager:
     def _open_directory(self):
         try:
             storage.make_dirs(self.directory, s3=self._s3)
-        except InvalidArgumentError:  # a file is there
+        except InvalidArgumentError as e:  # a file is there, or on the way
+            if not storage.exists(self.directory, s3=self._s3):
+                raise NotADirectoryError(f"CheckpointManager: cannot create directory "
+                                         f"{self.directory!r}: {e}") from None
             raise NotADirectoryError(
                 f"CheckpointManager: directory {self.directory!r} is a file, not a directory: "
                 f"the manager keeps its step-NNNNNN.rckpt files in a directory of its own (give "

@@ -134,8 +134,8 @@ def delete(path: PathLike, *, missing_ok: bool = False, recursive: bool = False,
 
 def make_dirs(path: PathLike, *, s3: Optional[_s3.S3Options] = None) -> None:
     """Creates the directory ``path`` and its missing parents (nothing when it is one
-    already; InvalidArgumentError when a file is there). Object storage has no
-    directories: nothing to do there."""
+    already; InvalidArgumentError when a file is there or on the way). Object storage has
+    no directories: nothing to do there."""
     p = _path(path)
     if is_url(p):
         return

@@ -268,6 +268,13 @@ Status MemFileSystem::CreateDir(const std::string& path) {
   if (impl_->state->files.count(path) > 0) {
     return Status::InvalidArgument("create directory '" + path + "': a file is there");
   }
+  for (size_t slash = path.find('/', 1); slash != std::string::npos;
+       slash = path.find('/', slash + 1)) {
+    if (impl_->state->files.count(path.substr(0, slash)) > 0) {
+      return Status::InvalidArgument("create directory '" + path +
+                                     "': a file is in the way (Not a directory)");
+    }
+  }
   return Status::Ok();
 }
 

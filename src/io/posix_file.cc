@@ -362,6 +362,10 @@ class PosixFs final : public FileSystem {
     if (::stat(path.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
       return Status::InvalidArgument("create directory '" + path + "': a file is there");
     }
+    if (ec.value() == ENOTDIR) {
+      return Status::InvalidArgument("create directory '" + path +
+                                     "': a file is in the way (Not a directory)");
+    }
     return ErrnoStatus("create directory", path, ec.value());
   }
 

@@ -205,6 +205,7 @@ TEST(MemFileTest, DirectoriesAreImpliedByTheirFiles) {
   fsys.SetFile("d/g", Iota(1));
   fsys.SetFile("dx", Iota(1));
   EXPECT_THAT(fsys.CreateDir("d/g"), StatusIs(StatusCode::kInvalidArgument, "a file is there"));
+  EXPECT_THAT(fsys.CreateDir("d/g/h"), StatusIs(StatusCode::kInvalidArgument, "a file is in the way"));
   ASSERT_OK(fsys.RemoveAll("d"));
   EXPECT_EQ(fsys.GetFile("d/e/f"), nullptr);
   EXPECT_EQ(fsys.GetFile("d/g"), nullptr);

@@ -295,6 +295,8 @@ TEST_F(PosixFileTest, CreateDirMakesParentsAndRemoveAllTakesATree) {
   WriteFile(fsys_, Path("a/b/c/f"), Iota(3));
   WriteFile(fsys_, Path("a/g"), Iota(3));
   EXPECT_THAT(fsys_.CreateDir(Path("a/g")), StatusIs(StatusCode::kInvalidArgument, "a file is there"));
+  EXPECT_THAT(fsys_.CreateDir(Path("a/g/h")),
+              StatusIs(StatusCode::kInvalidArgument, "a file is in the way"));
   std::filesystem::create_symlink(Path("a"), Path("link"));
   ASSERT_OK(fsys_.RemoveAll(Path("link")));  // the link, never what it points to
   EXPECT_TRUE(std::filesystem::exists(Path("a/b/c/f")));
