@@ -44,7 +44,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union
 from . import _distributed
 from . import s3 as _s3
 from ._local_only import refuse_url
-from ._args import check_bool, device_str, map_location_arg, progress_callback, rng_records
+from ._args import (check_bool, device_str, map_location_arg, progress_callback, rng_records,
+                    save_options)
 from .errors import Error, IoError
 from .rng import RngRecord, RngState
 
@@ -535,11 +536,13 @@ def save(comm: Comm, path: Union[str, os.PathLike[str]], state: dict[str, Any], 
             if both:
                 raise ValueError(f"sections {both} are both in the state and in common")
             full = {**state, **common}
+        options = save_options("rckpt.distributed.save", emulate_devices, codec=codec,
+                               level=level, chunk_bytes=chunk_bytes, threads=threads,
+                               replace=not if_absent)
         plan = _distributed.prepare_save(
-            comm, os.fspath(path), full, Shard, rank_state, rng_records(rng), codec, level,
-            chunk_bytes, threads, {str(k): str(v) for k, v in (metadata or {}).items()}, origin,
-            progress_callback(progress, f"save (rank {rank})"), emulate_devices,
-            replace=not if_absent)
+            comm, os.fspath(path), full, Shard, rank_state, rng_records(rng), options,
+            {str(k): str(v) for k, v in (metadata or {}).items()}, origin,
+            progress_callback(progress, f"save (rank {rank})"), emulate_devices)
         if not _in_object_storage(path):
             _make_parent(os.fspath(path))  # once the state is known to be storable
         return plan
