@@ -70,6 +70,19 @@ class WritableFile {
   virtual Status Close() = 0;
 };
 
+// A file written at offsets the caller picks, each process through a handle
+// of its own: the temporary into which every rank of a collective save
+// writes its own extent (rckpt/distributed.h). Not thread-safe.
+class PositionedWritableFile {
+ public:
+  virtual ~PositionedWritableFile() = default;
+  // Writes all of `data` at `offset`, the file growing as needed.
+  virtual Status WriteAt(uint64_t offset, std::span<const std::byte> data) = 0;
+  // Flushes this handle's writes to stable storage (fsync).
+  virtual Status Sync() = 0;
+  virtual Status Close() = 0;
+};
+
 // A file that appears at its path only when Commit succeeds, whole: until
 // then readers see what was there before (or nothing), and a failed or
 // abandoned write never shows. Locally a temporary beside the path that is
@@ -177,6 +190,18 @@ class FileSystem {
   virtual Result<std::vector<std::string>> ListDir(const std::string& dir) = 0;
   virtual bool Exists(const std::string& path) = 0;
 
+  // Directories, for a writer that keeps its files in one (a manager's
+  // steps). Object storage has none: there, and by default, CreateDir does
+  // nothing and RemoveAll is Remove.
+  //
+  // Creates the directory `path` and its missing parents; OK when it is a
+  // directory already, InvalidArgument when a file is there or on the way.
+  virtual Status CreateDir(const std::string& path);
+  // Removes the file at `path`, or the directory there with everything in
+  // it (a symbolic link itself, never what it points to). NotFound when
+  // nothing is there.
+  virtual Status RemoveAll(const std::string& path);
+
   // Starts a write that replaces `path` atomically (AtomicWritableFile).
   // `expected_size` (0: unknown) sizes an object store's parts; any size
   // may then be written. The default is the temporary + Rename +
@@ -216,6 +241,13 @@ class FileSystem {
   // then, and `from` stays. Unsupported by default (and in S3, which has no
   // rename).
   virtual Status RenameNoReplace(const std::string& from, const std::string& to);
+
+  // Opens the existing file `path` for positioned writes, keeping its
+  // bytes: NotFound when it is missing. Unsupported by default (object
+  // storage has no writes at an offset; it shares a file through the shared
+  // writes below).
+  virtual Result<std::unique_ptr<PositionedWritableFile>> OpenForPositionedWrite(
+      const std::string& path);
 
   // Shared writes (SharedWrite above). Unsupported by default: a local file
   // is shared through positioned writes to a temporary instead.

@@ -15,10 +15,9 @@ import re
 from typing import Any
 
 from .errors import InvalidArgumentError
+from .s3 import COLLAPSED_S3
 
 _URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
-# What pathlib makes of "s3://bucket/key": "s3:/bucket/key".
-_COLLAPSED_S3 = re.compile(r"[Ss]3:/(?!/)")
 
 
 def refuse_url(path: Any, who: str, what: str = "path") -> None:
@@ -31,7 +30,7 @@ def refuse_url(path: Any, who: str, what: str = "path") -> None:
     match = _URL.match(text)
     scheme = match.group(1).lower() if match else None
     note = ""
-    if scheme is None and isinstance(path, os.PathLike) and _COLLAPSED_S3.match(text):
+    if scheme is None and isinstance(path, os.PathLike) and COLLAPSED_S3.match(text):
         scheme, note = "s3", " (an s3:// URL whose '//' pathlib collapsed: give URLs as str)"
     if scheme == "s3":
         raise InvalidArgumentError(

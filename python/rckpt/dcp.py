@@ -508,9 +508,8 @@ class Reader(StorageReader):
 
     def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
         info = _core.describe(_check_path(self.path, "Reader"), _TensorRef)
-        tree = info["tree"]
-        if "rckpt.world_size" in info["metadata"] and isinstance(tree, dict) and "common" in tree:
-            tree = tree["common"]  # a collective file: the state is its common tree
+        # The sections (a collective file's common tree), found as every load finds them.
+        tree = info["sections"]
         paths = _paths_of(tree)
         tensor_names = {t["name"] for t in info["tensors"]}
         state_dict_metadata: dict[str, Any] = {}

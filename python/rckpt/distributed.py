@@ -42,6 +42,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union
 
 from . import _distributed
+from . import s3 as _s3
 from ._local_only import refuse_url
 from ._args import (check_bool, device_str, map_location_arg, progress_callback, rng_records,
                     save_options)
@@ -561,7 +562,7 @@ def save(comm: Comm, path: Union[str, os.PathLike[str]], state: dict[str, Any], 
 
 def _in_object_storage(path: Any) -> bool:
     """Whether ``path`` is an ``s3://`` URL: one object, written by one multipart upload."""
-    return isinstance(path, str) and path.startswith("s3://")
+    return isinstance(path, str) and _s3.is_url(path)
 
 
 def _make_parent(path: str) -> None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import shutil
 import threading
 from collections.abc import Mapping
 from typing import Any, Optional
@@ -110,8 +109,7 @@ class CheckpointIO(_BASES[0]):  # type: ignore[misc,valid-type]
                                 f"takes {', '.join(_STORAGE_OPTIONS)}")
             options.update(storage_options)
         path = _checkpoint_path(path)
-        if not storage.is_url(path):  # object storage has no directories to make
-            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        storage.make_dirs(os.path.dirname(path) or ".")  # (object storage has none)
         if self.rng:
             options["rng"] = capture_rng()
         return path, dict(checkpoint), options
@@ -155,16 +153,8 @@ class CheckpointIO(_BASES[0]):  # type: ignore[misc,valid-type]
 
 
 def _remove(path: str) -> None:
-    if storage.is_url(path):
-        storage.delete(path, missing_ok=True)  # the object; S3 has nothing else at a key
-        return
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path)
-    else:
-        try:
-            os.remove(path)
-        except FileNotFoundError:
-            pass
+    # A file, or a directory with what it holds; in object storage the object.
+    storage.delete(path, missing_ok=True, recursive=True)
 
 
 class AsyncCheckpointIO(CheckpointIO):

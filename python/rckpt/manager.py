@@ -48,8 +48,6 @@ from .errors import (AlreadyExistsError, CorruptionError, Error, InvalidArgument
 from .s3 import S3Options
 
 _STEP_FILE = re.compile(r"^step-(\d+)\.rckpt$")
-# rckpt's temporaries: <final name>.tmp-<pid>-<16 hex digits>.
-_TEMP_FILE = re.compile(r"^(?:step-\d+\.rckpt|latest)\.tmp-(\d+)-[0-9a-f]{16}$")
 _LATEST = "latest"
 _LEASE = ".lease"  # step-N.rckpt.lease: the lease of step N's writer (object storage)
 # How long a writer's lease lasts, in seconds; it is renewed every quarter of that
@@ -61,24 +59,6 @@ _LEASE_SECONDS = 120.0
 def step_file(step):
     """The file name of ``step``'s checkpoint: ``step-000123.rckpt``."""
     return f"step-{step:06d}.rckpt"
-
-
-def _pid_alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _fsync_dir(directory):
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _check_prefix(directory):
@@ -306,17 +286,20 @@ class CheckpointManager:
         return pickle.loads(self._comm.broadcast(pickle.dumps(value), 0))
 
     def _open_directory(self):
-        if os.path.exists(self.directory) and not os.path.isdir(self.directory):
+        try:
+            storage.make_dirs(self.directory, s3=self._s3)
+        except InvalidArgumentError as e:  # a file is there, or on the way
+            if not storage.exists(self.directory, s3=self._s3):
+                raise NotADirectoryError(f"CheckpointManager: cannot create directory "
+                                         f"{self.directory!r}: {e}") from None
             raise NotADirectoryError(
                 f"CheckpointManager: directory {self.directory!r} is a file, not a directory: "
                 f"the manager keeps its step-NNNNNN.rckpt files in a directory of its own (give "
                 f"one such as {os.path.join(os.path.dirname(self.directory), 'ckpt')!r}); to "
-                f"read that file, use rckpt.load({self.directory!r})")
-        try:
-            os.makedirs(self.directory, exist_ok=True)
-        except OSError as e:
-            raise type(e)(e.errno, f"CheckpointManager: cannot create directory "
-                                   f"{self.directory!r}: {e.strerror}") from None
+                f"read that file, use rckpt.load({self.directory!r})") from None
+        except Error as e:
+            raise type(e)(f"CheckpointManager: cannot create directory {self.directory!r}: "
+                          f"{e}") from None
 
     # -- what dead writers left -------------------------------------------------------------
     def _clean_up(self):
@@ -324,13 +307,8 @@ class CheckpointManager:
         something was left undecided (a writer that may be alive: looked at again at the
         next save) and the uncommitted steps removed."""
         if not self._remote:
-            for name in os.listdir(self.directory):
-                m = _TEMP_FILE.match(name)
-                if m and not _pid_alive(int(m.group(1))):
-                    try:
-                        os.remove(os.path.join(self.directory, name))
-                    except FileNotFoundError:
-                        pass  # another cleaner won
+            # A local temporary names its writer's process: a dead one's goes.
+            storage.abort_stale(self._prefix(), self._own_name, s3=self._s3)
             return False, []
         removed = []
         try:
@@ -340,15 +318,15 @@ class CheckpointManager:
                           f"{self._prefix()} was not cleaned up: {e}", stacklevel=4)
             return True, removed
 
-    # -- object storage --------------------------------------------------------------------
     def _prefix(self):
-        return self.directory + "/"
+        return storage.join(self.directory, "")
 
     def _own_name(self, path):
-        """Whether ``path`` (under the prefix) is one of the manager's names."""
+        """Whether ``path`` (under the directory) is one of the manager's names."""
         name = path[len(self._prefix()):]
         return name == _LATEST or _STEP_FILE.match(name) is not None
 
+    # -- object storage --------------------------------------------------------------------
     def _clean_up_prefix(self, removed):
         """Aborts the incomplete uploads of the manager's names and removes step objects
         newer than the pointer (completed, never committed) whose writer is provably dead
@@ -428,7 +406,7 @@ class CheckpointManager:
         return step
 
     def _listed_steps(self, listing=None):
-        """The step objects under the prefix (in ``listing``, when given, of
+        """The step files in the directory (in ``listing``, when given, of
         storage.list_files), committed or not, oldest first."""
         prefix = self._prefix()
         steps = []
@@ -443,22 +421,14 @@ class CheckpointManager:
     # -- queries ---------------------------------------------------------------------------
     def path(self, step):
         """The path of ``step``'s checkpoint (whether or not it exists)."""
-        if self._remote:
-            return storage.join(self.directory, step_file(step))
-        return os.path.join(self.directory, step_file(step))
+        return storage.join(self.directory, step_file(step))
 
     def _scan(self):
+        steps = self._listed_steps()
         if self._remote:
-            steps = self._listed_steps()
             pointer = self._read_pointer()
             if pointer is not None:
                 steps = [s for s in steps if s <= pointer]  # newer ones are not committed
-        else:
-            steps = []
-            for name in os.listdir(self.directory):
-                m = _STEP_FILE.match(name)
-                if m:
-                    steps.append(int(m.group(1)))
         pending = self._pending
         if pending is not None and not pending[1].done():
             steps = [s for s in steps if s != pending[0]]  # renamed, maybe not yet durable
@@ -544,12 +514,15 @@ class CheckpointManager:
             raise future._error
 
     def _commit(self, step):
-        """After ``step``'s file is durable: the "latest" record, then pruning."""
+        """After ``step``'s file is durable: the "latest" record, then pruning. Locally the
+        step's rename committed it, and "latest" is a record for tools; in object storage
+        "latest" is the commit."""
         with self._commit_lock:
             if self._remote:
                 self._write_pointer(step)
             else:
-                self._write_latest(step)
+                storage.write(storage.join(self.directory, _LATEST), f"{step}\n".encode(),
+                              s3=self._s3)
             self._prune(step)
 
     def _write_pointer(self, step):
@@ -567,16 +540,6 @@ class CheckpointManager:
                 pass  # the next manager on the prefix removes it
             raise
 
-    def _write_latest(self, step):
-        final = os.path.join(self.directory, _LATEST)
-        tmp = f"{final}.tmp-{os.getpid()}-{os.urandom(8).hex()}"
-        with open(tmp, "w") as f:
-            f.write(f"{step}\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, final)
-        _fsync_dir(self.directory)
-
     def _prune(self, saved):
         if self.keep is None:
             return
@@ -589,19 +552,10 @@ class CheckpointManager:
             keep |= {s for s in steps if s % self.keep_every == 0}
         for s in steps:
             if s not in keep:
-                if self._remote:
-                    storage.delete(self.path(s), missing_ok=True, s3=self._s3)
-                    continue
-                try:
-                    os.remove(self.path(s))
-                except FileNotFoundError:
-                    pass
+                storage.delete(self.path(s), missing_ok=True, s3=self._s3)
 
     def _scan_all(self):
-        if self._remote:
-            return self._listed_steps()
-        return sorted(int(m.group(1)) for m in map(_STEP_FILE.match, os.listdir(self.directory))
-                      if m)
+        return self._listed_steps()
 
     def wait(self):
         """Waits for the save in flight; raises its error if nobody was handed it yet."""
@@ -638,8 +592,6 @@ class CheckpointManager:
         """Whether the step file ``path`` exists (every rank gets rank 0's answer). Errors
         are raised: a throttled or refused listing is not "missing"."""
         def look():
-            if not self._remote:
-                return os.path.exists(path)
             return any(f.path == path for f in storage.list_files(path, s3=self._s3))
         return self._on_root(look)
 

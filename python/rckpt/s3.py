@@ -34,13 +34,11 @@ from typing import Any, Callable, Optional, Sequence
 from . import _core
 from .errors import Error, InvalidArgumentError, IoError, UnsupportedError
 
-# The one form of an object-storage URL's scheme: lower case, as the AWS CLI
-# takes it (the library's IsObjectStoreUrl and CheckSchemeCase hold the same).
-_SCHEME = "s3://"
 # "scheme://user:password@" in an endpoint URL: never shown.
 _USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@")
-# What pathlib makes of "s3://bucket/key": "s3:/bucket/key".
-_COLLAPSED_S3 = re.compile(r"[Ss]3:/(?!/)")
+# What pathlib makes of "s3://bucket/key": "s3:/bucket/key" (rckpt._local_only's
+# refusals use it too).
+COLLAPSED_S3 = re.compile(r"[Ss]3:/(?!/)")
 
 _ADDRESSING = ("auto", "path", "virtual")
 _ENCRYPTION = (None, "AES256", "aws:kms")
@@ -175,25 +173,20 @@ def _redacted(url: Optional[str]) -> Optional[str]:
 def is_url(path: Any) -> bool:
     """Whether ``path`` (a str or bytes) is an s3:// URL: the scheme in lower case, as the
     AWS CLI takes it. InvalidArgumentError for the scheme in another case ("S3://"), which
-    is neither a URL nor a local path anyone means; the library refuses it too."""
-    if isinstance(path, bytes):
-        path = os.fsdecode(path)
-    if not isinstance(path, str):
+    is neither a URL nor a local path anyone means. The answer is the library's own
+    (IsObjectStoreUrl), so Python and C++ route every path alike."""
+    if isinstance(path, str):
+        path = os.fsencode(path)
+    if not isinstance(path, bytes):
         return False
-    if path.startswith(_SCHEME):
-        return True
-    if path[:len(_SCHEME)].lower() == _SCHEME:
-        raise InvalidArgumentError(
-            f"{path[:200]!r}: an object-storage URL begins with {_SCHEME} in lower case (as the "
-            f"AWS CLI takes it), not {path[:len(_SCHEME)]!r}")
-    return False
+    return _core.is_object_store_url(path)
 
 
 def _check_not_collapsed(path: Any, who: str) -> None:
     """An os.PathLike whose text is "s3:/..." was an s3:// URL that pathlib collapsed."""
     if isinstance(path, os.PathLike) and not isinstance(path, str):
         text = os.fsdecode(os.fspath(path))
-        if _COLLAPSED_S3.match(text):
+        if COLLAPSED_S3.match(text):
             raise InvalidArgumentError(
                 f"{who}: path {text!r} is an s3:// URL whose '//' pathlib collapsed: give URLs "
                 "as str")

@@ -113,18 +113,33 @@ def write(path: PathLike, data: bytes, *, if_absent: bool = False,
     _core.storage_write(p, bytes(data), bool(if_absent), _fs([p], s3, "write"))
 
 
-def delete(path: PathLike, *, missing_ok: bool = False,
+def delete(path: PathLike, *, missing_ok: bool = False, recursive: bool = False,
            s3: Optional[_s3.S3Options] = None) -> None:
     """Removes the file at ``path``; NotFoundError when there is none, unless
-    ``missing_ok``. (S3 answers a delete of a missing key with success.)"""
+    ``missing_ok``. (S3 answers a delete of a missing key with success.) With
+    ``recursive=True`` a directory at ``path`` goes too, with everything in it (object
+    storage has no directories: the object at ``path`` alone)."""
     from .errors import NotFoundError
     p = _path(path)
     fs = _fs([p], s3, "delete")
     try:
-        _core.storage_remove(p, fs)
+        if recursive:
+            _core.storage_remove_all(p, fs)
+        else:
+            _core.storage_remove(p, fs)
     except NotFoundError:
         if not missing_ok:
             raise
+
+
+def make_dirs(path: PathLike, *, s3: Optional[_s3.S3Options] = None) -> None:
+    """Creates the directory ``path`` and its missing parents (nothing when it is one
+    already; InvalidArgumentError when a file is there or on the way). Object storage has
+    no directories: nothing to do there."""
+    p = _path(path)
+    if is_url(p):
+        return
+    _core.storage_create_dir(p, _fs([p], s3, "make_dirs"))
 
 
 def rename(src: PathLike, dst: PathLike, *, replace: bool = True,

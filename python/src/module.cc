@@ -221,7 +221,10 @@ nb::dict Describe(const std::string& path, nb::handle ref) {
   nb::dict out;
   out["tensors"] = tensors;
   out["metadata"] = metadata;
-  out["tree"] = TreeToPython(report.tree, no_rng, refs);
+  // The map of sections (a collective file's common tree), as every load
+  // finds it (format/collective_layout.h).
+  const Value* sections = SectionsOfTree(report.metadata, report.tree);
+  out["sections"] = TreeToPython(sections != nullptr ? *sections : report.tree, no_rng, refs);
   return out;
 }
 

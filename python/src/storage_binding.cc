@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "errors.h"
+#include "io/mem_file.h"
+#include "io/url_file_system.h"
 #include "rckpt/file.h"
 #include "s3_binding.h"
 
@@ -105,6 +107,26 @@ void Remove(const std::string& path, nb::handle fs) {
   ThrowIfError(s);
 }
 
+void CreateDir(const std::string& path, nb::handle fs) {
+  const Files chosen(fs);
+  Status s;
+  {
+    nb::gil_scoped_release release;
+    s = chosen->CreateDir(path);
+  }
+  ThrowIfError(s);
+}
+
+void RemoveAll(const std::string& path, nb::handle fs) {
+  const Files chosen(fs);
+  Status s;
+  {
+    nb::gil_scoped_release release;
+    s = chosen->RemoveAll(path);
+  }
+  ThrowIfError(s);
+}
+
 void Rename(const std::string& from, const std::string& to, bool replace,
             nb::handle fs) {
   const Files chosen(fs);
@@ -144,6 +166,31 @@ void AbortIncomplete(const std::string& path, const std::string& id,
   ThrowIfError(s);
 }
 
+// The library's one answer to "is this an object-storage URL?"
+// (IsObjectStoreUrl), the scheme in another case refused (CheckSchemeCase),
+// for rckpt.s3.is_url. `path`: the path's bytes (os.fsencode).
+bool IsUrl(nb::bytes path) {
+  const std::string_view p(path.c_str(), path.size());
+  ThrowIfError(CheckSchemeCase(p));
+  return IsObjectStoreUrl(p);
+}
+
+// The test seam of the Python layer, as src/io/mem_file.h is the C++
+// tests': an in-memory file system with fault injection, passed where an
+// rckpt._core.FileSystem goes.
+FileSystemHandle MemoryFileSystem() {
+  return FileSystemHandle{std::make_shared<MemFileSystem>(), "in memory (a test seam)"};
+}
+
+void SetMemoryFaults(const FileSystemHandle& handle, uint64_t fail_write_after_bytes,
+                     bool fail_sync, bool fail_rename) {
+  auto* mem = dynamic_cast<MemFileSystem*>(handle.fs.get());
+  if (mem == nullptr) {
+    throw nb::type_error("memory_file_system_faults: not a memory_file_system()");
+  }
+  mem->SetFaults({fail_write_after_bytes, fail_sync, fail_rename});
+}
+
 }  // namespace
 
 void RegisterStorage(nb::module_& m) {
@@ -153,6 +200,13 @@ void RegisterStorage(nb::module_& m) {
   m.def("storage_write", &Write, "path"_a, "data"_a, "if_absent"_a,
         "fs"_a.none() = nb::none());
   m.def("storage_remove", &Remove, "path"_a, "fs"_a.none() = nb::none());
+  m.def("is_object_store_url", &IsUrl, "path"_a);
+  m.def("memory_file_system", &MemoryFileSystem);
+  m.def("memory_file_system_faults", &SetMemoryFaults, "fs"_a,
+        "fail_write_after_bytes"_a = UINT64_MAX, "fail_sync"_a = false,
+        "fail_rename"_a = false);
+  m.def("storage_create_dir", &CreateDir, "path"_a, "fs"_a.none() = nb::none());
+  m.def("storage_remove_all", &RemoveAll, "path"_a, "fs"_a.none() = nb::none());
   m.def("storage_rename", &Rename, "src"_a, "dst"_a, "replace"_a,
         "fs"_a.none() = nb::none());
   m.def("storage_list_incomplete", &ListIncomplete, "prefix"_a,

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "rckpt/distributed.h"
+#include "rckpt/file.h"
 #include "rckpt/status.h"
 
 namespace rckpt {
@@ -33,11 +34,11 @@ class SharedFile {
 using SharedFileOpener =
     std::function<Result<std::unique_ptr<SharedFile>>(Communicator& comm, const std::string& path)>;
 
-// Positioned writes (pwrite) through each rank's own descriptor, fsync on
-// each rank: every rank opens the file after rank 0 created it. Writeback
-// of each write starts at once, so that the final sync waits for little.
-Result<std::unique_ptr<SharedFile>> OpenPositionedFile(Communicator& comm,
-                                                       const std::string& path);
+// Positioned writes through each rank's own handle of `fs`
+// (FileSystem::OpenForPositionedWrite: pwrite and fsync on a local disk),
+// synced on each rank: every rank opens the file after rank 0 created it.
+// `fs` must outlive the opener.
+SharedFileOpener PositionedFileOpener(FileSystem& fs);
 
 }  // namespace rckpt
 

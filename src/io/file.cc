@@ -109,6 +109,17 @@ Status FileSystem::AbortIncomplete(const IncompleteWrite& write) {
   return Remove(write.id);
 }
 
+Status FileSystem::CreateDir(const std::string& /*path*/) { return Status::Ok(); }
+
+Status FileSystem::RemoveAll(const std::string& path) { return Remove(path); }
+
+Result<std::unique_ptr<PositionedWritableFile>> FileSystem::OpenForPositionedWrite(
+    const std::string& path) {
+  return Status::Unsupported("'" + path +
+                             "': this file system has no positioned writes (a write at an "
+                             "offset of an existing file)");
+}
+
 namespace {
 
 Status NoSharedWrites(const std::string& path) {

@@ -134,10 +134,65 @@ class MemWritableFile final : public WritableFile {
   bool closed_ = false;
 };
 
+// Writes at offsets into the bytes of a file that exists, with the
+// faults of MemWritableFile. Several handles may write one file at once.
+class MemPositionedFile final : public PositionedWritableFile {
+ public:
+  MemPositionedFile(std::shared_ptr<MemState> fs, std::shared_ptr<MemData> data,
+                    std::string path)
+      : fs_(std::move(fs)), data_(std::move(data)), path_(std::move(path)) {}
+
+  Status WriteAt(uint64_t offset, std::span<const std::byte> src) override {
+    if (closed_) return Closed("write to");
+    const uint64_t limit = fs_->GetFaults().fail_write_after_bytes;
+    std::unique_lock<std::shared_mutex> lock(data_->mu);
+    std::vector<std::byte>& bytes = data_->bytes;
+    // Like a full disk: what fits below the limit is written, then the
+    // write fails.
+    const uint64_t room = offset >= limit ? 0 : limit - offset;
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(src.size(), room));
+    if (n > 0) {
+      if (bytes.size() < offset + n) bytes.resize(offset + n);
+      std::memcpy(bytes.data() + offset, src.data(), n);
+    }
+    if (n < src.size()) {
+      return Status::IoError("write '" + path_ + "' at offset " + std::to_string(offset + n) +
+                             ": No space left on device");
+    }
+    return Status::Ok();
+  }
+
+  Status Sync() override {
+    if (closed_) return Closed("sync");
+    if (fs_->GetFaults().fail_sync) {
+      return Status::IoError("fsync '" + path_ + "': Input/output error");
+    }
+    return Status::Ok();
+  }
+
+  Status Close() override {
+    if (closed_) return Closed("close");
+    closed_ = true;
+    return Status::Ok();
+  }
+
+ private:
+  Status Closed(std::string_view op) const {
+    return Status::InvalidArgument(std::string("cannot ") + std::string(op) + " '" + path_ +
+                                   "': already closed");
+  }
+
+  const std::shared_ptr<MemState> fs_;
+  const std::shared_ptr<MemData> data_;
+  const std::string path_;
+  bool closed_ = false;
+};
+
 }  // namespace
 }  // namespace mem_fs_internal
 
 using mem_fs_internal::MemData;
+using mem_fs_internal::MemPositionedFile;
 using mem_fs_internal::MemRandomAccessFile;
 using mem_fs_internal::MemState;
 using mem_fs_internal::MemWritableFile;
@@ -195,6 +250,45 @@ Result<std::unique_ptr<WritableFile>> MemFileSystem::OpenForWrite(
   impl_->state->files[path] = data;
   return std::unique_ptr<WritableFile>(
       std::make_unique<MemWritableFile>(impl_->state, std::move(data), path));
+}
+
+Result<std::unique_ptr<PositionedWritableFile>> MemFileSystem::OpenForPositionedWrite(
+    const std::string& path) {
+  std::lock_guard<std::mutex> lock(impl_->state->mu);
+  auto it = impl_->state->files.find(path);
+  if (it == impl_->state->files.end()) {
+    return Status::NotFound("open '" + path + "' for writing: No such file or directory");
+  }
+  return std::unique_ptr<PositionedWritableFile>(
+      std::make_unique<MemPositionedFile>(impl_->state, it->second, path));
+}
+
+Status MemFileSystem::CreateDir(const std::string& path) {
+  std::lock_guard<std::mutex> lock(impl_->state->mu);
+  if (impl_->state->files.count(path) > 0) {
+    return Status::InvalidArgument("create directory '" + path + "': a file is there");
+  }
+  for (size_t slash = path.find('/', 1); slash != std::string::npos;
+       slash = path.find('/', slash + 1)) {
+    if (impl_->state->files.count(path.substr(0, slash)) > 0) {
+      return Status::InvalidArgument("create directory '" + path +
+                                     "': a file is in the way (Not a directory)");
+    }
+  }
+  return Status::Ok();
+}
+
+Status MemFileSystem::RemoveAll(const std::string& path) {
+  std::lock_guard<std::mutex> lock(impl_->state->mu);
+  auto& files = impl_->state->files;
+  bool found = files.erase(path) > 0;
+  const std::string dir = path.ends_with('/') ? path : path + "/";
+  for (auto it = files.lower_bound(dir); it != files.end() && it->first.starts_with(dir);) {
+    it = files.erase(it);
+    found = true;
+  }
+  if (!found) return Status::NotFound("remove '" + path + "': No such file or directory");
+  return Status::Ok();
 }
 
 Status MemFileSystem::Rename(const std::string& from, const std::string& to) {

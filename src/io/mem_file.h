@@ -26,6 +26,7 @@ class MemFileSystem : public FileSystem {
   // Fault injection. `fail_write_after_bytes`: an Append that would take a
   // file's total past this many bytes writes what fits, then fails with
   // IoError ("No space left on device").
+  // (A positioned write that would take the file past it likewise.)
   // `fail_sync`: Sync fails with IoError. `fail_rename`: Rename fails with
   // IoError.
   struct Faults {
@@ -44,6 +45,12 @@ class MemFileSystem : public FileSystem {
   Status SyncParentDir(const std::string& path) override;
   Result<std::vector<std::string>> ListDir(const std::string& dir) override;
   bool Exists(const std::string& path) override;
+  Result<std::unique_ptr<PositionedWritableFile>> OpenForPositionedWrite(
+      const std::string& path) override;
+  // Directories exist while a file lies below them: CreateDir makes none
+  // (InvalidArgument where a file is); RemoveAll removes the files below.
+  Status CreateDir(const std::string& path) override;
+  Status RemoveAll(const std::string& path) override;
 
  private:
   struct Impl;

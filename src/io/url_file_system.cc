@@ -138,6 +138,22 @@ Status UrlFileSystem::RenameNoReplace(const std::string& from, const std::string
   return fs->RenameNoReplace(from, to);
 }
 
+Status UrlFileSystem::CreateDir(const std::string& path) {
+  RCKPT_ASSIGN_OR_RETURN(FileSystem * fs, For(path));
+  return fs->CreateDir(path);
+}
+
+Status UrlFileSystem::RemoveAll(const std::string& path) {
+  RCKPT_ASSIGN_OR_RETURN(FileSystem * fs, For(path));
+  return fs->RemoveAll(path);
+}
+
+Result<std::unique_ptr<PositionedWritableFile>> UrlFileSystem::OpenForPositionedWrite(
+    const std::string& path) {
+  RCKPT_ASSIGN_OR_RETURN(FileSystem * fs, For(path));
+  return fs->OpenForPositionedWrite(path);
+}
+
 Result<SharedWrite> UrlFileSystem::StartSharedWrite(const std::string& path) {
   RCKPT_ASSIGN_OR_RETURN(FileSystem * fs, For(path));
   return fs->StartSharedWrite(path);

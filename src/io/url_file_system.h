@@ -53,6 +53,10 @@ class UrlFileSystem final : public FileSystem {
   Result<std::unique_ptr<AtomicWritableFile>> OpenForAtomicCreate(const std::string& path,
                                                                   uint64_t expected_size) override;
   Status RenameNoReplace(const std::string& from, const std::string& to) override;
+  Result<std::unique_ptr<PositionedWritableFile>> OpenForPositionedWrite(
+      const std::string& path) override;
+  Status CreateDir(const std::string& path) override;
+  Status RemoveAll(const std::string& path) override;
   Result<SharedWrite> StartSharedWrite(const std::string& path) override;
   Result<std::unique_ptr<SharedWriteRegion>> OpenSharedWriteRegion(
       const std::string& path, const SharedWrite& write, uint64_t first_part,

@@ -16,6 +16,7 @@
 #include "distributed/collective.h"
 #include "distributed/save.h"
 #include "distributed/shared_file.h"
+#include "io/mem_file.h"
 #include "mpi_state.h"
 #include "rckpt/distributed.h"
 #include "rckpt/io.h"
@@ -228,11 +229,11 @@ TEST(CommunicatorSaveTest, AFailedOpenOrWriteOnOneRankIsEveryRanksErrorAndKeepsT
   const SharedFileOpener no_open = [](Communicator& comm, const std::string& tmp)
       -> Result<std::unique_ptr<SharedFile>> {
     if (comm.rank() == 1) return Status::IoError("open '" + tmp + "': permission denied");
-    return OpenPositionedFile(comm, tmp);
+    return PositionedFileOpener(PosixFileSystem())(comm, tmp);
   };
   const SharedFileOpener no_write = [](Communicator& comm, const std::string& tmp)
       -> Result<std::unique_ptr<SharedFile>> {
-    RCKPT_ASSIGN_OR_RETURN(std::unique_ptr<SharedFile> f, OpenPositionedFile(comm, tmp));
+    RCKPT_ASSIGN_OR_RETURN(std::unique_ptr<SharedFile> f, PositionedFileOpener(PosixFileSystem())(comm, tmp));
     return std::unique_ptr<SharedFile>(std::make_unique<FailingWrites>(std::move(f), comm.rank() == 2));
   };
   for (const auto& [opener, rank, what] :
@@ -344,6 +345,78 @@ TEST(CommunicatorTest, DefaultGatherAndBarrierGoThroughAllGather) {
   EXPECT_TRUE(out[0].empty());
   EXPECT_EQ(out[1], (std::vector<std::string>{"r0", "r1", "r2"}));
   EXPECT_TRUE(out[2].empty());
+}
+
+}  // namespace
+}  // namespace rckpt::testing
+
+namespace rckpt::testing {
+namespace {
+
+// The whole tensors of the checkpoint at `path` in `fs`, compared with the
+// state the test saves.
+void ExpectWholeStateIn(FileSystem& fs, const std::string& path) {
+  LoadOptions lo;
+  lo.fs = &fs;
+  Result<Checkpoint> whole = Load(path, lo);
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  for (const GlobalTensor& g : GlobalTensors()) {
+    const TensorEntry* e = whole->FindTensor(g.name);
+    ASSERT_NE(e, nullptr) << g.name;
+    EXPECT_EQ(Bytes(e->tensor), Bytes(GlobalValue(g))) << g.name;
+  }
+}
+
+// SaveOptions::fs reaches the collective save's files (the temporary, the
+// ranks' positioned writes, the spill files, the rename): a save into the
+// in-memory file system lands there, and a fault injected into it, a full
+// disk or a failing sync, is every rank's error and leaves the previous
+// checkpoint whole, with no temporary or spill file behind.
+TEST(CommunicatorSaveTest, ASaveGoesThroughTheConfiguredFileSystemAndItsFaultsReachEveryRank) {
+  MemFileSystem mem;
+  const std::string dir = "/ckpt";
+  const std::string path = dir + "/ck.rckpt";
+  const auto save = [&](Codec codec) {
+    return OnRanks<Status>(
+        3,
+        [&](Communicator& comm) {
+          SaveOptions o;
+          o.fs = &mem;
+          o.codec = codec;
+          o.chunk_bytes = 4096;
+          return SaveDistributed(comm, path, StateOf(comm.rank(), 3), o);
+        },
+        10s);
+  };
+  for (const Status& s : save(Codec::kNone)) ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_NE(mem.GetFile(path), nullptr);
+  ASSERT_NO_FATAL_FAILURE(ExpectWholeStateIn(mem, path));
+  const std::vector<std::byte> before = *mem.GetFile(path);
+
+  struct Case {
+    const char* what;
+    MemFileSystem::Faults faults;
+    Codec codec;
+  };
+  for (const Case& c : {Case{"No space left on device", {.fail_write_after_bytes = 3000}, Codec::kNone},
+                        Case{"No space left on device", {.fail_write_after_bytes = 3000}, Codec::kZstd},
+                        Case{"Input/output error", {.fail_sync = true}, Codec::kNone}}) {
+    SCOPED_TRACE(std::string(c.what) + ", " + std::string(CodecName(c.codec)));
+    mem.SetFaults(c.faults);
+    const std::vector<Status> out = save(c.codec);
+    mem.SetFaults({});
+    for (const Status& s : out) {
+      EXPECT_EQ(s.code(), StatusCode::kIoError) << s.ToString();
+      EXPECT_NE(s.message().find(c.what), std::string::npos) << s.ToString();
+      EXPECT_EQ(s.ToString(), out[0].ToString());
+    }
+    ASSERT_NE(mem.GetFile(path), nullptr);
+    EXPECT_EQ(*mem.GetFile(path), before);
+    Result<std::vector<std::string>> names = mem.ListDir(dir);
+    ASSERT_TRUE(names.ok()) << names.status().ToString();
+    EXPECT_EQ(*names, std::vector<std::string>{"ck.rckpt"});
+  }
+  ASSERT_NO_FATAL_FAILURE(ExpectWholeStateIn(mem, path));
 }
 
 }  // namespace

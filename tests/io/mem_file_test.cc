@@ -174,5 +174,44 @@ TEST(MemFileTest, ConcurrentReadersSeeIdenticalBytes) {
   EXPECT_THAT(same, ::testing::Each(1));
 }
 
+TEST(MemFileTest, PositionedWritesLandAtTheirOffsetsAndTakeTheFaults) {
+  MemFileSystem fsys;
+  fsys.SetFile("d/shared", std::vector<std::byte>(8, std::byte{0xEE}));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PositionedWritableFile> a,
+                       fsys.OpenForPositionedWrite("d/shared"));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PositionedWritableFile> b,
+                       fsys.OpenForPositionedWrite("d/shared"));
+  ASSERT_OK(b->WriteAt(12, Iota(4, 12)));
+  ASSERT_OK(a->WriteAt(4, Iota(4, 4)));
+  std::vector<std::byte> expected(16, std::byte{0});
+  for (int i = 0; i < 4; ++i) expected[i] = std::byte{0xEE};
+  for (int i = 4; i < 8; ++i) expected[i] = static_cast<std::byte>(i);
+  for (int i = 12; i < 16; ++i) expected[i] = static_cast<std::byte>(i);
+  EXPECT_THAT(fsys.GetFile("d/shared"), Pointee(expected));
+  // A full disk past 18 bytes: what fits is written, then the write fails.
+  fsys.SetFaults({.fail_write_after_bytes = 18, .fail_sync = true});
+  EXPECT_THAT(a->WriteAt(16, Iota(4, 16)), StatusIs(StatusCode::kIoError, "No space left"));
+  EXPECT_EQ(fsys.GetFile("d/shared")->size(), 18u);
+  EXPECT_THAT(a->Sync(), StatusIs(StatusCode::kIoError, "fsync"));
+  ASSERT_OK(a->Close());
+  EXPECT_THAT(a->WriteAt(0, Iota(1)), StatusIs(StatusCode::kInvalidArgument, "already closed"));
+  EXPECT_THAT(fsys.OpenForPositionedWrite("d/missing"), StatusIs(StatusCode::kNotFound, ""));
+}
+
+TEST(MemFileTest, DirectoriesAreImpliedByTheirFiles) {
+  MemFileSystem fsys;
+  ASSERT_OK(fsys.CreateDir("d/e"));
+  fsys.SetFile("d/e/f", Iota(1));
+  fsys.SetFile("d/g", Iota(1));
+  fsys.SetFile("dx", Iota(1));
+  EXPECT_THAT(fsys.CreateDir("d/g"), StatusIs(StatusCode::kInvalidArgument, "a file is there"));
+  EXPECT_THAT(fsys.CreateDir("d/g/h"), StatusIs(StatusCode::kInvalidArgument, "a file is in the way"));
+  ASSERT_OK(fsys.RemoveAll("d"));
+  EXPECT_EQ(fsys.GetFile("d/e/f"), nullptr);
+  EXPECT_EQ(fsys.GetFile("d/g"), nullptr);
+  EXPECT_NE(fsys.GetFile("dx"), nullptr);  // not below d/
+  EXPECT_THAT(fsys.RemoveAll("d"), StatusIs(StatusCode::kNotFound, ""));
+}
+
 }  // namespace
 }  // namespace rckpt

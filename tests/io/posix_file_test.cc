@@ -267,5 +267,44 @@ TEST_F(PosixFileTest, DescriptorsAreCloseOnExec) {
   EXPECT_EQ(checked, 2);
 }
 
+// Two handles of one file write at offsets of their own, as two ranks of a
+// collective save do; the file keeps what was before the offsets written.
+TEST_F(PosixFileTest, PositionedWritesFromTwoHandlesLandAtTheirOffsets) {
+  WriteFile(fsys_, Path("shared"), std::vector<std::byte>(8, std::byte{0xEE}));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PositionedWritableFile> a,
+                       fsys_.OpenForPositionedWrite(Path("shared")));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PositionedWritableFile> b,
+                       fsys_.OpenForPositionedWrite(Path("shared")));
+  const std::vector<std::byte> data = Iota(16);
+  ASSERT_OK(b->WriteAt(12, std::span(data).subspan(12, 4)));
+  ASSERT_OK(a->WriteAt(4, std::span(data).subspan(4, 4)));
+  for (PositionedWritableFile* f : {a.get(), b.get()}) {
+    ASSERT_OK(f->Sync());
+    ASSERT_OK(f->Close());
+  }
+  std::vector<std::byte> expected(16, std::byte{0});
+  for (int i = 0; i < 4; ++i) expected[i] = std::byte{0xEE};
+  for (int i : {4, 5, 6, 7, 12, 13, 14, 15}) expected[i] = data[i];
+  EXPECT_EQ(ReadAll(Path("shared")), expected);
+  EXPECT_THAT(fsys_.OpenForPositionedWrite(Path("missing")), StatusIs(StatusCode::kNotFound, ""));
+}
+
+TEST_F(PosixFileTest, CreateDirMakesParentsAndRemoveAllTakesATree) {
+  ASSERT_OK(fsys_.CreateDir(Path("a/b/c")));
+  ASSERT_OK(fsys_.CreateDir(Path("a/b/c")));  // there already: fine
+  WriteFile(fsys_, Path("a/b/c/f"), Iota(3));
+  WriteFile(fsys_, Path("a/g"), Iota(3));
+  EXPECT_THAT(fsys_.CreateDir(Path("a/g")), StatusIs(StatusCode::kInvalidArgument, "a file is there"));
+  EXPECT_THAT(fsys_.CreateDir(Path("a/g/h")),
+              StatusIs(StatusCode::kInvalidArgument, "a file is in the way"));
+  std::filesystem::create_symlink(Path("a"), Path("link"));
+  ASSERT_OK(fsys_.RemoveAll(Path("link")));  // the link, never what it points to
+  EXPECT_TRUE(std::filesystem::exists(Path("a/b/c/f")));
+  ASSERT_OK(fsys_.RemoveAll(Path("a/g")));
+  ASSERT_OK(fsys_.RemoveAll(Path("a")));
+  EXPECT_FALSE(std::filesystem::exists(Path("a")));
+  EXPECT_THAT(fsys_.RemoveAll(Path("a")), StatusIs(StatusCode::kNotFound, ""));
+}
+
 }  // namespace
 }  // namespace rckpt

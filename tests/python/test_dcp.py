@@ -342,6 +342,19 @@ def test_reader_loads_a_file_rckpt_save_wrote(tmp):
     assert state["extra"] == {"epoch": 9}
 
 
+def test_the_reader_finds_a_files_sections_as_rckpt_load_does(tmp):
+    # "rckpt.world_size" without a positive number makes no collective file: its "common"
+    # is a section like any other, for the Reader as for rckpt.load (the rule is the
+    # library's, format/collective_layout.h).
+    rckpt.save(tmp / "f.rckpt", {"common": {"w": torch.arange(3.0)}, "extra": {"epoch": 2}},
+               metadata={"rckpt.world_size": "none"})
+    assert rckpt.load(tmp / "f.rckpt")["extra"] == {"epoch": 2}
+    state = {"common": {"w": torch.zeros(3)}, "extra": {"epoch": 0}}
+    dcp.load(state, storage_reader=rckpt.dcp.Reader(tmp / "f.rckpt"))
+    assert state["extra"] == {"epoch": 2}
+    assert_same(state["common"]["w"], torch.arange(3.0))
+
+
 def rank0_error(fn):
     """What fn() raised; for DCP's CheckpointException (a BaseException that
     carries each rank's exception), rank 0's own exception."""

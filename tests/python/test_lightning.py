@@ -246,6 +246,24 @@ def test_remove_checkpoint(tmp_path):
     assert not os.path.exists(tmp_path / "d")
 
 
+def test_saves_and_removals_go_through_the_librarys_file_system(tmp_path, monkeypatch):
+    """The plug-in's directories, saves and removals go through the library's file systems
+    (rckpt.storage), so the in-memory one holds them all and nothing reaches the disk."""
+    mem = rckpt._core.memory_file_system()
+    monkeypatch.setattr(rckpt.s3, "file_system", lambda paths, s3, who: mem)
+    io = rckpt.lightning.CheckpointIO()
+    path = str(tmp_path / "run" / "a.ckpt")
+    io.save_checkpoint({"epoch": 1}, path)
+    assert rckpt.storage.exists(path)
+    assert io.load_checkpoint(path)["epoch"] == 1
+    io.remove_checkpoint(path)
+    assert not rckpt.storage.exists(path)
+    rckpt.storage.write(str(tmp_path / "d" / "shard"), b"x")
+    io.remove_checkpoint(tmp_path / "d")
+    assert not rckpt.storage.exists(str(tmp_path / "d" / "shard"))
+    assert not os.path.exists(tmp_path / "run") and not os.path.exists(tmp_path / "d")
+
+
 def test_missing_and_corrupt_files_raise_rckpt_errors_naming_the_path(tmp_path):
     io = rckpt.lightning.CheckpointIO()
     missing = tmp_path / "nope.ckpt"

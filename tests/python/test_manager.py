@@ -6,6 +6,7 @@ background save never costs an earlier checkpoint."""
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -142,7 +143,7 @@ def test_nothing_that_verifies_is_not_found(tmp_path):
             m.load()
 
 
-def test_load_skips_damage_and_raises_trouble(tmp_path):
+def test_load_skips_damage_and_raises_trouble(tmp_path, monkeypatch):
     with rckpt.CheckpointManager(tmp_path, keep=None) as m:
         for step in (1, 2):
             m.save(step, state_at(step))
@@ -154,8 +155,21 @@ def test_load_skips_damage_and_raises_trouble(tmp_path):
         with pytest.raises(rckpt.InvalidArgumentError, match="unknown section .no-such-section."):
             m.load(sections=["no-such-section"])
     assert m.loaded_step is None
-    # A step whose file is gone (a link to a removed file) is skipped, with a warning.
+    # A link to a removed file is no step (the listing finds no file there, as object
+    # storage lists no missing object).
     os.symlink(tmp_path / "removed.rckpt", tmp_path / "step-000003.rckpt")
+    assert m.steps() == [1, 2]
+    os.remove(tmp_path / "step-000003.rckpt")
+    # A step whose file is gone by the time it is read (listed, then removed) is skipped,
+    # with a warning.
+    shutil.copy(tmp_path / "step-000002.rckpt", tmp_path / "step-000003.rckpt")
+    load = rckpt.checkpoint.load
+
+    def removed_first(path, **options):
+        if path.endswith("step-000003.rckpt") and os.path.exists(path):
+            os.remove(path)
+        return load(path, **options)
+    monkeypatch.setattr(rckpt.checkpoint, "load", removed_first)
     with pytest.warns(UserWarning, match="skipping .*step-000003.rckpt"):
         assert m.load().step == 2
     with pytest.raises(rckpt.NotFoundError, match="step 3 is not saved"):
@@ -276,3 +290,36 @@ def test_sigkill_during_a_background_save_keeps_every_earlier_checkpoint(tmp_pat
     assert ck["controller"]["step"] == latest
     m.save(latest + 1, state_at(latest + 1)).result()
     assert not any(".tmp-" in n for n in os.listdir(tmp_path))  # cleaned by the save
+
+
+def test_every_file_the_manager_touches_goes_through_the_librarys_file_system(tmp_path,
+                                                                            monkeypatch):
+    """Locally as in object storage, the manager's steps, "latest", listings, pruning and
+    clean-up go through the library's file systems (rckpt.storage, rckpt.save): over the
+    in-memory one nothing reaches the disk, a dead writer's temporary there is removed,
+    and a fault injected into it (a rename that fails) fails the save, leaving the
+    committed steps and "latest" as they were."""
+    mem = rckpt._core.memory_file_system()
+    monkeypatch.setattr(rckpt.s3, "file_system", lambda paths, s3, who: mem)
+    d = str(tmp_path / "ckpt")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = os.path.join(d, f"step-000007.rckpt.tmp-{dead.pid}-0123456789abcdef")
+    rckpt.storage.write(stale, b"partial")
+    with rckpt.CheckpointManager(d, keep=2, async_save=False) as m:
+        for step in (1, 2, 3):
+            m.save(step, state_at(step))
+        assert m.steps() == [2, 3]
+        assert rckpt.storage.read(os.path.join(d, "latest")) == b"3\n"
+        assert not rckpt.storage.exists(stale)
+        assert not os.path.exists(d)  # nothing on the disk
+        rckpt._core.memory_file_system_faults(mem, fail_rename=True)
+        with pytest.raises(rckpt.IoError, match="Input/output error"):
+            m.save(4, state_at(4))
+        rckpt._core.memory_file_system_faults(mem)
+        assert m.steps() == [2, 3]
+        assert rckpt.storage.read(os.path.join(d, "latest")) == b"3\n"
+        assert [f.path for f in rckpt.storage.list_files(d + "/")] == [
+            os.path.join(d, n) for n in ("latest", "step-000002.rckpt", "step-000003.rckpt")]
+        m.load()
+        assert m.loaded_step == 3

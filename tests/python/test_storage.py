@@ -33,6 +33,23 @@ def test_write_read_list_and_delete(tmp_path):
         storage.write(storage.join(d, "missing/c"), b"x")
 
 
+def test_directories_are_made_and_removed_through_the_library(tmp_path):
+    d = str(tmp_path / "a" / "b")
+    storage.make_dirs(d)
+    storage.make_dirs(d)  # there already: nothing to do
+    storage.write(storage.join(d, "f"), b"x")
+    with pytest.raises(rckpt.InvalidArgumentError, match="a file is there"):
+        storage.make_dirs(storage.join(d, "f"))
+    storage.make_dirs("s3://no-such-bucket/prefix")  # object storage has no directories
+    with pytest.raises(rckpt.Error):
+        storage.delete(str(tmp_path / "a"))  # a directory, without recursive=True
+    storage.delete(str(tmp_path / "a"), recursive=True)
+    assert not os.path.exists(tmp_path / "a")
+    with pytest.raises(rckpt.NotFoundError):
+        storage.delete(str(tmp_path / "a"), recursive=True)
+    storage.delete(str(tmp_path / "a"), recursive=True, missing_ok=True)
+
+
 def test_if_absent_never_replaces(tmp_path):
     path = str(tmp_path / "p")
     storage.write(path, b"first", if_absent=True)
