@@ -125,7 +125,7 @@ int RunConvert(std::vector<std::string> words) {
     else return Fail("convert", Status::InvalidArgument("--codec '" + *codec + "': expected none or zstd"));
   }
   if (level) {
-    auto v = ParseInt("level", *level, -7, 22);
+    auto v = ParseInt("level", *level, kMinZstdLevel, kMaxZstdLevel);
     if (!v.ok()) return Fail("convert", v.status());
     save.level = static_cast<int>(*v);
   }
@@ -205,6 +205,9 @@ int RunConvert(std::vector<std::string> words) {
               RenderRate(bytes, secs).c_str());
   return 0;
 }
+
+// The usage text below spells the zstd level range out.
+static_assert(kMinZstdLevel == -7 && kMaxZstdLevel == 22);
 
 }  // namespace
 

@@ -21,6 +21,7 @@
 #include "distributed/rank_names.h"
 #include "distributed/shared_file.h"
 #include "engine/encode.h"
+#include "engine/save_options.h"
 #include "format/manifest.h"
 #include "format/tree_codec.h"
 #include "format/writer.h"
