@@ -6,7 +6,7 @@
 #
 # Without --pip: what building and testing everything needs (scripts/test.sh):
 # the pip set below plus GoogleTest, clang with libFuzzer and the sanitizer
-# runtimes, Open MPI, and faketime.
+# runtimes, Open MPI, faketime and ccache.
 # --pip: only what `pip install .` needs to build the package (the library,
 #   the extension, the CLI): CMake, Ninja, a C++20 compiler, pkg-config, zstd,
 #   xxhash, FlatBuffers, libcurl, OpenSSL and pugixml (S3), and Python's
@@ -43,7 +43,8 @@ if [ "$pip_only" = 0 ]; then
   pkgs+=(libgtest-dev libgmock-dev          # the C++ tests
          clang libclang-rt-14-dev           # clang + libFuzzer for the fuzz stage of scripts/test.sh
          libopenmpi-dev openmpi-bin         # rckpt::distributed and its mpi-labelled tests
-         faketime)                          # the S3 stage's clock-skew test (a process 40 min off)
+         faketime                           # the S3 stage's clock-skew test (a process 40 min off)
+         ccache)                            # scripts/test.sh: pip's build finds the default build's objects
 fi
 pkgs+=("${extra[@]}")
 

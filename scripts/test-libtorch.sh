@@ -45,7 +45,7 @@ if command -v ccache >/dev/null; then
 fi
 # No CUDA toolkit is looked for, whether or not the machine has one: nothing
 # here compiles CUDA (cmake/RckptTorch.cmake). Release (-O3) with -Werror, as
-# test.sh's Release stage builds the main project's targets: GCC 12 warns at
+# test.sh's default build builds the main project's targets: GCC 12 warns at
 # -O3 where it does not at -O2.
 common=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DRCKPT_WERROR=ON "${launcher[@]}")
 

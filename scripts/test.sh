@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds everything and runs the whole test suite.
-# Stages: default build + tests; the GPU proof's preparation and dry run; the
-# Python suites again on torch 2.x from PyPI and rckpt::torch against its
-# libtorch (skip both with RCKPT_SKIP_TORCH2=1); the S3 suites against
-# SeaweedFS on loopback (skip with RCKPT_SKIP_S3=1); the plain `cmake -S . -B
-# DIR` idiom (CMake's default generator) configured and the library and CLI
-# built; every target as Release (pip's build among them) with -Werror; a
-# sanitizer build + tests (skip with RCKPT_SKIP_SANITIZERS=1);
-# bounded fuzzer runs when clang's libFuzzer is available (skip with
-# RCKPT_SKIP_FUZZ=1).
+# Stages: every target built as Release with -Werror (as pip builds the
+# package) + every test, `pip install .` among them; the GPU proof's
+# preparation and dry run; the Python suites again on torch 2.x from PyPI and
+# rckpt::torch against its libtorch (skip both with RCKPT_SKIP_TORCH2=1); the
+# S3 suites against SeaweedFS on loopback (skip with RCKPT_SKIP_S3=1); a
+# sanitizer build + tests, configured by the plain `cmake -S . -B DIR` idiom
+# (CMake's default generator; skip with RCKPT_SKIP_SANITIZERS=1, which leaves
+# the idiom's configure alone); bounded fuzzer runs when clang's libFuzzer is
+# available (skip with RCKPT_SKIP_FUZZ=1).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -17,18 +17,44 @@ t0=$(date +%s)
 bash scripts/install-deps.sh python3-torch python3-venv python3-pip python3-mpi4py
 stage() { echo; echo "=== $* ($(( $(date +%s) - t0 )) s elapsed)"; }
 
+# ccache (installed by scripts/install-deps.sh) for every build this command
+# configures, in a cache of the clone's own (build-ccache/, paths taken
+# relative to the clone): what it saves is `pip install .`'s build of the
+# library and the CLI, which compiles the default build's objects again with
+# the same flags (Release, -Werror) and finds them there. Depend mode: a
+# miss costs no extra preprocessor run.
+launcher=()
+if command -v ccache >/dev/null; then
+  export CCACHE_DIR="$root/build-ccache" CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1 \
+    CCACHE_DEPEND=1 CCACHE_MAXSIZE=5G
+  export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
+  launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
+
 stage "python for the interoperability checks"
 py="$(bash scripts/python-env.sh "$root/build/pyenv")"
 "$py" -c "import torch, numpy; print('torch', torch.__version__, 'numpy', numpy.__version__)"
 "$py" -c "import safetensors; print('safetensors', safetensors.__version__)" || true
 
-stage "build (default)"
-# -Werror: the build is clean with -Wall -Wextra (GCC here, Clang in the
-# fuzz stage); a new warning fails it.
-BUILD_DIR="$root/build" bash scripts/build.sh -DRCKPT_PYTHON="$py" -DRCKPT_WERROR=ON
+stage "build (default: every target as Release, -Werror)"
+# Every target (the library, the extension and the CLI as pip builds them,
+# pyproject.toml: Release, so -O3; the tests, benchmarks, examples and tools
+# beside them) with -Werror: the build is clean with -Wall -Wextra (GCC here,
+# Clang in the fuzz stage), and GCC's -O3 inlines deeper than -O2 and warns
+# where it does not, so neither a user's `pip install -v .` nor any target
+# shows a warning. GCC 12's false positive seen here: -Wrestrict on "text" + a
+# std::string temporary (GCC bugs 105329, 105651); append instead (in tests,
+# testing::Numbered("w", i) for "w" + std::to_string(i)).
+BUILD_DIR="$root/build" bash scripts/build.sh -DCMAKE_BUILD_TYPE=Release -DRCKPT_PYTHON="$py" \
+  -DRCKPT_WERROR=ON "${launcher[@]}"
 stage "tests (default)"
 # Label s3: the S3 suites, which need the server of the S3 stage below.
-ctest --test-dir "$root/build" -j"$(nproc)" --output-on-failure --timeout 600 -LE s3
+# `pip install .` (InstallTest.PipInstallFromSourceImportsRckpt) builds in
+# build-pip/ (beside build/, so ccache's relative paths match) with -Werror
+# added to pyproject.toml's defines: its objects are the default build's.
+rm -rf "$root/build-pip"
+SKBUILD_BUILD_DIR="$root/build-pip" SKBUILD_CMAKE_DEFINE="RCKPT_WERROR=ON" \
+  ctest --test-dir "$root/build" -j"$(nproc)" --output-on-failure --timeout 600 -LE s3
 
 # The GPU proof as far as a machine without a GPU takes it: its preparation
 # (scripts/gpu-prepare.sh: the binaries of the build above, the Python
@@ -191,27 +217,6 @@ else
   "$py" -m mypy --no-incremental "$root/build/python/rckpt" "$root/tests/python"
 fi
 
-# What a new user types, with no options: CMake's default generator (Unix
-# Makefiles unless CMAKE_GENERATOR says otherwise) configures every target,
-# which is where generator-specific errors show; only the library and the CLI
-# are built, as the tests above already ran.
-stage "build (plain cmake, default generator: library and CLI)"
-env -u CMAKE_GENERATOR cmake -S "$root" -B "$root/build-plain" >/dev/null
-cmake --build "$root/build-plain" -j"$(nproc)" --target rckpt rckpt_cli
-
-# Every target as Release, with -Werror: the library, the extension and the CLI
-# as pip builds them (pyproject.toml: CMAKE_BUILD_TYPE Release, so -O3), and
-# the tests, benchmarks, examples and tools beside them. GCC's -O3 inlines
-# deeper than the -O2 of the builds above and warns where they do not; a
-# user's `pip install -v .` shows no warning, and neither does any target.
-# GCC 12's false positive seen here: -Wrestrict on "text" + a std::string
-# temporary (GCC bugs 105329, 105651); append instead (in tests,
-# testing::Numbered("w", i) for "w" + std::to_string(i)).
-stage "build (Release, -Werror: every target, what pip builds included)"
-BUILD_DIR="$root/build-release" bash scripts/build.sh -DCMAKE_BUILD_TYPE=Release \
-  -DRCKPT_WERROR=ON -DRCKPT_PYTHON="$py" -DRCKPT_BUILD_PYTHON=ON -DRCKPT_BUILD_TOOLS=ON \
-  -DRCKPT_BUILD_TESTS=ON -DRCKPT_BUILD_EXAMPLES=ON -DRCKPT_BUILD_BENCH=ON
-
 # AddressSanitizer + UBSan over the whole suite (gcc's runtimes), the CUDA
 # runtime included (its suites run against the stand-in driver), without the
 # install tests (they rebuild the packages), the GPU tests, the
@@ -220,18 +225,30 @@ BUILD_DIR="$root/build-release" bash scripts/build.sh -DCMAKE_BUILD_TYPE=Release
 # runtime; the C++ library under them is covered by the C++ tests) and MPI
 # (LeakSanitizer reports Open MPI's own allocations that live until exit).
 if [ "${RCKPT_SKIP_SANITIZERS:-0}" = 1 ]; then
-  stage "sanitizers: skipped (RCKPT_SKIP_SANITIZERS=1)"
+  stage "sanitizers: skipped (RCKPT_SKIP_SANITIZERS=1); the plain cmake idiom configured (build-plain/)"
+  env -u CMAKE_GENERATOR cmake -S "$root" -B "$root/build-plain" >/dev/null
 else
-  stage "build (ASan + UBSan)"
-  # Without -Werror: GCC's optimiser reports false positives
-  # (maybe-uninitialized, stringop-*) in sanitized code; the default and
-  # Release builds above hold the warning line. -O0 -g1 (line tables only):
+  stage "build (ASan + UBSan; the plain cmake idiom, CMake's default generator)"
+  # Configured as a new user's first command is, `cmake -S . -B DIR` with
+  # CMake's default generator (Unix Makefiles unless CMAKE_GENERATOR says
+  # otherwise; CUDA when nvcc is found), which is where generator-specific
+  # errors show (CMake 3.25 with nvcc 13 once failed here at configure),
+  # plus the sanitizer's options. Without -Werror: GCC's optimiser reports
+  # false positives (maybe-uninitialized, stringop-*) in sanitized code; the
+  # default build above holds the warning line. -O0 -g1 (line tables only):
   # the reports keep file and line, no check is optimised away, and compiling
   # takes half the CPU time of -O1 (load_test.cc: 7 s against 14 s), for
   # tests that run about 50 s longer (docs/GUARANTEES.md, section 9).
-  BUILD_DIR="$root/build-asan" bash scripts/build.sh -DRCKPT_SANITIZE=ON \
+  asan_dir="$root/build-asan"
+  if [ -f "$asan_dir/CMakeCache.txt" ] && grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja$' "$asan_dir/CMakeCache.txt" &&
+     [ "${CMAKE_GENERATOR:-}" != Ninja ]; then
+    rm -rf "$asan_dir"  # made by an older test command with Ninja; a generator cannot change in place
+  fi
+  env -u CMAKE_GENERATOR cmake -S "$root" -B "$asan_dir" -DRCKPT_SANITIZE=ON "${launcher[@]}" \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O0 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O0 -g1 -DNDEBUG" \
-    -DRCKPT_ENABLE_MPI=OFF -DRCKPT_BUILD_BENCH=OFF -DRCKPT_BUILD_EXAMPLES=OFF -DRCKPT_BUILD_PYTHON=OFF
+    -DRCKPT_ENABLE_MPI=OFF -DRCKPT_BUILD_BENCH=OFF -DRCKPT_BUILD_EXAMPLES=OFF -DRCKPT_BUILD_PYTHON=OFF >/dev/null
+  cmake --build "$asan_dir" -j"$(nproc)"
   stage "tests (ASan + UBSan)"
   # intercept_tls_get_addr=0: up to GCC 13 (LLVM 16) the runtime's
   # __tls_get_addr interceptor takes a dynamic TLS block that malloc placed
@@ -242,7 +259,7 @@ else
   # hit that layout on every run. Leak checking itself stays on.
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1:intercept_tls_get_addr=0 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir "$root/build-asan" -j"$(nproc)" --output-on-failure --timeout 900 \
+    ctest --test-dir "$asan_dir" -j"$(nproc)" --output-on-failure --timeout 900 \
       -LE 'install|gpu|python'
 fi
 
@@ -263,4 +280,7 @@ else
   RCKPT_FUZZ_BUILD_JOBS="$(nproc)" bash scripts/run_fuzzers.sh "$fuzz_seconds" "$root/build-fuzz"
 fi
 
+if [ ${#launcher[@]} -gt 0 ]; then
+  echo "ccache (build-ccache/): $(ccache --print-stats 2>/dev/null | awk -F'\t' '$1 ~ /^(direct_cache_hit|preprocessed_cache_hit|cache_miss)$/ {printf "%s %s ", $1, $2}')"
+fi
 stage "done in $(( $(date +%s) - t0 )) s"

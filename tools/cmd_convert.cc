@@ -1,90 +1,26 @@
-#include <chrono>
 #include <cstdio>
-#include <filesystem>
-#include <system_error>
 
-#include "checkpoint_io.h"
 #include "cli.h"
-#include "io/url_file_system.h"
-#include "rckpt/file.h"
-#include "rckpt/human_bytes.h"
+#include "rckpt/convert.h"
 #include "render.h"
 
 namespace rckpt::cli {
 namespace {
 
-Result<std::map<Device, Device>> ParseDeviceMap(const std::string& text) {
-  std::map<Device, Device> out;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find(',', start);
-    if (end == std::string::npos) end = text.size();
-    std::string pair = text.substr(start, end - start);
-    size_t eq = pair.find('=');
-    if (eq == std::string::npos) {
-      return Status::InvalidArgument("--set-device '" + pair + "': expected FROM=TO, e.g. cuda:1=cuda:0");
-    }
-    RCKPT_ASSIGN_OR_RETURN(Device from, ParseRecordedDevice(pair.substr(0, eq)));
-    RCKPT_ASSIGN_OR_RETURN(Device to, ParseRecordedDevice(pair.substr(eq + 1)));
-    out[from] = to;
-    start = end + 1;
-  }
-  if (out.empty()) return Status::InvalidArgument("--set-device needs FROM=TO");
-  return out;
-}
-
-Status CheckOutputPath(const std::string& out) {
-  RCKPT_RETURN_IF_ERROR(CheckSchemeCase(out));  // "S3://" is no local path either
-  if (IsObjectStoreUrl(out)) {
-    // The URL's form is checked now; an object store sends nothing before
-    // the first bytes are written.
-    Result<std::unique_ptr<AtomicWritableFile>> w = DefaultFileSystem().OpenForAtomicWrite(out);
-    if (!w.ok()) return w.status().WithContext("output '" + out + "'");
-    return (*w)->Abort();
-  }
-  std::error_code ec;
-  if (std::filesystem::is_directory(out, ec)) {
-    return Status::InvalidArgument("output '" + out +
-                                   "' is a directory: expected a file path such as '" +
-                                   (std::filesystem::path(out) / "out.rckpt").string() + "'");
-  }
-  std::filesystem::path parent = std::filesystem::path(out).parent_path();
-  if (!parent.empty() && !std::filesystem::is_directory(parent, ec)) {
-    return Status::NotFound("output '" + out + "': directory '" + parent.string() +
-                            "' does not exist (create it first)");
-  }
-  return Status::Ok();
-}
-
-// Without --to the output's format comes from its extension; a name without
-// a known one (the demo's `part.ck`) needs --to, and the error says so.
-Status CheckOutputNamesAFormat(const std::string& out) {
-  if (FormatFromExtension(out) != CheckpointFormat::kUnknown) return Status::Ok();
-  return Status::InvalidArgument(
-      "output '" + out +
-      "': no known extension (.rckpt; .pt .pth .bin .ckpt; .safetensors): name its format "
-      "with --to rckpt|pt|safetensors");
-}
-
-// Input formats are recognised by content first; a file that is none of the
-// three and has no known extension gets the hint for --from.
-Status CheckInputNamesAFormat(const std::string& in) {
-  if (!FormatUnknownByContentAndName(in)) return Status::Ok();  // a missing file: the read says so
-  return Status::Unsupported(
-      "input '" + in +
-      "': not a recognised checkpoint (rckpt, PyTorch zip, safetensors or a DCP directory) "
-      "and no known extension: if it is one of them, name its format with --from "
-      "rckpt|pt|safetensors");
+// The flag's values, parsed as one: repeated flags are joined by commas, so
+// a device mapped twice across them is refused as within one.
+Result<MapLocation> ParseSetDevice(const std::vector<std::string>& values) {
+  std::string spec;
+  for (const std::string& v : values) spec += (spec.empty() ? "" : ",") + v;
+  return MapLocation::Parse(spec, "set_device");  // "--set-device" in the message (Fail)
 }
 
 int RunConvert(std::vector<std::string> words) {
   Args args(std::move(words));
-  ImportOptions in_opts;
-  ExportOptions out_opts;
-  SaveOptions save;
-  in_opts.strict = args.Flag("strict");
-  out_opts.drop_objects = args.Flag("drop-objects");
-  in_opts.rng_keys = args.Values("rng-key");
+  ConvertOptions o;
+  o.import.strict = args.Flag("strict");
+  o.exporter.drop_objects = args.Flag("drop-objects");
+  o.import.rng_keys = args.Values("rng-key");
   auto sections = args.Values("section");
   auto from = args.Value("from");
   auto to = args.Value("to");
@@ -101,108 +37,68 @@ int RunConvert(std::vector<std::string> words) {
     if (eq == std::string::npos || eq == 0 || eq + 1 == s.size()) {
       return Fail("convert", Status::InvalidArgument("--section '" + s + "': expected KEY=SECTION"));
     }
-    in_opts.section_overrides[s.substr(0, eq)] = s.substr(eq + 1);
+    o.import.section_overrides[s.substr(0, eq)] = s.substr(eq + 1);
   }
-  std::optional<CheckpointFormat> in_format, out_format;
   if (from) {
-    auto f = ParseFormat(*from);
+    auto f = ParseCheckpointFormat(*from);
     if (!f.ok()) return Fail("convert", f.status());
-    in_format = *f;
+    o.from = *f;
   }
   if (to) {
-    auto f = ParseFormat(*to);
+    auto f = ParseCheckpointFormat(*to);
     if (!f.ok()) return Fail("convert", f.status());
-    if (*f == CheckpointFormat::kDcp) {
-      return Fail("convert", Status::InvalidArgument(
-                                 "--to dcp: rckpt convert reads DCP directories but does not "
-                                 "write them (rckpt.dcp.Reader loads a .rckpt into dcp.load)"));
-    }
-    out_format = *f;
+    o.to = *f;
   }
   if (codec) {
-    if (*codec == "none") save.codec = Codec::kNone;
-    else if (*codec == "zstd") save.codec = Codec::kZstd;
-    else return Fail("convert", Status::InvalidArgument("--codec '" + *codec + "': expected none or zstd"));
+    auto c = ParseCodec(*codec);
+    if (!c.ok()) return Fail("convert", c.status());
+    o.save.codec = *c;
   }
   if (level) {
     auto v = ParseInt("level", *level, kMinZstdLevel, kMaxZstdLevel);
     if (!v.ok()) return Fail("convert", v.status());
-    save.level = static_cast<int>(*v);
+    o.save.level = static_cast<int>(*v);
   }
   if (chunk) {
     auto v = ParseInt("chunk-size", *chunk, 1, int64_t{1} << 30);
     if (!v.ok()) return Fail("convert", v.status());
-    save.chunk_bytes = static_cast<uint64_t>(*v);
+    o.save.chunk_bytes = static_cast<uint64_t>(*v);
   }
   if (shuffle) {
-    if (*shuffle == "auto") save.shuffle = Shuffle::kAuto;
-    else if (*shuffle == "on") save.shuffle = Shuffle::kOn;
-    else if (*shuffle == "off") save.shuffle = Shuffle::kOff;
-    else return Fail("convert", Status::InvalidArgument("--shuffle '" + *shuffle + "': expected auto, on or off"));
+    auto s = ParseShuffle(*shuffle);
+    if (!s.ok()) return Fail("convert", s.status());
+    o.save.shuffle = *s;
   }
-  std::map<Device, Device> devices;
-  for (const auto& s : set_device) {
-    auto m = ParseDeviceMap(s);
+  if (!set_device.empty()) {
+    auto m = ParseSetDevice(set_device);
     if (!m.ok()) return Fail("convert", m.status());
-    devices.insert(m->begin(), m->end());
+    o.set_device = *std::move(m);
   }
   const std::string& in = (*pos)[0];
   const std::string& out = (*pos)[1];
-  // Checked before the (possibly long) read of IN.
-  Status out_ok = CheckOutputPath(out);
-  if (out_ok.ok() && !out_format) out_ok = CheckOutputNamesAFormat(out);
-  if (!out_ok.ok()) return Fail("convert", out_ok);
-  auto start = std::chrono::steady_clock::now();
-  // A DCP directory's tensors are staged beside the output, one at a time.
-  // (An object-storage output stages them in the temporary directory.)
-  std::error_code tmp_ec;
-  in_opts.scratch_dir = IsObjectStoreUrl(out)
-                            ? std::filesystem::temp_directory_path(tmp_ec).string()
-                            : std::filesystem::path(out).parent_path().string();
-  if (in_opts.scratch_dir.empty()) in_opts.scratch_dir = ".";
-  ImportReport report;
-  if (!in_format) {
-    Status in_ok = CheckInputNamesAFormat(in);
-    if (!in_ok.ok()) return Fail("convert", in_ok);
+  o.save.progress = ProgressBar("convert");
+  ConvertReport report;
+  Status s = Convert(in, out, o, &report);
+  EndProgress();
+  if (!s.ok()) return Fail("convert", s);
+  for (const auto& w : report.read.warnings) {
+    std::fprintf(stderr, "rckpt convert: warning: %s\n", w.c_str());
   }
-  auto ck = ReadCheckpoint(in, in_format, in_opts, &report);
-  if (!ck.ok()) return Fail("convert", ck.status());
-  for (const auto& w : report.warnings) std::fprintf(stderr, "rckpt convert: warning: %s\n", w.c_str());
-  if (!report.inert_classes.empty()) {
+  if (!report.read.inert_classes.empty()) {
     std::string classes;
-    for (const auto& c : report.inert_classes) classes += (classes.empty() ? "" : ", ") + c;
+    for (const auto& c : report.read.inert_classes) classes += (classes.empty() ? "" : ", ") + c;
     std::fprintf(stderr,
                  "rckpt convert: warning: kept as inert objects (never executed): %s "
                  "(--strict refuses them)\n",
                  classes.c_str());
   }
-  for (auto& t : ck->mutable_tensors()) {
-    auto it = devices.find(t.Origin());
-    if (it != devices.end()) t.origin = it->second;
-  }
-  // Only the recorded origins change; bytes stay as they are.
-  for (auto& r : ck->mutable_rng()) {
-    auto it = devices.find(r.origin);
-    if (it != devices.end()) r.origin = it->second;
-  }
-  save.progress = ProgressBar("convert");
-  ExportReport written;
-  out_opts.report = &written;
-  Status s = WriteCheckpoint(*ck, out, out_format, out_opts, save);
-  EndProgress();
-  if (!s.ok()) return Fail("convert", s);
-  for (const auto& w : written.not_kept) {
+  for (const auto& w : report.written.not_kept) {
     std::fprintf(stderr, "rckpt convert: warning: %s does not keep %s\n", out.c_str(), w.c_str());
   }
-  for (const auto& n : written.notes) {
+  for (const auto& n : report.written.notes) {
     std::fprintf(stderr, "rckpt convert: note: %s: %s\n", out.c_str(), n.c_str());
   }
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  uint64_t bytes = ck->TensorBytes();
-  std::printf("%s -> %s: %zu tensor%s, %zu RNG record%s, %s in %.2f s (%s)\n", in.c_str(),
-              out.c_str(), ck->tensors().size(), ck->tensors().size() == 1 ? "" : "s",
-              ck->rng().size(), ck->rng().size() == 1 ? "" : "s", HumanBytes(bytes).c_str(), secs,
-              RenderRate(bytes, secs).c_str());
+  std::printf("%s\n", report.summary.c_str());
   return 0;
 }
 
@@ -257,8 +153,11 @@ output options:
   --level N              zstd level, -7 to 22 (default 1)
   --chunk-size BYTES     chunk size, 1 to 1073741824 (default 4194304)
   --shuffle auto|on|off  byte-shuffle before zstd (auto: floating-point)
-  --set-device FROM=TO   rewrite recorded origin devices, e.g. cuda:1=cuda:0
-                         (repeatable or comma-separated; bytes unchanged)
+  --set-device MAP       rewrite recorded origin devices (bytes unchanged),
+                         as --map-location of load names them: FROM=TO
+                         pairs (cuda:1=cuda:0, repeatable or
+                         comma-separated; a device mapped twice is refused)
+                         or one device for every origin
 
 examples:
   rckpt convert best_checkpoint.pt best.rckpt

@@ -1,7 +1,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "checkpoint_io.h"
+#include "rckpt/convert.h"
 #include "cli.h"
 #include "rckpt/diff.h"
 #include "render.h"
@@ -48,9 +48,9 @@ int RunDiff(std::vector<std::string> words) {
   const std::string& a_path = (*pos)[0];
   const std::string& b_path = (*pos)[1];
   ImportReport a_report, b_report;
-  auto a = ReadCheckpoint(a_path, std::nullopt, {}, &a_report);
+  auto a = ReadAnyCheckpoint(a_path, {}, &a_report);
   if (!a.ok()) return Fail("diff", a.status());
-  auto b = ReadCheckpoint(b_path, std::nullopt, {}, &b_report);
+  auto b = ReadAnyCheckpoint(b_path, {}, &b_report);
   if (!b.ok()) return Fail("diff", b.status());
   o.a_records = a_report.recorded;
   o.b_records = b_report.recorded;

@@ -32,7 +32,10 @@ std::string InFlagTerms(std::string_view message) {
                              {"skip_sections", "--skip-sections"},
                              {"model_device", "--model-device"},
                              {"sections", "--sections"},
-                             {"staging_bytes", "--staging-bytes"}}) {
+                             {"staging_bytes", "--staging-bytes"},
+                             {"set_device", "--set-device"},
+                             {"codec", "--codec"},
+                             {"shuffle", "--shuffle"}}) {
     if (text.compare(0, field.size() + 1, std::string(field) + ":") == 0 ||
         text.compare(0, field.size() + 1, std::string(field) + " ") == 0) {
       text.replace(0, field.size(), flag);

@@ -217,6 +217,86 @@ Status WriteAnyCheckpoint(const Checkpoint& ck, const std::string& path,
                           const ExportOptions& options = {},
                           const SaveOptions& save_options = {});
 
+// The format names every front end takes (`rckpt convert --from/--to`,
+// rckpt.convert's from_format / to_format): "rckpt"; "pt", "pth" or
+// "pytorch"; "safetensors"; "dcp" (read only). InvalidArgument naming them
+// otherwise.
+Result<CheckpointFormat> ParseCheckpointFormat(std::string_view name);
+
+// ReadAnyCheckpoint with the format named rather than detected (kUnknown:
+// detected, as ReadAnyCheckpoint).
+Result<Checkpoint> ReadCheckpointAs(CheckpointFormat format, const std::string& path,
+                                    const ImportOptions& options = {},
+                                    ImportReport* report = nullptr);
+
+// WriteAnyCheckpoint with the format named rather than taken from the
+// extension (kUnknown: by extension). InvalidArgument for kDcp, which rckpt
+// reads but does not write.
+Status WriteCheckpointAs(CheckpointFormat format, const Checkpoint& ck, const std::string& path,
+                         const ExportOptions& options = {},
+                         const SaveOptions& save_options = {});
+
+// rckpt::Load of a checkpoint of any format, with the same options and
+// rules: an .rckpt (or a file of no known format, which Load refuses saying
+// what is wrong) is loaded as it is; a PyTorch, safetensors or DCP file is
+// imported (`import`: strict, rng_keys, ...; its fs defaults to
+// options.fs) into a private .rckpt copy in a new directory under the
+// system's temporary directory (TMPDIR), saved raw and without fsync, and
+// loaded from there with `options`, so map_location, model_device,
+// sections and the RNG rules apply to it unchanged. The directory is
+// removed before LoadAny returns (a mapped load keeps the copy's pages).
+// The load options are checked before anything is read. Errors are Load's
+// and the importer's, naming `path`, never the copy. `report` (optional)
+// receives the format ("rckpt" for an .rckpt), inert classes and warnings.
+Result<Checkpoint> LoadAny(const std::string& path, const LoadOptions& options,
+                           const ImportOptions& import = {}, ImportReport* report = nullptr);
+
+// What `rckpt convert` and rckpt.convert do, with their options.
+struct ConvertOptions {
+  // The input's format (kUnknown: by content, then by extension) and the
+  // output's (kUnknown: by extension); ParseCheckpointFormat reads the names.
+  CheckpointFormat from = CheckpointFormat::kUnknown;
+  CheckpointFormat to = CheckpointFormat::kUnknown;
+  // How the input is read. An empty scratch_dir stages a DCP directory's
+  // tensors beside the output (in the system's temporary directory for an
+  // object-storage output).
+  ImportOptions import;
+  // How the output is written: `save` for an .rckpt, `exporter` for the
+  // other formats (its report is ConvertReport::written).
+  SaveOptions save;
+  ExportOptions exporter;
+  // Rewrites the origin devices the output records (bytes stay as they
+  // are), in MapLocation::Parse's syntax: one device for every origin, or a
+  // tag map "cuda:1=cuda:0,cpu=cuda:1" (a bare "cuda" is cuda:0, as a
+  // recorded origin). Unset: origins kept.
+  MapLocation set_device;
+  // Reads the input and writes the output (import, save and exporter's fs
+  // when those are null); nullptr: DefaultFileSystem() (file.h).
+  FileSystem* fs = nullptr;
+};
+
+struct ConvertReport {
+  ImportReport read;     // the input's format, inert classes, warnings
+  ExportReport written;  // what the output does not keep, and notes
+  size_t tensors = 0;
+  size_t rng_records = 0;
+  uint64_t tensor_bytes = 0;
+  double seconds = 0;
+  // "SRC -> DST: N tensors, M RNG records, X MiB in T s (R/s)"
+  std::string summary;
+};
+
+// Converts `src` into `dst`. `dst` is checked before `src` is read:
+// InvalidArgument for a directory, a name without a known extension and no
+// `to`, or a malformed object-storage URL; NotFound for a path in a
+// directory that does not exist. Unsupported for an input that is none of
+// the formats by content or by name. Then the input is read, its recorded
+// origins rewritten by `set_device`, and the output written atomically
+// (a failed conversion leaves a previous file intact). Other errors are the
+// reader's and the writer's. `report` (optional) is filled on success.
+Status Convert(const std::string& src, const std::string& dst, const ConvertOptions& options,
+               ConvertReport* report = nullptr);
+
 }  // namespace rckpt
 
 #endif  // RCKPT_CONVERT_H_

@@ -59,6 +59,8 @@ class DeviceAllocator {
 // Stored in files; frozen.
 enum class Codec : uint8_t { kNone = 0, kZstd = 1 };
 std::string_view CodecName(Codec codec);  // "none" "zstd"
+// The codec CodecName names; InvalidArgument naming the choices otherwise.
+Result<Codec> ParseCodec(std::string_view name);
 
 // The zstd levels a save accepts (SaveOptions::level): negative levels are
 // faster, higher ones smaller. A save with Codec::kZstd and a level outside
@@ -71,6 +73,9 @@ inline constexpr int kMaxZstdLevel = 22;
 // compression, which helps zstd on floating-point data. kAuto shuffles
 // floating-point tensors compressed with zstd.
 enum class Shuffle : uint8_t { kAuto = 0, kOn = 1, kOff = 2 };
+std::string_view ShuffleName(Shuffle shuffle);  // "auto" "on" "off"
+// The filter ShuffleName names; InvalidArgument naming the choices otherwise.
+Result<Shuffle> ParseShuffle(std::string_view name);
 
 // Called with (bytes done, bytes total) as work proceeds, from the calling
 // thread. Returning false cancels: the operation stops and returns IoError
@@ -113,8 +118,11 @@ class MapLocation {
   static MapLocation Map(std::map<Device, Device> tags);
   static MapLocation Fn(Callback cb);
   // Parses the CLI syntax: a device ("cpu", "cuda:0", "cuda") or a tag map
-  // ("cuda:1=cuda:0,cuda:2=cuda"). InvalidArgument otherwise.
-  static Result<MapLocation> Parse(std::string_view spec);
+  // ("cuda:1=cuda:0,cuda:2=cuda"). InvalidArgument otherwise, its message
+  // starting with `option`, the name the caller took the spec under
+  // (`rckpt convert --set-device` parses its devices here too).
+  static Result<MapLocation> Parse(std::string_view spec,
+                                   std::string_view option = "map_location");
 
   bool is_set() const { return kind_ != Kind::kNone; }
   // A tag map (keys are exact device tags; a bare "cuda" is the current

@@ -37,17 +37,30 @@ def check_bool(who, name, value):
     return value
 
 
-def check_save_options(who, codec, level, chunk_bytes, threads, emulate_devices):
-    """The options every save takes, checked before anything is converted or written."""
-    if not isinstance(codec, str):
-        raise TypeError(f"{who}: codec must be 'none' or 'zstd', not {_given(codec)}")
-    if codec not in ("none", "zstd"):
-        from .errors import InvalidArgumentError
-        raise InvalidArgumentError(f"codec must be 'none' or 'zstd', got {codec!r}")
-    check_int(who, "level", level, -(1 << 31), "an int (zstd level: -7 to 22, negative: faster)")
-    check_int(who, "chunk_bytes", chunk_bytes, 1, "an int from 1 to 1 GiB (bytes; default 4 MiB)")
-    check_threads(who, threads)
+# The save options every save front end takes, by name, with the Python type
+# each is given as. Their defaults, ranges and messages are the library's:
+# rckpt._core.SaveOptions is its SaveOptions, and check() its validation.
+SAVE_OPTIONS = {"codec": str, "level": int, "chunk_bytes": int, "shuffle": str, "threads": int,
+                "replace": bool}
+
+
+def save_options(who, emulate_devices=0, **values):
+    """The ``_core.SaveOptions`` of a save call, checked before anything is converted or
+    written: a TypeError naming an option of the wrong type, the library's
+    InvalidArgumentError for a value it refuses."""
+    from . import _core
     check_emulate_devices(who, emulate_devices)
+    options = _core.SaveOptions()
+    for name, value in values.items():
+        kind = SAVE_OPTIONS[name]
+        if (kind is bool) != isinstance(value, bool) or not isinstance(value, kind):
+            raise TypeError(f"{who}: {name} must be {_TYPE_NAMES[kind]}, not {_given(value)}")
+        setattr(options, name, value)
+    options.check()
+    return options
+
+
+_TYPE_NAMES = {str: "a str", int: "an int", bool: "True or False"}
 
 
 def check_threads(who, threads):

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple, Optional
 
 from . import _core, s3 as _s3
-from ._args import (check_bool, check_int, names_arg, path_arg, progress_callback,
+from ._args import (check_bool, names_arg, path_arg, progress_callback, save_options,
                     str_map_arg)
 from ._files import warn_import
 from .errors import DroppedValueWarning
@@ -16,11 +16,6 @@ from .errors import DroppedValueWarning
 if TYPE_CHECKING:
     from ._typing import Progress
     from .s3 import S3Options
-
-# Format names as `rckpt convert --from/--to` takes them, and the library's names.
-_FORMATS = {"rckpt": "rckpt", "pt": "pytorch", "pth": "pytorch", "pytorch": "pytorch",
-            "safetensors": "safetensors", "dcp": "dcp"}
-
 
 class ConvertReport(NamedTuple):
     """What :func:`convert` did; ``str(report)`` is the line ``rckpt convert`` prints."""
@@ -45,16 +40,21 @@ class ConvertReport(NamedTuple):
 
 
 def _format_arg(name: str, value: Optional[str]) -> str:
+    """None (by content, then by extension) or a format name, which the library parses."""
     if value is None:
         return ""
-    if not isinstance(value, str) or value not in _FORMATS:
-        raise ValueError(f"rckpt.convert: {name} must be None (by content, then by extension) "
-                         f"or one of {', '.join(map(repr, _FORMATS))}, not {value!r}")
-    if name == "to_format" and value == "dcp":
-        raise ValueError("rckpt.convert: to_format='dcp': rckpt reads DCP directories but does "
-                         "not write them (rckpt.dcp.Writer saves a DCP state dict into an "
-                         ".rckpt)")
-    return _FORMATS[value]
+    if not isinstance(value, str):
+        raise TypeError(f"rckpt.convert: {name} must be None or a format name ('rckpt', 'pt', "
+                        f"'safetensors', 'dcp'), not {value!r}")
+    return value
+
+
+def _set_device_arg(value: object) -> str:
+    """``set_device``: a dict origin -> device or a string, as map_location's syntax."""
+    if isinstance(value, str):
+        return value
+    pairs = str_map_arg("rckpt.convert", "set_device", value, "origin device -> device")
+    return ",".join(f"{k}={v}" for k, v in pairs.items())
 
 
 def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], *,
@@ -62,7 +62,7 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], *,
             strict: bool = False, rng_keys: Sequence[str] = (),
             sections: Optional[Mapping[str, str]] = None, drop_objects: bool = False,
             codec: str = "none", level: int = 1, chunk_bytes: int = 4 << 20,
-            shuffle: str = "auto", set_device: Optional[Mapping[str, str]] = None,
+            shuffle: str = "auto", set_device: Optional[Mapping[str, str] | str] = None,
             progress: Optional[Progress] = None,
             s3: Optional[S3Options] = None) -> ConvertReport:
     """Converts ``src`` into ``dst`` as ``rckpt convert SRC DST`` does, with its options.
@@ -83,8 +83,9 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], *,
     KEY=SECTION) puts top-level keys into sections; ``drop_objects``
     (--drop-objects) exports inert objects as None; ``codec``, ``level``,
     ``chunk_bytes`` and ``shuffle`` ("auto", "on", "off") encode an .rckpt
-    output; ``set_device`` (--set-device FROM=TO) rewrites recorded origin
-    devices ({"cuda:1": "cuda:0"}; bytes unchanged). ``progress`` reports the
+    output; ``set_device`` (--set-device) rewrites recorded origin devices
+    (bytes unchanged): a dict ({"cuda:1": "cuda:0"}) or a string in
+    map_location's syntax ("cuda:1=cuda:0", or one device for every origin). ``progress`` reports the
     .rckpt output's writing, as rckpt.save's does.
 
     Either side may be an ``s3://BUCKET/KEY`` URL (an upload, a download,
@@ -106,15 +107,11 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], *,
         check_bool(who, name, flag)
     keys = names_arg(who, "rng_keys", rng_keys, "keys")
     section_map = str_map_arg(who, "sections", sections, "top-level key -> section")
-    devices = str_map_arg(who, "set_device", set_device, "origin device -> device")
-    if not isinstance(codec, str):
-        raise TypeError(f"{who}: codec must be 'none' or 'zstd', not {codec!r}")
-    check_int(who, "level", level, -(1 << 31), "an int (zstd level, -7 to 22)")
-    check_int(who, "chunk_bytes", chunk_bytes, 1, "an int from 1 to 1 GiB (bytes)")
-    if shuffle not in ("auto", "on", "off"):
-        raise ValueError(f"{who}: shuffle must be 'auto', 'on' or 'off', not {shuffle!r}")
+    devices = _set_device_arg(set_device)
+    options = save_options(who, codec=codec, level=level, chunk_bytes=chunk_bytes,
+                           shuffle=shuffle)
     raw = _core.convert(src_path, dst_path, source_format, target_format, strict, keys, section_map,
-                        drop_objects, codec, level, chunk_bytes, shuffle, devices,
+                        drop_objects, options, devices,
                         progress_callback(progress, "convert"), fs)
     warn_import(who, src_path, raw, stacklevel=3)
     for what in raw["not_kept"]:

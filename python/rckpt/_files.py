@@ -71,32 +71,6 @@ def warn_import(who, name, report, stacklevel):
             f"refuses them)"), stacklevel=stacklevel)
 
 
-@contextlib.contextmanager
-def as_rckpt(f, path, map_location, model_device, emulate_devices, strict, threads, who,
-             fs=None):
-    """The .rckpt a load of ``path`` (what ``readable(f)`` gave) reads.
-
-    An .rckpt is read as it is. A torch.save archive, a safetensors file or
-    a DCP directory is imported into a private .rckpt copy under TMPDIR,
-    removed when the block ends (a mapped load keeps its pages); errors of
-    the load name ``f``, never the copy. The placement options are checked
-    before anything is read. Classes the import kept as inert objects, and
-    the importer's warnings, are warned about, naming ``f``. ``fs`` reads
-    ``path`` (an s3:// URL's file system; None: the library's default).
-    """
-    from . import _core
-    info = _core.import_as_rckpt(path, map_location, model_device, emulate_devices, strict,
-                                 threads, fs)
-    try:
-        if info["dir"] is not None:
-            warn_import(who, f"{shown(f)} ({info['format']})", info, stacklevel=5)
-        with _naming(f, info["path"], path):
-            yield info["path"]
-    finally:
-        if info["dir"] is not None:
-            shutil.rmtree(info["dir"], ignore_errors=True)
-
-
 def _fileno(f):
     try:
         return f.fileno()

@@ -12,7 +12,7 @@ import threading
 import weakref
 
 from . import _core, _state_types, s3 as _s3
-from ._args import check_bool, check_save_options, progress_callback, rng_records
+from ._args import check_bool, save_options, progress_callback, rng_records
 from .checkpoint import Checkpoint, _sections_to_save
 
 
@@ -141,9 +141,9 @@ class AsyncSaver:
     def save(self, path, state, *, rng=None, codec="none", level=1, chunk_bytes=4 << 20,
              threads=0, metadata=None, origin=None, progress=None, emulate_devices=0,
              on_success=None, drop_functions=False, if_absent=False, s3=None):
-        check_save_options("rckpt.save_async", codec, level, chunk_bytes, threads,
-                           emulate_devices)
         check_bool("rckpt.save_async", "if_absent", if_absent)
+        options = save_options("rckpt.save_async", emulate_devices, codec=codec, level=level,
+                               chunk_bytes=chunk_bytes, threads=threads, replace=not if_absent)
         fs = _s3.file_system([path], s3, "rckpt.save_async")
         records = rng_records(rng, "rckpt.save_async")
         if not isinstance(path, (str, os.PathLike)):
@@ -157,9 +157,8 @@ class AsyncSaver:
             self._raise_unretrieved()
             with _state_types.dropping_functions(drop_functions, "rckpt.save_async", 5):
                 ticket = self._core.save(
-                    path, sections, records, codec, level, chunk_bytes, threads, metadata,
-                    origin, progress_callback(progress, "save"), emulate_devices,
-                    replace=not if_absent, fs=fs)
+                    path, sections, records, options, metadata, origin,
+                    progress_callback(progress, "save"), emulate_devices, fs=fs)
             self._last = SaveFuture(path, ticket, self._core, on_success=on_success)
             if on_success is not None:
                 self._last._watch()

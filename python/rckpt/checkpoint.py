@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
 
 from . import _core, _files, _state_types, s3 as _s3
-from ._args import (check_bool, check_emulate_devices, check_save_options, check_threads,
+from ._args import (check_bool, check_emulate_devices, save_options, check_threads,
                     device_str, map_location_arg, metadata_arg, names_arg, progress_callback,
                     rng_records)
 from .rng import RngRecord, RngState
@@ -208,8 +208,9 @@ def save(f: SaveTarget, state: Any, *, rng: Optional[Mapping[str, RngRecord]] = 
     Raises TypeError naming the key path of a value that cannot be stored
     (before anything is written) and rckpt.Error subclasses for the rest.
     """
-    check_save_options("rckpt.save", codec, level, chunk_bytes, threads, emulate_devices)
     check_bool("rckpt.save", "if_absent", if_absent)
+    options = save_options("rckpt.save", emulate_devices, codec=codec, level=level,
+                           chunk_bytes=chunk_bytes, threads=threads, replace=not if_absent)
     records = rng_records(rng, "rckpt.save")
     if isinstance(state, Checkpoint):
         state = state.state
@@ -218,8 +219,8 @@ def save(f: SaveTarget, state: Any, *, rng: Optional[Mapping[str, RngRecord]] = 
     fs = _s3.file_system([f], s3, "rckpt.save")
     with _state_types.dropping_functions(drop_functions, "rckpt.save"), \
             _files.writable(f) as path:
-        _core.save(path, sections, records, codec, level, chunk_bytes, threads, metadata,
-                   origin, progress, emulate_devices, replace=not if_absent, fs=fs)
+        _core.save(path, sections, records, options, metadata, origin, progress,
+                   emulate_devices, fs=fs)
 
 
 def load(f: LoadSource, *, map_location: Optional[MapLocation] = None,
@@ -301,12 +302,14 @@ def load(f: LoadSource, *, map_location: Optional[MapLocation] = None,
     check_emulate_devices("rckpt.load", emulate_devices)
     progress = progress_callback(progress, "load")
     fs = _s3.file_system([f], s3, "rckpt.load")
-    with _files.readable(f) as path, \
-            _files.as_rckpt(f, path, placement, device, emulate_devices, strict, threads,
-                            "rckpt.load", fs) as rckpt_path:
-        raw = _core.load(rckpt_path, placement, device, sections, skip_sections, verify,
-                         map_file, threads, progress, emulate_devices, file_tree,
-                         device_unshuffle, fs)
+    with _files.readable(f) as path:
+        raw = _core.load(path, placement, device, sections, skip_sections, verify, map_file,
+                         threads, progress, emulate_devices, file_tree, device_unshuffle,
+                         strict, fs)
+    imported = raw["import"]
+    if imported["format"] != "rckpt":
+        _files.warn_import("rckpt.load", f"{_files.shown(f)} ({imported['format']})", imported,
+                           stacklevel=3)
     ck = Checkpoint(raw, file_tree)
     if file_tree:
         return ck

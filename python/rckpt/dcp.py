@@ -54,7 +54,7 @@ from torch.futures import Future
 
 from . import _core
 from . import distributed as _rd
-from ._args import check_save_options, map_location_arg
+from ._args import save_options, map_location_arg
 from ._local_only import refuse_url
 from .errors import InvalidArgumentError, UnsupportedError
 
@@ -138,7 +138,8 @@ class Writer(StorageWriter, BlockingAsyncStager):
                  cache_staged_state_dict: bool = True) -> None:
         StorageWriter.__init__(self)
         BlockingAsyncStager.__init__(self, cache_staged_state_dict=cache_staged_state_dict)
-        check_save_options("rckpt.dcp.Writer", codec, level, chunk_bytes, threads, 0)
+        save_options("rckpt.dcp.Writer", codec=codec, level=level, chunk_bytes=chunk_bytes,
+                     threads=threads)
         self.path = None if path is None else _check_path(path, "Writer")
         self.process_group = process_group
         self.options = {"codec": codec, "level": level, "chunk_bytes": chunk_bytes,

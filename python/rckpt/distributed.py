@@ -43,7 +43,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union
 
 from . import _distributed
 from ._local_only import refuse_url
-from ._args import check_bool, device_str, map_location_arg, progress_callback, rng_records
+from ._args import (check_bool, device_str, map_location_arg, progress_callback, rng_records,
+                    save_options)
 from .errors import Error, IoError
 from .rng import RngRecord, RngState
 
@@ -184,6 +185,30 @@ class _TorchComm:
     def barrier(self):
         self._sizes(0, "barrier")
 
+    def exchange(self, sends):
+        dist = self._dist
+        incoming, out = _exchange_start(self, sends)
+
+        def peer(r):
+            return dist.get_global_rank(self.group, r) if hasattr(dist, "get_global_rank") else r
+        tensors, ops, at = [], [], {}
+        for dst, data in sorted(sends.items()):
+            if dst != self.rank and len(data):
+                tensors.append(self._tensor(data, len(data)))
+                ops.append(dist.P2POp(dist.isend, tensors[-1], peer(dst), self.group))
+        for src, n in sorted(incoming.items()):
+            if n:
+                at[src] = len(tensors)
+                tensors.append(self._tensor(b"", n))
+                ops.append(dist.P2POp(dist.irecv, tensors[-1], peer(src), self.group))
+        if ops:
+            out.update(self._run("exchange", tensors,
+                                 lambda t: _AllWorks(dist.batch_isend_irecv(ops)),
+                                 lambda t: {src: t[i][:incoming[src]].cpu().numpy().tobytes()
+                                            for src, i in at.items()}))
+            ops.clear()
+        return out
+
 
 class _MpiComm:
     """The collectives of an mpi4py communicator, on byte strings.
@@ -226,6 +251,20 @@ class _MpiComm:
     def barrier(self):
         self._arrive("barrier")
 
+    def exchange(self, sends):
+        incoming, out = _exchange_start(self, sends)
+        outgoing = [(dst, bytes(data)) for dst, data in sorted(sends.items())
+                    if dst != self.rank and len(data)]  # alive until Waitall
+        buffers = {src: bytearray(n) for src, n in incoming.items() if n}
+        requests = [self.comm.Isend(data, dest=dst, tag=_EXCHANGE_TAG) for dst, data in outgoing]
+        requests += [self.comm.Irecv(buf, source=src, tag=_EXCHANGE_TAG)
+                     for src, buf in sorted(buffers.items())]
+        if requests:
+            from mpi4py import MPI
+            MPI.Request.Waitall(requests)
+        out.update({src: bytes(buf) for src, buf in buffers.items()})
+        return out
+
 
 class _LocalComm:
     """A job of one process: collectives with nobody else (rckpt.dcp without a group)."""
@@ -241,8 +280,53 @@ class _LocalComm:
     def barrier(self):
         pass
 
+    def exchange(self, sends):
+        if set(sends) - {0}:
+            raise ValueError(f"a job of one process has only rank 0, not {sorted(sends)}")
+        return {0: bytes(sends[0])} if 0 in sends else {}
+
 
 LOCAL: Any = _LocalComm()
+
+# exchange(sends) on each of the classes above: a sparse all-to-all. Rank r
+# sends ``sends[d]`` (bytes, maybe empty) to each rank d and gets back, from
+# each rank s whose sends named r, what s sent. Every rank calls it, also with
+# nothing to send; who sends how much to whom is agreed by one allgather, then
+# the bytes go point to point, each pair once (the redundancy of the local
+# tier, rckpt.redundancy: a copy to one partner, parity segments to a few).
+_EXCHANGE_TAG = 0x72636B  # "rck": apart from the tags a job's own messages use
+
+
+class _AllWorks:
+    """The works of batch_isend_irecv as one: waited for in turn, within the one timeout."""
+
+    def __init__(self, works):
+        self.works = works
+
+    def wait(self, timeout):
+        deadline = time.monotonic() + timeout.total_seconds()
+        for work in self.works:
+            work.wait(timeout=datetime.timedelta(seconds=max(deadline - time.monotonic(), 0.001)))
+        return True
+
+
+def _exchange_start(comm, sends):
+    """Checks ``sends``, agrees the sizes; (what comes here from whom, what this rank keeps)."""
+    for dst, data in sends.items():
+        if isinstance(dst, bool) or not isinstance(dst, int) or not 0 <= dst < comm.size:
+            raise ValueError(f"exchange: rank {dst!r} is not a rank of this job of {comm.size}")
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"exchange: what goes to rank {dst} must be bytes, not {type(data)}")
+    mine = json.dumps(sorted((dst, len(data)) for dst, data in sends.items())).encode()
+    incoming = {}
+    for src, listed in enumerate(comm.allgather(mine)):
+        for dst, n in json.loads(listed):
+            if dst == comm.rank and src != comm.rank:
+                incoming[src] = n
+    out = {src: b"" for src, n in incoming.items() if n == 0}
+    if comm.rank in sends:
+        out[comm.rank] = bytes(sends[comm.rank])
+    return incoming, out
 
 
 def _communicator(comm, timeout):
@@ -451,11 +535,13 @@ def save(comm: Comm, path: Union[str, os.PathLike[str]], state: dict[str, Any], 
             if both:
                 raise ValueError(f"sections {both} are both in the state and in common")
             full = {**state, **common}
+        options = save_options("rckpt.distributed.save", emulate_devices, codec=codec,
+                               level=level, chunk_bytes=chunk_bytes, threads=threads,
+                               replace=not if_absent)
         plan = _distributed.prepare_save(
-            comm, os.fspath(path), full, Shard, rank_state, rng_records(rng), codec, level,
-            chunk_bytes, threads, {str(k): str(v) for k, v in (metadata or {}).items()}, origin,
-            progress_callback(progress, f"save (rank {rank})"), emulate_devices,
-            replace=not if_absent)
+            comm, os.fspath(path), full, Shard, rank_state, rng_records(rng), options,
+            {str(k): str(v) for k, v in (metadata or {}).items()}, origin,
+            progress_callback(progress, f"save (rank {rank})"), emulate_devices)
         if not _in_object_storage(path):
             _make_parent(os.fspath(path))  # once the state is known to be storable
         return plan

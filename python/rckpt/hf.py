@@ -38,7 +38,7 @@ import shutil
 from typing import NamedTuple
 
 from . import _core
-from ._args import check_int, path_arg
+from ._args import path_arg, save_options
 
 # How a file name is converted, and the section its tensors go to.
 _PYTORCH = re.compile(r"(optimizer|scheduler|scaler)\.pt|rng_state(_\d+)?\.pth|"
@@ -101,9 +101,8 @@ def pack(folder: str | os.PathLike[str], path: str | os.PathLike[str], *, codec:
     who = "rckpt.hf.pack"
     src = path_arg(who, "folder", folder)
     dst = path_arg(who, "path", path)
-    check_int(who, "level", level, -(1 << 31), "an int (zstd level, -7 to 22)")
-    check_int(who, "chunk_bytes", chunk_bytes, 1, "an int from 1 to 1 GiB (bytes)")
-    check_int(who, "threads", threads, 0, "an int >= 0 (0: one per core)")
+    options = save_options(who, codec=codec, level=level, chunk_bytes=chunk_bytes,
+                           threads=threads)
     from .errors import InvalidArgumentError, NotFoundError
     if not os.path.exists(src):
         raise NotFoundError(f"{who}: folder '{src}' does not exist")
@@ -134,7 +133,7 @@ def pack(folder: str | os.PathLike[str], path: str | os.PathLike[str], *, codec:
                 entries.append((rel, "tree", key, key, tree))
             else:
                 entries.append((rel, "bytes", "", "", full))
-    raw = _core.pack_folder(dst, entries, codec, level, chunk_bytes, threads)
+    raw = _core.pack_folder(dst, entries, options)
     files = {rel: how for rel, how, _ in raw["files"]}
     reasons = {rel: reason for rel, _, reason in raw["files"] if reason}
     return PackReport(dst, files, reasons, raw["tensors"], raw["bytes"])

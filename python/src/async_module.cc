@@ -88,9 +88,8 @@ class PyAsyncSaver {
   }
 
   SaveTicket Save(const std::string& path, nb::handle state, nb::list rng,
-                  const std::string& codec, int level, uint64_t chunk_bytes, int threads,
-                  nb::dict metadata, nb::handle origin, nb::object progress,
-                  int emulate_devices, bool replace, nb::handle fs) {
+                  const SaveOptions& options, nb::dict metadata, nb::handle origin,
+                  nb::object progress, int emulate_devices, nb::handle fs) {
     std::shared_ptr<FileSystem> files = FileSystemOf(fs);
     std::vector<nb::object> keep_alive;
     std::vector<nb::object> cuda_tensors;
@@ -101,9 +100,8 @@ class PyAsyncSaver {
     std::shared_ptr<Progress> p;
     if (!progress.is_none()) p = std::make_shared<Progress>(std::move(progress));
     Progress none{nb::none()};
-    SaveOptions o = SaveOptionsOf(codec, level, chunk_bytes, threads, runtime.get(), &none);
+    SaveOptions o = SaveOptionsOf(options, runtime.get(), &none);
     o.progress = p ? p->Callback() : ProgressCallback();
-    o.replace = replace;
     // The snapshot's device copies start after torch's work on each device
     // (the contiguous copies made above included), and torch's stream waits
     // for them: the call returns without waiting for the device, and the
@@ -227,9 +225,9 @@ void RegisterAsync(nb::module_& m) {
       .def("check", &SaveTicket::Check);
   nb::class_<PyAsyncSaver>(m, "AsyncSaver")
       .def(nb::init<>())
-      .def("save", &PyAsyncSaver::Save, "path"_a, "state"_a, "rng"_a, "codec"_a, "level"_a,
-           "chunk_bytes"_a, "threads"_a, "metadata"_a, "origin"_a.none(), "progress"_a.none(),
-           "emulate_devices"_a, "replace"_a = true, "fs"_a.none() = nb::none())
+      .def("save", &PyAsyncSaver::Save, "path"_a, "state"_a, "rng"_a, "options"_a,
+           "metadata"_a, "origin"_a.none(), "progress"_a.none(), "emulate_devices"_a,
+           "fs"_a.none() = nb::none())
       .def("cancel", &PyAsyncSaver::Cancel)
       .def("done", &PyAsyncSaver::Done)
       .def("wait", &PyAsyncSaver::Wait)

@@ -47,19 +47,8 @@ std::shared_ptr<DeviceRuntime> RuntimeFor(int emulate_devices) {
   return std::shared_ptr<DeviceRuntime>(NewEmulatedRuntime(emulate_devices));
 }
 
-Codec ParseCodec(const std::string& name) {
-  if (name == "none") return Codec::kNone;
-  if (name == "zstd") return Codec::kZstd;
-  throw StatusError(Status::InvalidArgument("codec must be 'none' or 'zstd', got '" + name + "'"));
-}
-
-SaveOptions SaveOptionsOf(const std::string& codec, int level, uint64_t chunk_bytes, int threads,
-                          DeviceRuntime* runtime, Progress* progress) {
-  SaveOptions o;
-  o.codec = ParseCodec(codec);
-  o.level = level;
-  o.chunk_bytes = chunk_bytes;
-  o.threads = threads;
+SaveOptions SaveOptionsOf(const SaveOptions& options, DeviceRuntime* runtime, Progress* progress) {
+  SaveOptions o = options;
   o.runtime = runtime;
   o.progress = progress->Callback();
   return o;
@@ -130,17 +119,23 @@ nb::list RngTuples(const std::vector<RngRecord>& records) {
 
 void SetPlacement(nb::handle map_location, std::optional<std::string> model_device, LoadOptions* o,
                   std::optional<nb::python_error>* callback_error) {
-  if (model_device) o->model_device = ValueOrThrow(DeviceSpec::Parse(*model_device));
+  if (model_device) {
+    Result<DeviceSpec> parsed = DeviceSpec::Parse(*model_device);
+    if (!parsed.ok()) {
+      throw StatusError(Status::InvalidArgument("model_device: " + parsed.status().message()));
+    }
+    o->model_device = *parsed;
+  }
   if (map_location.is_none()) return;
   if (PyUnicode_Check(map_location.ptr())) {
     o->map_location = ValueOrThrow(MapLocation::Parse(nb::cast<std::string>(map_location)));
   } else if (PyDict_Check(map_location.ptr())) {
-    std::map<Device, Device> tags;
+    // {"cuda:1": "cuda:0"} is the tag map "cuda:1=cuda:0", one grammar.
+    std::string spec;
     for (auto [k, v] : nb::borrow<nb::dict>(map_location)) {
-      tags[ValueOrThrow(ParseDevice(nb::cast<std::string>(k)))] =
-          ValueOrThrow(ParseDevice(nb::cast<std::string>(v)));
+      spec += (spec.empty() ? "" : ",") + nb::cast<std::string>(k) + "=" + nb::cast<std::string>(v);
     }
-    o->map_location = MapLocation::Map(std::move(tags));
+    o->map_location = spec.empty() ? MapLocation::Map({}) : ValueOrThrow(MapLocation::Parse(spec));
   } else {
     nb::object fn = nb::borrow(map_location);
     o->map_location =

@@ -1,5 +1,5 @@
 // What the save and load calls of both extension modules (rckpt._core,
-// rckpt._distributed) make of their arguments: the runtime, the codec, the
+// rckpt._distributed) make of their arguments: the runtime, the save options, the
 // placement options, RNG records, and the bridge from the engine's progress
 // callback to Python.
 //
@@ -46,12 +46,10 @@ class Progress {
 // InvalidArgument for a negative N.
 std::shared_ptr<DeviceRuntime> RuntimeFor(int emulate_devices);
 
-// "none" or "zstd"; InvalidArgument otherwise.
-Codec ParseCodec(const std::string& name);
-
-// The options of a save call; `progress` must outlive the save.
-SaveOptions SaveOptionsOf(const std::string& codec, int level, uint64_t chunk_bytes, int threads,
-                          DeviceRuntime* runtime, Progress* progress);
+// The options of a save call: `options` (rckpt._core.SaveOptions, which the
+// Python layer built and checked) with this call's runtime and progress;
+// `progress` must outlive the save.
+SaveOptions SaveOptionsOf(const SaveOptions& options, DeviceRuntime* runtime, Progress* progress);
 
 // The options every load call shares (placement, sections and map_file are
 // set by the caller); `progress` must outlive the load.

@@ -119,9 +119,9 @@ struct SavePlan {
 
 std::unique_ptr<SavePlan> PrepareSave(nb::handle comm, std::string path, nb::object state,
                                       nb::handle shard_type, nb::handle rank_state, nb::list rng,
-                                      const std::string& codec, int level, uint64_t chunk_bytes,
-                                      int threads, nb::dict metadata, nb::handle origin,
-                                      nb::object progress, int emulate_devices, bool replace) {
+                                      const SaveOptions& options, nb::dict metadata,
+                                      nb::handle origin, nb::object progress,
+                                      int emulate_devices) {
   auto plan = std::make_unique<SavePlan>();
   plan->comm = std::make_unique<PyCommunicator>(nb::borrow(comm));
   plan->path = std::move(path);
@@ -143,9 +143,7 @@ std::unique_ptr<SavePlan> PrepareSave(nb::handle comm, std::string path, nb::obj
   AddMetadata(metadata, &rs.local);
   plan->runtime = RuntimeFor(emulate_devices);
   plan->progress = std::make_unique<Progress>(std::move(progress));
-  plan->options =
-      SaveOptionsOf(codec, level, chunk_bytes, threads, plan->runtime.get(), plan->progress.get());
-  plan->options.replace = replace;
+  plan->options = SaveOptionsOf(options, plan->runtime.get(), plan->progress.get());
   UseTorchForDevices(plan->runtime.get(), &plan->options);
   return plan;
 }
@@ -251,9 +249,8 @@ NB_MODULE(_distributed, m) {
   nb::class_<SavePlan>(m, "SavePlan");
   nb::class_<LoadPlan>(m, "LoadPlan");
   m.def("prepare_save", &PrepareSave, "comm"_a, "path"_a, "state"_a, "shard_type"_a,
-        "rank_state"_a.none(), "rng"_a, "codec"_a, "level"_a, "chunk_bytes"_a, "threads"_a,
-        "metadata"_a, "origin"_a.none(), "progress"_a.none(), "emulate_devices"_a,
-        "replace"_a = true);
+        "rank_state"_a.none(), "rng"_a, "options"_a, "metadata"_a, "origin"_a.none(),
+        "progress"_a.none(), "emulate_devices"_a);
   m.def("save", &Save, "plan"_a);
   m.def("prepare_load", &PrepareLoad, "comm"_a, "path"_a, "wants"_a, "map_location"_a.none(),
         "model_device"_a.none(), "verify"_a, "threads"_a, "progress"_a.none(), "emulate_devices"_a);

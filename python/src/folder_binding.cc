@@ -98,8 +98,7 @@ std::string Manifest(const std::vector<Entry>& entries) {
   return w.str();
 }
 
-nb::dict PackFolder(const std::string& dst, nb::list items, const std::string& codec, int level,
-                    uint64_t chunk_bytes, int threads) {
+nb::dict PackFolder(const std::string& dst, nb::list items, const SaveOptions& options) {
   std::vector<Entry> entries;
   for (nb::handle item : items) {
     nb::tuple t = nb::cast<nb::tuple>(item);
@@ -115,7 +114,7 @@ nb::dict PackFolder(const std::string& dst, nb::list items, const std::string& c
     entries.push_back(std::move(e));
   }
   Progress p{nb::none()};
-  SaveOptions o = SaveOptionsOf(codec, level, chunk_bytes, threads, nullptr, &p);
+  SaveOptions o = SaveOptionsOf(options, nullptr, &p);
   Checkpoint bundle;
   Status s;
   {
@@ -248,8 +247,7 @@ nb::list UnpackFolder(const std::string& src, const std::string& dst) {
 }  // namespace
 
 void RegisterFolder(nb::module_& m) {
-  m.def("pack_folder", &PackFolder, "dst"_a, "entries"_a, "codec"_a, "level"_a, "chunk_bytes"_a,
-        "threads"_a);
+  m.def("pack_folder", &PackFolder, "dst"_a, "entries"_a, "options"_a);
   m.def("unpack_folder", &UnpackFolder, "src"_a, "dst"_a);
 }
 

@@ -15,7 +15,7 @@
 
 namespace rckpt::python {
 
-// pack_folder(dst, entries, codec, level, chunk_bytes, threads) -> dict
+// pack_folder(dst, entries, options: SaveOptions) -> dict
 //   entries: [(relative path, how, key, section, payload)], how one of
 //     "pytorch", "safetensors" (payload: the file's path; imported, its tree
 //       put under key, its tensors in section; a file whose import fails or

@@ -15,13 +15,14 @@
 #include "async_module.h"
 #include "call_args.h"
 #include "doctor_binding.h"
-#include "engine/placement.h"
 #include "errors.h"
 #include "folder_binding.h"
 #include "format/collective_layout.h"
 #include "from_checkpoint.h"
 #include "inspect_binding.h"
+#include "options_binding.h"
 #include "other_formats.h"
+#include "rckpt/convert.h"
 #include "rckpt/human_bytes.h"
 #include "rckpt/inspect.h"
 #include "rckpt/io.h"
@@ -39,17 +40,16 @@ using namespace nb::literals;
 namespace rckpt::python {
 namespace {
 
-void Save(const std::string& path, nb::handle state, nb::list rng, const std::string& codec,
-          int level, uint64_t chunk_bytes, int threads, nb::dict metadata, nb::handle origin,
-          nb::object progress, int emulate_devices, bool replace, nb::handle fs) {
+void Save(const std::string& path, nb::handle state, nb::list rng, const SaveOptions& options,
+          nb::dict metadata, nb::handle origin, nb::object progress, int emulate_devices,
+          nb::handle fs) {
   std::vector<nb::object> keep_alive;
   Checkpoint ck = CheckpointToSave(state, rng, metadata, origin, &keep_alive);
   std::shared_ptr<FileSystem> files = FileSystemOf(fs);
 
   std::shared_ptr<DeviceRuntime> runtime = RuntimeFor(emulate_devices);
   Progress p(std::move(progress));
-  SaveOptions o = SaveOptionsOf(codec, level, chunk_bytes, threads, runtime.get(), &p);
-  o.replace = replace;
+  SaveOptions o = SaveOptionsOf(options, runtime.get(), &p);
   // Reads each CUDA tensor after torch's work on its device, the
   // contiguous copies made above included.
   UseTorchForDevices(runtime.get(), &o);
@@ -81,11 +81,13 @@ void AddState(Checkpoint& ck, bool file_tree, nb::dict tensors, nb::dict* out) {
   (*out)["state"] = TreeToPython(file_tree || sections == nullptr ? tree : *sections, ck, tensors);
 }
 
+// A load of any format (LoadAny): a file of another format is imported into
+// a private .rckpt first; "import" says what the import found.
 nb::dict Load(const std::string& path, nb::handle map_location,
               std::optional<std::string> model_device, std::vector<std::string> sections,
               std::vector<std::string> skip_sections, bool verify, bool map_file, int threads,
               nb::object progress, int emulate_devices, bool file_tree, bool device_unshuffle,
-              nb::handle fs) {
+              bool strict, nb::handle fs) {
   std::shared_ptr<FileSystem> files = FileSystemOf(fs);
   std::shared_ptr<DeviceRuntime> runtime = RuntimeFor(emulate_devices);
   Progress p(std::move(progress));
@@ -101,10 +103,13 @@ nb::dict Load(const std::string& path, nb::handle map_location,
   o.fs = files.get();
   LoadStats stats;
   o.stats = &stats;
+  ImportOptions import;
+  import.strict = strict;
+  ImportReport imported;
   std::optional<Result<Checkpoint>> loaded;
   {
     nb::gil_scoped_release release;
-    loaded.emplace(rckpt::Load(path, o));
+    loaded.emplace(LoadAny(path, o, import, &imported));
   }
   RaiseCallbackError(&callback_error);
   p.RaiseIfPending();
@@ -133,6 +138,11 @@ nb::dict Load(const std::string& path, nb::handle map_location,
   st["host_unshuffle_reason"] = stats.host_unshuffle_reason;
   st["device_pool"] = DevicePoolDict(stats.device_pool);
   out["stats"] = st;
+  nb::dict import_report;
+  import_report["format"] = imported.format;
+  import_report["inert_classes"] = nb::cast(imported.inert_classes);
+  import_report["warnings"] = nb::cast(imported.warnings);
+  out["import"] = import_report;
   return out;
 }
 
@@ -220,63 +230,22 @@ int CudaDeviceCount(int emulate_devices) {
   return ValueOrThrow(runtime ? runtime->DeviceCount() : DefaultRuntime().DeviceCount());
 }
 
-// The .rckpt that rckpt.load reads for `path`: the file itself, or the
-// private copy of a file of another format (ImportToScratch), which the
-// caller removes. The placement options are checked first, before anything
-// is read, as a load checks them before it opens its file. Returns
-// {"format", "path", "dir" (None for an .rckpt), "inert_classes", "warnings"}.
-nb::dict ImportAsRckpt(const std::string& path, nb::handle map_location,
-                       std::optional<std::string> model_device, int emulate_devices, bool strict,
-                       int threads, nb::handle fs) {
-  std::shared_ptr<FileSystem> files = FileSystemOf(fs);
-  if (model_device) {
-    if (Result<DeviceSpec> parsed = DeviceSpec::Parse(*model_device); !parsed.ok()) {
-      throw StatusError(Status::InvalidArgument("model_device: " + parsed.status().message()));
-    }
-  }
-  LoadOptions o;
-  std::optional<nb::python_error> unused;
-  SetPlacement(map_location, model_device, &o, &unused);
-  o.threads = threads;
-  std::shared_ptr<DeviceRuntime> runtime = RuntimeFor(emulate_devices);
-  // Asks the runtime only when a device option needs it.
-  DeviceInventory devices(runtime ? *runtime : DefaultRuntime(), nullptr);
-  std::optional<Result<ScratchImport>> imported;
-  {
-    nb::gil_scoped_release release;
-    Status checked = CheckLoadOptions(o, devices);
-    imported.emplace(checked.ok() ? ImportToScratch(path, strict, threads, files.get())
-                                  : Result<ScratchImport>(checked));
-  }
-  ScratchImport r = ValueOrThrow(std::move(*imported));
-  nb::dict out;
-  out["format"] = r.report.format;
-  out["path"] = r.path;
-  out["dir"] = r.dir.empty() ? nb::none() : nb::object(nb::str(r.dir.c_str()));
-  out["inert_classes"] = nb::cast(r.report.inert_classes);
-  out["warnings"] = nb::cast(r.report.warnings);
-  return out;
-}
-
 }  // namespace
 }  // namespace rckpt::python
 
 NB_MODULE(_core, m) {
   using namespace rckpt::python;
   RegisterErrorTranslator();
-  m.def("save", &Save, "path"_a, "state"_a, "rng"_a, "codec"_a, "level"_a, "chunk_bytes"_a,
-        "threads"_a, "metadata"_a, "origin"_a.none(), "progress"_a.none(),
-        "emulate_devices"_a, "replace"_a = true, "fs"_a.none() = nb::none());
+  RegisterOptions(m);
+  m.def("save", &Save, "path"_a, "state"_a, "rng"_a, "options"_a, "metadata"_a,
+        "origin"_a.none(), "progress"_a.none(), "emulate_devices"_a, "fs"_a.none() = nb::none());
   m.def("load", &Load, "path"_a, "map_location"_a.none(), "model_device"_a.none(),
         "sections"_a, "skip_sections"_a, "verify"_a, "map_file"_a, "threads"_a,
         "progress"_a.none(), "emulate_devices"_a, "file_tree"_a, "device_unshuffle"_a = true,
-        "fs"_a.none() = nb::none());
+        "strict"_a = false, "fs"_a.none() = nb::none());
   m.def("load_into", &LoadInto, "path"_a, "targets"_a, "sections"_a, "strict"_a, "verify"_a,
         "threads"_a, "progress"_a.none(), "emulate_devices"_a, "fs"_a.none() = nb::none());
   m.def("cuda_device_count", &CudaDeviceCount, "emulate_devices"_a);
-  m.def("import_as_rckpt", &ImportAsRckpt, "path"_a, "map_location"_a.none(),
-        "model_device"_a.none(), "emulate_devices"_a, "strict"_a, "threads"_a,
-        "fs"_a.none() = nb::none());
   RegisterOtherFormats(m);
   m.def("describe", &Describe, "path"_a, "ref"_a);
   // Looks torch up once, at `import rckpt`, while one thread runs.

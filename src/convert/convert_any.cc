@@ -1,6 +1,8 @@
 // Format detection and the any-format read/write entry points.
 #include <algorithm>
 #include <cctype>
+#include <string_view>
+#include <utility>
 
 #include "convert/bytes.h"
 #include "convert/dcp_import.h"
@@ -22,6 +24,10 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
 }
 
 }  // namespace
+
+const char convert::kDcpIsReadOnly[] =
+    "output format dcp: rckpt reads DCP directories but does not write them (rckpt.dcp.Reader "
+    "loads a .rckpt into dcp.load)";
 
 std::string_view CheckpointFormatName(CheckpointFormat f) {
   switch (f) {
@@ -93,17 +99,38 @@ Result<CheckpointFormat> DetectFormat(const std::string& path, FileSystem* fs_op
   return CheckpointFormat::kUnknown;
 }
 
+Result<CheckpointFormat> ParseCheckpointFormat(std::string_view name) {
+  // The one table of format names; `rckpt convert --help` and rckpt.convert's
+  // docstring list the same.
+  static constexpr std::pair<std::string_view, CheckpointFormat> kNames[] = {
+      {"rckpt", CheckpointFormat::kRckpt},          {"pt", CheckpointFormat::kPyTorch},
+      {"pth", CheckpointFormat::kPyTorch},          {"pytorch", CheckpointFormat::kPyTorch},
+      {"safetensors", CheckpointFormat::kSafetensors}, {"dcp", CheckpointFormat::kDcp}};
+  for (const auto& [text, format] : kNames) {
+    if (text == name) return format;
+  }
+  return Status::InvalidArgument("unknown format '" + std::string(name) +
+                                 "': expected rckpt, pt, safetensors or dcp (input only)");
+}
+
 Result<Checkpoint> ReadAnyCheckpoint(const std::string& path, const ImportOptions& options,
                                      ImportReport* report) {
-  RCKPT_ASSIGN_OR_RETURN(CheckpointFormat format, DetectFormat(path, options.fs));
-  if (format == CheckpointFormat::kUnknown) format = FormatFromExtension(path);
+  return ReadCheckpointAs(CheckpointFormat::kUnknown, path, options, report);
+}
+
+Result<Checkpoint> ReadCheckpointAs(CheckpointFormat format, const std::string& path,
+                                    const ImportOptions& options, ImportReport* report) {
+  if (format == CheckpointFormat::kUnknown) {
+    RCKPT_ASSIGN_OR_RETURN(format, DetectFormat(path, options.fs));
+    if (format == CheckpointFormat::kUnknown) format = FormatFromExtension(path);
+  }
   switch (format) {
     case CheckpointFormat::kPyTorch: return ImportPyTorch(path, options, report);
     case CheckpointFormat::kSafetensors: return ImportSafetensors(path, options, report);
     case CheckpointFormat::kDcp: return ImportDcp(path, options, report);
     case CheckpointFormat::kRckpt: {
       LoadOptions lo;
-      lo.map_location = MapLocation::To(Device::Cpu());
+      lo.map_location = MapLocation::To(Device::Cpu());  // origins kept, bytes on the host
       lo.fs = options.fs;
       if (report != nullptr) report->format = "rckpt";
       return Load(path, lo);
@@ -116,7 +143,13 @@ Result<Checkpoint> ReadAnyCheckpoint(const std::string& path, const ImportOption
 
 Status WriteAnyCheckpoint(const Checkpoint& ck, const std::string& path,
                           const ExportOptions& options, const SaveOptions& save_options) {
-  switch (FormatFromExtension(path)) {
+  return WriteCheckpointAs(CheckpointFormat::kUnknown, ck, path, options, save_options);
+}
+
+Status WriteCheckpointAs(CheckpointFormat format, const Checkpoint& ck, const std::string& path,
+                         const ExportOptions& options, const SaveOptions& save_options) {
+  if (format == CheckpointFormat::kUnknown) format = FormatFromExtension(path);
+  switch (format) {
     case CheckpointFormat::kPyTorch: return ExportPyTorch(ck, path, options);
     case CheckpointFormat::kSafetensors: return ExportSafetensors(ck, path, options);
     case CheckpointFormat::kRckpt: {
@@ -124,6 +157,7 @@ Status WriteAnyCheckpoint(const Checkpoint& ck, const std::string& path,
       if (so.fs == nullptr) so.fs = options.fs;
       return Save(path, ck, so);
     }
+    case CheckpointFormat::kDcp: return Status::InvalidArgument(convert::kDcpIsReadOnly);
     default:
       return Status::InvalidArgument("output '" + path +
                                      "': unknown extension (expected .rckpt, .pt, .pth, .bin, "

@@ -22,6 +22,9 @@ namespace rckpt::convert {
 // DIR/.metadata.
 std::string DcpMetadataPath(const std::string& dir);
 
+// The refusal of DCP as an output format (WriteCheckpointAs, Convert).
+extern const char kDcpIsReadOnly[];
+
 // The globals .metadata may name: DCP's metadata dataclasses, torch.Size,
 // torch dtypes, the strided layout, memory formats, pathlib paths (DCP
 // records the checkpoint id as one), OrderedDict and builtins.getattr (only

@@ -18,6 +18,8 @@ target_sources(rckpt PRIVATE
   ${RCKPT_SRC}/convert/tree_json.cc
   ${RCKPT_SRC}/convert/safetensors.cc
   ${RCKPT_SRC}/convert/convert_any.cc
+  ${RCKPT_SRC}/convert/convert.cc
+  ${RCKPT_SRC}/convert/load_any.cc
   ${RCKPT_SRC}/convert/bundle.cc
   ${RCKPT_SRC}/convert/dcp_import.cc
 )

@@ -28,15 +28,16 @@ MapLocation MapLocation::Fn(Callback cb) {
   return m;
 }
 
-Result<MapLocation> MapLocation::Parse(std::string_view spec) {
+Result<MapLocation> MapLocation::Parse(std::string_view spec, std::string_view option) {
+  const std::string name(option);
   if (spec.empty()) {
     return Status::InvalidArgument(
-        "map_location: empty; expected a device (\"cpu\", \"cuda:0\") or a "
+        name + ": empty; expected a device (\"cpu\", \"cuda:0\") or a "
         "tag map (\"cuda:1=cuda:0,cuda:2=cuda:0\")");
   }
   if (spec.find('=') == std::string_view::npos) {
     Result<Device> d = ParseDevice(spec);
-    if (!d.ok()) return d.status().WithContext("map_location");
+    if (!d.ok()) return d.status().WithContext(name);
     return To(*d);
   }
   std::map<Device, Device> tags;
@@ -47,17 +48,17 @@ Result<MapLocation> MapLocation::Parse(std::string_view spec) {
     std::string_view pair = spec.substr(pos, comma - pos);
     size_t eq = pair.find('=');
     if (eq == std::string_view::npos) {
-      return Status::InvalidArgument("map_location: entry '" +
+      return Status::InvalidArgument(name + ": entry '" +
                                      std::string(pair) +
                                      "' is not of the form FROM=TO");
     }
     Result<Device> from = ParseDevice(pair.substr(0, eq));
-    if (!from.ok()) return from.status().WithContext("map_location");
+    if (!from.ok()) return from.status().WithContext(name);
     Result<Device> to = ParseDevice(pair.substr(eq + 1));
-    if (!to.ok()) return to.status().WithContext("map_location");
+    if (!to.ok()) return to.status().WithContext(name);
     if (!tags.emplace(*from, *to).second) {
-      return Status::InvalidArgument("map_location: device " +
-                                     from->ToString() + " is mapped twice");
+      return Status::InvalidArgument(name + ": device " + from->ToString() +
+                                     " is mapped twice");
     }
     pos = comma + 1;
   }

@@ -479,5 +479,62 @@ TEST_F(ConvertChainTest, RckptMetadataKeysOutsideTheLayoutSurviveSafetensors) {
   ExpectChainKeepsEverything(start, {"pt", "safetensors", "pt", "rckpt"});
 }
 
+// The format names every front end takes come from one table.
+TEST(ConvertTest, FormatNamesAreOneTable) {
+  EXPECT_EQ(*ParseCheckpointFormat("rckpt"), CheckpointFormat::kRckpt);
+  for (const char* pt : {"pt", "pth", "pytorch"}) {
+    EXPECT_EQ(*ParseCheckpointFormat(pt), CheckpointFormat::kPyTorch) << pt;
+  }
+  EXPECT_EQ(*ParseCheckpointFormat("safetensors"), CheckpointFormat::kSafetensors);
+  EXPECT_EQ(*ParseCheckpointFormat("dcp"), CheckpointFormat::kDcp);
+  EXPECT_THAT(ParseCheckpointFormat("onnx").status(),
+              StatusIs(StatusCode::kInvalidArgument,
+                       "unknown format 'onnx': expected rckpt, pt, safetensors or dcp"));
+}
+
+// Convert checks the output before it reads the input, names a format by
+// content or by name, rewrites recorded origins with MapLocation's syntax
+// and reports what the CLI prints.
+TEST_F(ConvertChainTest, ConvertChecksTheOutputFirstAndRewritesOrigins) {
+  const std::string start = Start(Everything());
+  ConvertOptions o;
+  o.to = CheckpointFormat::kDcp;
+  EXPECT_THAT(rckpt::Convert(Path("absent.pt"), Path("x"), o),
+              StatusIs(StatusCode::kInvalidArgument, "does not write them"));
+  o.to = CheckpointFormat::kUnknown;
+  EXPECT_THAT(rckpt::Convert(Path("absent.pt"), dir_, o),
+              StatusIs(StatusCode::kInvalidArgument, "is a directory: expected a file path"));
+  EXPECT_THAT(rckpt::Convert(Path("absent.pt"), Path("no/x.rckpt"), o),
+              StatusIs(StatusCode::kNotFound, "directory '" + Path("no") + "' does not exist"));
+  EXPECT_THAT(rckpt::Convert(Path("absent.pt"), Path("x.ck"), o),
+              StatusIs(StatusCode::kInvalidArgument, "no known extension"));
+  EXPECT_THAT(rckpt::Convert(Path("absent.pt"), Path("x.rckpt"), o),
+              StatusIs(StatusCode::kNotFound, "absent.pt"));
+
+  o.set_device = *MapLocation::Parse("cuda:1=cuda:0,cpu=cuda", "set_device");
+  o.save.codec = Codec::kZstd;
+  ConvertReport report;
+  ASSERT_OK(rckpt::Convert(start, Path("moved.pt"), o, &report));
+  EXPECT_EQ(report.read.format, "rckpt");
+  ASSERT_OK_AND_ASSIGN(Checkpoint moved, ReadAnyCheckpoint(Path("moved.pt")));
+  ASSERT_OK_AND_ASSIGN(Checkpoint before, ReadAnyCheckpoint(start));
+  ASSERT_EQ(moved.tensors().size(), before.tensors().size());
+  std::map<std::string, Device> was;
+  for (const TensorEntry& t : before.tensors()) was[t.name] = t.Origin();
+  for (const TensorEntry& t : moved.tensors()) {
+    ASSERT_TRUE(was.count(t.name)) << t.name;
+    const Device d = was[t.name];
+    // cuda:1 and cpu (to a bare "cuda", cuda:0 as an origin) become cuda:0.
+    const Device want = d == Device::Cuda(1) || d == Device::Cpu() ? Device::Cuda(0) : d;
+    EXPECT_EQ(t.Origin(), want) << t.name;
+  }
+  EXPECT_EQ(report.tensors, before.tensors().size());
+  EXPECT_EQ(report.summary.rfind(start + " -> " + Path("moved.pt") + ": " +
+                                     std::to_string(report.tensors) + " tensors, ",
+                                 0),
+            0u)
+      << report.summary;
+}
+
 }  // namespace
 }  // namespace rckpt

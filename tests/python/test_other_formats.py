@@ -91,20 +91,14 @@ def test_options_are_refused_before_the_file_is_imported(tmpdir_env):
     assert os.listdir(tmpdir_env) == []
 
 
-def test_errors_name_the_users_path_never_the_private_copy(tmp, tmpdir_env, monkeypatch):
+def test_errors_name_the_users_path_never_the_private_copy(tmp, tmpdir_env):
+    # The load of the private copy is the library's (LoadAny), which names
+    # the file given in its errors; the importer's errors name it too.
     src = tmp / "tagged.pt"
     shutil.copy(CUDA_TAGGED, src)
-    real_load = rckpt._core.load
-
-    def failing_load(path, *args):
-        assert path != str(src)  # the private copy is what the engine reads
-        real_load(path, *args)
-        raise rckpt.IoError(f"read '{path}' at offset 0: Input/output error")
-
-    monkeypatch.setattr(rckpt._core, "load", failing_load)
-    with pytest.raises(rckpt.IoError, match=f"^read '{re.escape(str(src))}' at offset 0"):
-        rckpt.load(src, map_location="cpu")
-    monkeypatch.undo()
+    with pytest.raises(rckpt.DeviceUnavailableError) as e:
+        rckpt.load(src)  # saved on cuda:1, which this machine has not
+    assert "rckpt-import-" not in str(e.value)
     # The importer's errors name the checkpoint too.
     damaged = tmp / "damaged"
     shutil.copytree(os.path.join(DATA, "dcp", "bad_shape"), damaged)
@@ -161,6 +155,50 @@ def test_convert_takes_the_clis_options(tmp):
         assert rckpt.convert(DCP, tmp / "dcp.rckpt").format == "dcp"
 
 
+def test_convert_set_device_takes_map_locations_syntax_and_message(tmp):
+    # A string as --set-device takes it (one device for every origin, too),
+    # and the CLI's message for a bad one, in the argument's name.
+    rckpt.convert(CUDA_TAGGED, tmp / "all.rckpt", set_device="cuda:2")
+    assert set(rckpt.load(tmp / "all.rckpt", emulate_devices=3).origin.values()) == {"cuda:2"}
+    rckpt.convert(CUDA_TAGGED, tmp / "one.rckpt", set_device="cuda:1=cuda:0")
+    assert rckpt.load(tmp / "one.rckpt", emulate_devices=1).origin["on_cuda1"] == "cuda:0"
+    for bad in ("gpu", "cuda:1=cuda:0,cuda:1=cpu", "cuda:1=cuda:0,cpu"):
+        cli = run_cli("convert", CUDA_TAGGED, tmp / "x.rckpt", "--set-device", bad)
+        assert cli.returncode == 2, cli.stderr
+        said = cli.stderr.split("InvalidArgument: --set-device", 1)[1].strip()
+        with pytest.raises(rckpt.InvalidArgumentError) as e:
+            rckpt.convert(CUDA_TAGGED, tmp / "x.rckpt", set_device=bad)
+        assert str(e.value) == "set_device" + said
+    with pytest.raises(rckpt.InvalidArgumentError, match=r"set_device: device cuda:1 is mapped "
+                                                         r"twice"):
+        rckpt.convert(CUDA_TAGGED, tmp / "x.rckpt", set_device="cuda:1=cpu,cuda:1=cuda:0")
+    assert not os.path.exists(tmp / "x.rckpt")
+
+
+def test_a_load_of_another_format_crosses_into_the_library_once(monkeypatch):
+    # The import into a private .rckpt and the load are one call (LoadAny).
+    import rckpt.checkpoint
+    real = rckpt._core
+    calls = []
+
+    class Counting:
+        def __getattr__(self, name):
+            attr = getattr(real, name)
+            if not callable(attr):
+                return attr
+
+            def counted(*args, **kwargs):
+                calls.append(name)
+                return attr(*args, **kwargs)
+            return counted
+
+    monkeypatch.setattr(rckpt, "_core", Counting())
+    monkeypatch.setattr(rckpt.checkpoint, "_core", rckpt._core)
+    loaded = rckpt.load(CUDA_TAGGED, map_location={"cuda:1": "cpu", "cuda:0": "cpu"})
+    assert calls == ["load"]
+    assert set(loaded.placement.values()) == {"cpu"}
+
+
 def test_convert_warns_of_inert_classes_and_strict_refuses_them(tmp):
     src = os.path.join(PT, "custom_class.pt")
     with pytest.warns(rckpt.InertObjectWarning, match=r"mylib\.metrics\.MetricTracker"):
@@ -180,19 +218,20 @@ def test_convert_warns_of_inert_classes_and_strict_refuses_them(tmp):
 
 def test_convert_checks_dst_before_reading_src(tmp):
     absent = tmp / "absent.pt"
-    with pytest.raises(rckpt.InvalidArgumentError, match=r"dst '.*' is a directory: expected a "
+    with pytest.raises(rckpt.InvalidArgumentError, match=r"output '.*' is a directory: expected a "
                                                          r"file path such as"):
         rckpt.convert(absent, tmp)
-    with pytest.raises(rckpt.NotFoundError, match=r"dst '.*': directory '.*nope' does not exist"):
+    with pytest.raises(rckpt.NotFoundError, match=r"output '.*': directory '.*nope' does not exist"):
         rckpt.convert(absent, tmp / "nope" / "x.rckpt")
     with pytest.raises(rckpt.InvalidArgumentError, match=r"no known extension .* to_format="):
         rckpt.convert(absent, tmp / "x.ck")
     with pytest.raises(rckpt.NotFoundError, match="absent.pt"):
         rckpt.convert(absent, tmp / "x.rckpt")
-    with pytest.raises(ValueError, match=r"to_format='dcp': rckpt reads DCP directories but "
-                                         r"does not write them"):
+    with pytest.raises(rckpt.InvalidArgumentError, match=r"output format dcp: rckpt reads DCP "
+                                                         r"directories but does not write them"):
         rckpt.convert(ADAM, tmp / "x", to_format="dcp")
-    with pytest.raises(ValueError, match=r"from_format must be None .* not 'zip'"):
+    with pytest.raises(rckpt.InvalidArgumentError,
+                       match=r"unknown format 'zip': expected rckpt, pt, safetensors or dcp"):
         rckpt.convert(ADAM, tmp / "x.rckpt", from_format="zip")
     with pytest.raises(TypeError, match=r"rckpt\.convert: rng_keys must be a list of keys, not "
                                         r"the string 'rng'"):

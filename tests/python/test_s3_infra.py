@@ -436,8 +436,14 @@ def test_server_restarts_on_its_ports_with_its_data_then_dies_when_killed(tmp_pa
         run_server_script("kill", directory)
         assert not running(second) and weed_pid(directory) is None
         s3.reconnect()
-        with pytest.raises(ConnectionRefusedError):
-            s3.head_object(env.bucket, "kept")
+        # Nothing serves its data any more. The freed port refuses, unless on
+        # a busy machine another process took it meanwhile (seen under ctest
+        # -j2: a reset); neither answers with the object.
+        try:
+            served = s3.head_object(env.bucket, "kept")
+        except (ConnectionError, S3Error):
+            served = None
+        assert served is None
     run_server_script("stop", directory)  # nothing left to stop: fine
 
 

@@ -332,6 +332,45 @@ TEST(CliTest, ConvertOfAnUnrecognisedInputPointsAtFrom) {
   EXPECT_NE(r.err.find("--from rckpt|pt|safetensors"), std::string::npos) << r.err;
 }
 
+// --set-device is MapLocation's syntax: what MapLocation::Parse accepts the
+// flag accepts, and a spec it refuses is refused with its message (in flag
+// terms), a device mapped twice across repeated flags included.
+TEST(CliTest, ConvertSetDeviceAcceptsWhatMapLocationAcceptsWithItsMessage) {
+  std::string dir = testing::NewTempDir("setdev");
+  const std::string src = kGolden + "v1.0-training-state.rckpt";
+  const std::vector<std::string> specs = {
+      "cuda:1=cuda:0", "cpu", "cuda:2", "cuda", "cuda:1=cuda:0,cpu=cuda:1", "cuda=cpu",
+      "gpu", "cuda:x=cpu", "cuda:1", "cuda:1=cuda:0,cuda:1=cpu", "cuda:1=cuda:0,cpu",
+      "cuda:1=", "=cpu", "cuda:1=cuda:0,,cpu=cpu"};
+  int n = 0;
+  for (const std::string& spec : specs) {
+    Result<MapLocation> parsed = MapLocation::Parse(spec, "set_device");
+    const std::string out = dir + "/o" + std::to_string(n++) + ".rckpt";
+    CliRun r = Cli("convert " + src + " " + out + " --set-device '" + spec + "'");
+    if (parsed.ok()) {
+      EXPECT_EQ(r.code, 0) << spec << ": " << r.err;
+      continue;
+    }
+    EXPECT_EQ(r.code, 2) << spec;
+    EXPECT_EQ(r.err, "rckpt convert: InvalidArgument: --set-device" +
+                         parsed.status().message().substr(std::string("set_device").size()) +
+                         "\n")
+        << spec;
+  }
+  // Repeated flags are one map: a device mapped twice is refused.
+  CliRun twice = Cli("convert " + src + " " + dir + "/t.rckpt --set-device cuda:1=cuda:0 "
+                     "--set-device cuda:1=cpu");
+  EXPECT_EQ(twice.code, 2);
+  EXPECT_NE(twice.err.find("--set-device: device cuda:1 is mapped twice"), std::string::npos)
+      << twice.err;
+  // One device rewrites every recorded origin.
+  ASSERT_EQ(Cli("convert " + src + " " + dir + "/all.rckpt --set-device cuda:3").code, 0);
+  CliRun moved = Cli("inspect " + dir + "/all.rckpt");
+  EXPECT_EQ(moved.code, 0);
+  EXPECT_EQ(moved.out.find("cuda:1"), std::string::npos) << moved.out;
+  EXPECT_NE(moved.out.find("cuda:3"), std::string::npos) << moved.out;
+}
+
 TEST(CliTest, VerifyReportsNonZeroPaddingAsCorruptionNamingTheOffset) {
   std::string dir = testing::NewTempDir("padding");
   // 100 bytes at offset 64, then padding up to the page-aligned 16 KiB tensor.
