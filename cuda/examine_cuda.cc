@@ -8,17 +8,16 @@
 #include "driver.h"
 #include "kernel_image.h"
 #include "runtime/cuda_doctor.h"
+#include "util/hex.h"
 
 namespace rckpt {
 namespace {
 
 std::string UuidText(const cuda::CUuuid& u) {
   std::string out;
-  char hex[3];
   for (int i = 0; i < 16; ++i) {
     if (i == 4 || i == 6 || i == 8 || i == 10) out += '-';
-    std::snprintf(hex, sizeof(hex), "%02x", static_cast<unsigned char>(u.bytes[i]));
-    out += hex;
+    AppendHexByte(out, static_cast<unsigned char>(u.bytes[i]));
   }
   return out;
 }

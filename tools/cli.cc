@@ -106,10 +106,21 @@ Result<int64_t> ParseInt(const std::string& flag, const std::string& text, int64
   return v;
 }
 
-namespace {
-
-
-}  // namespace
+int ExitCodeFor(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kOk: return 0;
+    case StatusCode::kInvalidArgument: return 2;
+    case StatusCode::kNotFound: return 3;
+    case StatusCode::kCorruption: return 4;
+    case StatusCode::kUnsupported: return 5;
+    case StatusCode::kDeviceUnavailable:
+    case StatusCode::kDeviceError: return 6;
+    case StatusCode::kIoError: return 7;
+    case StatusCode::kOutOfMemory: return 8;
+    case StatusCode::kAlreadyExists: return 9;
+  }
+  return 2;
+}
 
 int Fail(std::string_view cmd, const Status& status) {
   std::string_view code = StatusCodeName(status.code());

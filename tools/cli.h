@@ -46,6 +46,11 @@ Result<uint64_t> ParseCount(const std::string& flag, const std::string& text, ui
 Result<int64_t> ParseInt(const std::string& flag, const std::string& text, int64_t min,
                          int64_t max);
 
+// The exit code for a status (docs/CLI.md): 0 OK, 2 InvalidArgument,
+// 3 NotFound, 4 Corruption, 5 Unsupported, 6 DeviceUnavailable/DeviceError,
+// 7 IoError, 8 OutOfMemory, 9 AlreadyExists. (1 is diff's "different".)
+int ExitCodeFor(const Status& status);
+
 // Prints "rckpt <cmd>: <status message>" on stderr; returns the exit code.
 // Library option names in the message (map_location, model_device, sections,
 // ...) are rewritten as the flags a CLI user types.

@@ -55,7 +55,7 @@ int RunConvert(std::vector<std::string> words) {
     o.save.codec = *c;
   }
   if (level) {
-    auto v = ParseInt("level", *level, -7, 22);
+    auto v = ParseInt("level", *level, kMinZstdLevel, kMaxZstdLevel);
     if (!v.ok()) return Fail("convert", v.status());
     o.save.level = static_cast<int>(*v);
   }
@@ -101,6 +101,9 @@ int RunConvert(std::vector<std::string> words) {
   std::printf("%s\n", report.summary.c_str());
   return 0;
 }
+
+// The usage text below spells the zstd level range out.
+static_assert(kMinZstdLevel == -7 && kMaxZstdLevel == 22);
 
 }  // namespace
 

@@ -21,11 +21,6 @@ class JsonWriter;
 
 namespace rckpt::cli {
 
-// The exit code for a status (docs/CLI.md): 0 OK, 2 InvalidArgument,
-// 3 NotFound, 4 Corruption, 5 Unsupported, 6 DeviceUnavailable/DeviceError,
-// 7 IoError, 8 OutOfMemory. (1 is diff's "different".)
-int ExitCodeFor(const Status& status);
-
 // A load error message with LoadOptions field names (model_device="auto",
 // map_location, sections, ...) rewritten as the command-line flags that set
 // them (--model-device auto, --map-location, --sections, ...), for programs

@@ -1,29 +1,13 @@
-// Text and JSON renderings of inspect reports and state trees (docs/CLI.md),
-// and the CLI's exit codes.
+// Text and JSON renderings of inspect reports and state trees (docs/CLI.md).
 #include <cstdio>
 #include <ctime>
 
 #include "render.h"
 #include "rckpt/human_bytes.h"
+#include "util/hex.h"
 #include "util/json_writer.h"
 
 namespace rckpt::cli {
-
-int ExitCodeFor(const Status& status) {
-  switch (status.code()) {
-    case StatusCode::kOk: return 0;
-    case StatusCode::kInvalidArgument: return 2;
-    case StatusCode::kNotFound: return 3;
-    case StatusCode::kCorruption: return 4;
-    case StatusCode::kUnsupported: return 5;
-    case StatusCode::kDeviceUnavailable:
-    case StatusCode::kDeviceError: return 6;
-    case StatusCode::kIoError: return 7;
-    case StatusCode::kOutOfMemory: return 8;
-    case StatusCode::kAlreadyExists: return 9;
-  }
-  return 2;
-}
 
 namespace {
 
@@ -43,15 +27,6 @@ void TreeJson(JsonWriter& w, const Value& v) {
     body();
     w.EndObject();
   };
-  auto hex = [](const std::string& s) {
-    static const char* d = "0123456789abcdef";
-    std::string out;
-    for (unsigned char c : s) {
-      out += d[c >> 4];
-      out += d[c & 15];
-    }
-    return out;
-  };
   auto items = [&](const std::vector<Value>& xs) {
     w.BeginArray();
     for (const auto& x : xs) TreeJson(w, x);
@@ -63,8 +38,8 @@ void TreeJson(JsonWriter& w, const Value& v) {
     case ValueKind::kInt: w.Int(v.as_int()); break;
     case ValueKind::kFloat: w.Double(v.as_float()); break;
     case ValueKind::kString: w.String(v.as_string()); break;
-    case ValueKind::kBytes: tagged("$bytes", [&] { w.String(hex(v.as_string())); }); break;
-    case ValueKind::kBigInt: tagged("$bigint_le", [&] { w.String(hex(v.as_string())); }); break;
+    case ValueKind::kBytes: tagged("$bytes", [&] { w.String(HexEncode(v.as_string())); }); break;
+    case ValueKind::kBigInt: tagged("$bigint_le", [&] { w.String(HexEncode(v.as_string())); }); break;
     case ValueKind::kTensorRef: tagged("$tensor", [&] { w.String(v.as_string()); }); break;
     case ValueKind::kRngRef: tagged("$rng", [&] { w.String(v.as_string()); }); break;
     case ValueKind::kList: items(v.items()); break;

@@ -25,7 +25,7 @@ Status Flatten(const Value& dict, const std::string& prefix, int depth, SectionD
                                    std::to_string(kMaxDepth) + " levels");
   }
   for (const auto& [k, v] : dict.entries()) {
-    std::string key = prefix.empty() ? KeyText(k) : prefix + "." + KeyText(k);
+    std::string key = prefix.empty() ? KeyComponent(k) : prefix + "." + KeyComponent(k);
     if (v.kind() == ValueKind::kTensorRef) {
       out->tensors.emplace_back(std::move(key), v.as_string());
     } else if (const Value* nested = DictOf(v)) {
@@ -38,16 +38,6 @@ Status Flatten(const Value& dict, const std::string& prefix, int depth, SectionD
 }
 
 }  // namespace
-
-std::string KeyText(const Value& key) {
-  switch (key.kind()) {
-    case ValueKind::kString: return key.as_string();
-    case ValueKind::kInt: return std::to_string(key.as_int());
-    case ValueKind::kBool: return key.as_bool() ? "True" : "False";
-    case ValueKind::kNull: return "None";
-    default: return key.DebugString(128);
-  }
-}
 
 std::string TensorName(std::string_view section, std::string_view key) {
   std::string name(section);

@@ -15,10 +15,8 @@
 
 namespace rckpt::libtorch {
 
-// A map key as a component of a tensor name, as Python's rckpt names
-// tensors: a str as is, an int in decimal, True / False / None, anything
-// else as Value::DebugString.
-std::string KeyText(const Value& key);
+// A map key as a component of a tensor name is rckpt::KeyComponent
+// (rckpt/tree.h), as Python's rckpt and the importers name tensors.
 
 // The name Python's rckpt gives the tensor at `key` of section `section`.
 std::string TensorName(std::string_view section, std::string_view key);

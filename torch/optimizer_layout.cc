@@ -137,7 +137,7 @@ Result<OptimizerLayout> ReadOptimizerLayout(const Value& tree, std::string_view 
                                      ", expected parameter indices (int)");
     }
     param.index = k.as_int();
-    param.where = TensorName(name + ".state", KeyText(k));
+    param.where = TensorName(name + ".state", KeyComponent(k));
     if (indices.count(param.index) == 0) {
       return Status::InvalidArgument(param.where + ": no group of '" + name +
                                      ".param_groups' has parameter " +

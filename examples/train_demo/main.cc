@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cli.h"
 #include "options.h"
 #include "rckpt/human_bytes.h"
 #include "rckpt/io.h"

@@ -54,6 +54,13 @@ std::string_view CodecName(Codec codec);  // "none" "zstd"
 // The codec CodecName names; InvalidArgument naming the choices otherwise.
 Result<Codec> ParseCodec(std::string_view name);
 
+// The zstd levels a save accepts (SaveOptions::level): negative levels are
+// faster, higher ones smaller. A save with Codec::kZstd and a level outside
+// them fails with InvalidArgument before the file is opened; with
+// Codec::kNone the level is not used.
+inline constexpr int kMinZstdLevel = -7;
+inline constexpr int kMaxZstdLevel = 22;
+
 // Byte-shuffle filter: groups the i-th byte of every element together before
 // compression, which helps zstd on floating-point data. kAuto shuffles
 // floating-point tensors compressed with zstd.
@@ -71,7 +78,7 @@ struct SaveOptions {
   // Raw by default: measured faster to save, load and restore than zstd for
   // files ~1.2x larger (docs/PERFORMANCE.md); zstd pays on slow storage.
   Codec codec = Codec::kNone;
-  int level = 1;                        // zstd level (-7 to 22; negative = faster)
+  int level = 1;                        // zstd level, kMinZstdLevel to kMaxZstdLevel
   uint64_t chunk_bytes = 4ull << 20;    // tensors are split into chunks of this size
   Shuffle shuffle = Shuffle::kAuto;
   uint32_t alignment = 4096;            // power of two, >= 64

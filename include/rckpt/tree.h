@@ -127,6 +127,13 @@ class Value {
   std::vector<Entry> entries_;
 };
 
+// A map key as one component of a tensor's name, the key path joined with
+// '.' ("optimizer.state.0.exp_avg"): a string as is, an int in decimal,
+// True / False / None, anything else as its DebugString(128). The importers,
+// Python's rckpt and the libtorch adapter all name tensors with it, so a
+// file written by one front end is read by name in the others.
+std::string KeyComponent(const Value& key);
+
 }  // namespace rckpt
 
 #endif  // RCKPT_TREE_H_

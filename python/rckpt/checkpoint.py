@@ -352,6 +352,9 @@ def load_into(f: LoadSource, state: Union[dict[str, Any], Mapping[str, torch.Ten
             seen[id(obj)] = True
             targets.append((".".join(path), obj))
         elif isinstance(obj, dict):
+            # str(k) spells str, int, bool and None keys as rckpt::KeyComponent
+            # (rckpt/tree.h), which names the tensors a save writes; another key
+            # (a tuple, a float) may be spelled otherwise there.
             for k, v in obj.items():
                 walk(v, path + [str(k)])
         elif isinstance(obj, (list, tuple)):

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/encode.h"
+#include "engine/save_options.h"
 #include "errors.h"
 #include "rckpt/options.h"
 

@@ -230,7 +230,7 @@ class TreeBuilder {
     Py_ssize_t pos = 0;
     while (PyDict_Next(d.ptr(), &pos, &k, &v)) {
       Value key = Key(k, path, false);
-      path.push_back(convert::KeyComponent(key));
+      path.push_back(KeyComponent(key));
       if (std::optional<Value> value = ConvertOrDrop(v, path, depth + 1)) {
         entries.emplace_back(std::move(key), std::move(*value));
       }

@@ -85,16 +85,6 @@ std::string JoinPath(const std::vector<std::string>& path) {
   return s;
 }
 
-std::string KeyComponent(const Value& key) {
-  switch (key.kind()) {
-    case ValueKind::kString: return key.as_string();
-    case ValueKind::kInt: return std::to_string(key.as_int());
-    case ValueKind::kBool: return key.as_bool() ? "True" : "False";
-    case ValueKind::kNull: return "None";
-    default: return key.DebugString(128);
-  }
-}
-
 std::optional<RngGuess> DetectRng(const std::vector<std::string>& path, uint64_t nbytes,
                                   const ImportOptions& options,
                                   std::vector<std::string>* warnings) {

@@ -32,9 +32,7 @@ std::string SectionForPath(const std::vector<std::string>& path, bool root_is_ma
 // Joins a key path with '.'; "tensor" for the empty path.
 std::string JoinPath(const std::vector<std::string>& path);
 
-// The path component of a map key: a string as is, an int in decimal,
-// True/False/None as Python spells them, anything else as DebugString.
-std::string KeyComponent(const Value& key);
+// The path component of a map key is rckpt::KeyComponent (rckpt/tree.h).
 
 // Whether a uint8 1-D tensor at `path` of `nbytes` is an RNG state, and of
 // which kind and origin. nullopt: keep it a tensor. Appends a warning when a

@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "convert/bytes.h"
+#include "util/hex.h"
 
 namespace rckpt::convert {
 namespace {
@@ -1129,9 +1130,7 @@ Status Machine::Dispatch(uint8_t op) {
     case 0x98:
       return Status::Unsupported("pickle: out-of-band buffers (protocol 5) are not supported");
     default: {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "0x%02x", op);
-      return Corrupt(std::string("unknown opcode ") + buf);
+      return Corrupt("unknown opcode 0x" + HexDigits(op, 2));
     }
   }
 }

@@ -155,8 +155,66 @@ Status ImportRckptLayout(const std::map<std::string, std::string>& meta,
   return Status::Ok();
 }
 
-Result<Checkpoint> Import(const RandomAccessFile& f, const ImportOptions& options,
-                          ImportReport* report) {
+// The header of a safetensors file, validated: its metadata and its
+// tensors' entries, which tile the data region after it.
+struct Header {
+  uint64_t size = 0;  // of the JSON, after the 8-byte size
+  std::map<std::string, std::string> meta;
+  std::vector<Entry> entries;
+  std::vector<size_t> order;  // entries by data offset
+};
+
+// One tensor's entry of the header: dtype, shape and a data extent that
+// holds exactly its bytes.
+Result<Entry> ParseEntry(const std::string& name, const Json& e) {
+  auto bad = [&name](const std::string& what) {
+    return Status::Corruption("safetensors: tensor '" + Printable(name) + "': " + what);
+  };
+  if (name.empty()) {
+    // Any JSON string is a key of the format, but every tensor of a
+    // checkpoint has a name.
+    return Status::Unsupported(
+        "safetensors: a tensor has an empty name (\"\" in the header), which rckpt cannot hold");
+  }
+  const Json* dt = e.is_object() ? e.Find("dtype") : nullptr;
+  const Json* shape = e.is_object() ? e.Find("shape") : nullptr;
+  const Json* offs = e.is_object() ? e.Find("data_offsets") : nullptr;
+  if (!dt || !dt->is_string() || !shape || !shape->is_array() || !offs ||
+      !offs->is_array() || offs->items.size() != 2) {
+    return bad("needs dtype (string), shape (array) and data_offsets ([begin, end])");
+  }
+  const StDType* st = nullptr;
+  for (const auto& s : kStDTypes) {
+    if (dt->text == s.name) st = &s;
+  }
+  if (st == nullptr) return bad("unknown dtype '" + Printable(dt->text) + "'");
+  if (!st->dtype) {
+    return Status::Unsupported("safetensors: tensor '" + Printable(name) + "' has dtype " +
+                               st->name + ", which rckpt cannot hold");
+  }
+  Entry en{name, *st->dtype, {}, 0, 0};
+  for (const Json& d : shape->items) {
+    auto v = d.AsUint();
+    if (!v || *v > static_cast<uint64_t>(INT64_MAX)) return bad("shape entry is not a u64");
+    en.shape.push_back(static_cast<int64_t>(*v));
+  }
+  auto b = offs->items[0].AsUint(), en_end = offs->items[1].AsUint();
+  if (!b || !en_end) return bad("data_offsets are not u64 integers");
+  en.begin = *b;
+  en.end = *en_end;
+  uint64_t nbytes = DTypeSize(en.dtype);
+  for (int64_t d : en.shape) {
+    if (!MulOk(nbytes, static_cast<uint64_t>(d), &nbytes)) return bad("size overflows");
+  }
+  if (en.end < en.begin || en.end - en.begin != nbytes) {
+    return bad("data_offsets [" + std::to_string(en.begin) + ", " + std::to_string(en.end) +
+               ") hold " + std::to_string(en.end - en.begin) + " bytes, dtype " + st->name +
+               " and shape need " + std::to_string(nbytes));
+  }
+  return en;
+}
+
+Result<Header> ReadHeader(const RandomAccessFile& f) {
   uint64_t size = f.Size();
   if (size < 8) {
     return Status::Corruption("safetensors: file of " + std::to_string(size) +
@@ -175,14 +233,14 @@ Result<Checkpoint> Import(const RandomAccessFile& f, const ImportOptions& option
                               " passes the end of the file (" + std::to_string(size) +
                               " bytes)");
   }
+  Header h;
+  h.size = n;
   std::string header(n, '\0');
   RCKPT_RETURN_IF_ERROR(f.ReadAt(8, {reinterpret_cast<std::byte*>(header.data()), n}));
   auto parsed = ParseJson(header, 64);
   if (!parsed.ok()) return parsed.status().WithContext("safetensors: header");
   const Json& root = *parsed;
   if (!root.is_object()) return Status::Corruption("safetensors: header is not a JSON object");
-  std::map<std::string, std::string> meta;
-  std::vector<Entry> entries;
   for (const auto& [name, e] : root.members) {
     if (name == "__metadata__") {
       if (!e.is_object()) return Status::Corruption("safetensors: __metadata__ is not an object");
@@ -191,63 +249,21 @@ Result<Checkpoint> Import(const RandomAccessFile& f, const ImportOptions& option
           return Status::Corruption("safetensors: __metadata__ value of '" + Printable(k) +
                                     "' is not a string");
         }
-        meta[k] = v.text;
+        h.meta[k] = v.text;
       }
       continue;
     }
-    auto bad = [&name = name](const std::string& what) {
-      return Status::Corruption("safetensors: tensor '" + Printable(name) + "': " + what);
-    };
-    if (name.empty()) {
-      // Any JSON string is a key of the format, but every tensor of a
-      // checkpoint has a name.
-      return Status::Unsupported(
-          "safetensors: a tensor has an empty name (\"\" in the header), which rckpt cannot hold");
-    }
-    const Json* dt = e.is_object() ? e.Find("dtype") : nullptr;
-    const Json* shape = e.is_object() ? e.Find("shape") : nullptr;
-    const Json* offs = e.is_object() ? e.Find("data_offsets") : nullptr;
-    if (!dt || !dt->is_string() || !shape || !shape->is_array() || !offs ||
-        !offs->is_array() || offs->items.size() != 2) {
-      return bad("needs dtype (string), shape (array) and data_offsets ([begin, end])");
-    }
-    const StDType* st = nullptr;
-    for (const auto& s : kStDTypes) {
-      if (dt->text == s.name) st = &s;
-    }
-    if (st == nullptr) return bad("unknown dtype '" + Printable(dt->text) + "'");
-    if (!st->dtype) {
-      return Status::Unsupported("safetensors: tensor '" + Printable(name) + "' has dtype " +
-                                 st->name + ", which rckpt cannot hold");
-    }
-    Entry en{name, *st->dtype, {}, 0, 0};
-    for (const Json& d : shape->items) {
-      auto v = d.AsUint();
-      if (!v || *v > static_cast<uint64_t>(INT64_MAX)) return bad("shape entry is not a u64");
-      en.shape.push_back(static_cast<int64_t>(*v));
-    }
-    auto b = offs->items[0].AsUint(), en_end = offs->items[1].AsUint();
-    if (!b || !en_end) return bad("data_offsets are not u64 integers");
-    en.begin = *b;
-    en.end = *en_end;
-    uint64_t nbytes = DTypeSize(en.dtype);
-    for (int64_t d : en.shape) {
-      if (!MulOk(nbytes, static_cast<uint64_t>(d), &nbytes)) return bad("size overflows");
-    }
-    if (en.end < en.begin || en.end - en.begin != nbytes) {
-      return bad("data_offsets [" + std::to_string(en.begin) + ", " + std::to_string(en.end) +
-                 ") hold " + std::to_string(en.end - en.begin) + " bytes, dtype " + st->name +
-                 " and shape need " + std::to_string(nbytes));
-    }
-    entries.push_back(std::move(en));
+    RCKPT_ASSIGN_OR_RETURN(Entry en, ParseEntry(name, e));
+    h.entries.push_back(std::move(en));
   }
-  std::vector<size_t> order(entries.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+  const std::vector<Entry>& entries = h.entries;
+  h.order.resize(entries.size());
+  for (size_t i = 0; i < h.order.size(); ++i) h.order[i] = i;
+  std::stable_sort(h.order.begin(), h.order.end(), [&](size_t a, size_t b) {
     return std::tie(entries[a].begin, entries[a].end) < std::tie(entries[b].begin, entries[b].end);
   });
   uint64_t cursor = 0;
-  for (size_t i : order) {
+  for (size_t i : h.order) {
     if (entries[i].begin != cursor) {
       return Status::Corruption("safetensors: tensor '" + Printable(entries[i].name) +
                                 "' starts at " + std::to_string(entries[i].begin) +
@@ -261,19 +277,24 @@ Result<Checkpoint> Import(const RandomAccessFile& f, const ImportOptions& option
                               " but the file has " + std::to_string(size) +
                               " bytes (trailing or missing bytes)");
   }
-  // Tensors point into the file's mapping where their bytes are aligned for
-  // their dtype (the reference writer pads the header to a multiple of 8);
-  // otherwise, or where the file cannot be mapped, each is read into memory
-  // of its own.
+  return h;
+}
+
+// Every tensor of `h`. Tensors point into the file's mapping where their
+// bytes are aligned for their dtype (the reference writer pads the header to
+// a multiple of 8); otherwise, or where the file cannot be mapped, each is
+// read into memory of its own.
+Result<std::map<std::string, Tensor>> ReadTensors(const RandomAccessFile& f, const Header& h,
+                                                  const ImportOptions& options) {
   std::shared_ptr<std::byte> map;
   if (options.map_file) {
     auto mapped = f.MapPrivate();
     if (mapped.ok()) map = std::move(mapped).value();
   }
   std::map<std::string, Tensor> tensors;
-  for (size_t i : order) {
-    const Entry& e = entries[i];
-    const uint64_t at = 8 + n + e.begin;
+  for (size_t i : h.order) {
+    const Entry& e = h.entries[i];
+    const uint64_t at = 8 + h.size + e.begin;
     if (map && at % DTypeSize(e.dtype) == 0) {
       tensors.emplace(e.name, Tensor::Adopt(e.dtype, e.shape, Device::Cpu(), map, map.get() + at));
       continue;
@@ -282,64 +303,80 @@ Result<Checkpoint> Import(const RandomAccessFile& f, const ImportOptions& option
     if (t.nbytes() > 0) RCKPT_RETURN_IF_ERROR(f.ReadAt(at, t.mutable_host_bytes()));
     tensors.emplace(e.name, std::move(t));
   }
+  return tensors;
+}
+
+// A file rckpt wrote (rckpt.format): the checkpoint its layout describes.
+Status ImportWithLayout(const std::map<std::string, std::string>& meta,
+                        std::map<std::string, Tensor>& tensors, Checkpoint& ck) {
+  if (meta.at(kFormatKey) != "1") {
+    return Status::Unsupported("safetensors: rckpt.format '" + Printable(meta.at(kFormatKey)) +
+                               "' is newer than this reader (1)");
+  }
+  // The layout is file content: a value the checkpoint refuses (a bad
+  // device, a duplicate or empty name) is a damaged file, not a bad argument.
+  // The message quotes file content, already one line (a Status writes
+  // control bytes as \xNN).
+  const Status layout = ImportRckptLayout(meta, tensors, &ck);
+  if (layout.code() == StatusCode::kInvalidArgument) {
+    return Status::Corruption("safetensors: rckpt metadata: " + layout.message());
+  }
+  return layout;
+}
+
+// A plain file: every tensor in one tree of its names, in the "model"
+// section unless an override says otherwise; RNG states found by key.
+Status ImportPlain(const Header& h, std::map<std::string, Tensor>& tensors,
+                   const ImportOptions& options, Checkpoint& ck,
+                   std::vector<std::string>* warnings) {
+  const std::vector<Entry>& entries = h.entries;
+  const std::vector<size_t>& order = h.order;
+  std::vector<Value::Entry> tree;
+  for (size_t i : order) {
+    const Entry& e = entries[i];
+    Tensor& t = tensors[e.name];
+    std::vector<std::string> path = SplitName(e.name);
+    std::optional<RngGuess> rng;
+    if (t.dtype() == DType::kU8 && t.shape().size() == 1) {
+      rng = DetectRng(path, t.nbytes(), options, warnings);
+    }
+    if (rng && ck.AddRng(e.name, rng->kind, t.host_bytes(), rng->origin).ok()) {
+      tree.emplace_back(Value(e.name), Value::RngRef(e.name));
+      continue;
+    }
+    // A flat name is its own top-level key; overrides match the full name
+    // or its first dotted component.
+    std::string section = "model";
+    if (auto it = options.section_overrides.find(e.name); it != options.section_overrides.end()) {
+      section = it->second;
+    } else if (auto it2 = options.section_overrides.find(path[0]);
+               it2 != options.section_overrides.end()) {
+      section = it2->second;
+    }
+    RCKPT_RETURN_IF_ERROR(ck.AddTensor(section, e.name, std::move(t)));
+    tree.emplace_back(Value(e.name), Value::TensorRef(e.name));
+  }
+  ck.Tree() = Value::Map(std::move(tree));
+  ck.Metadata() = h.meta;
+  return Status::Ok();
+}
+
+Result<Checkpoint> Import(const RandomAccessFile& f, const ImportOptions& options,
+                          ImportReport* report) {
+  RCKPT_ASSIGN_OR_RETURN(Header h, ReadHeader(f));
+  RCKPT_ASSIGN_OR_RETURN(auto tensors, ReadTensors(f, h, options));
   Checkpoint ck;
   std::vector<std::string> warnings;
-  if (meta.count(kFormatKey)) {
-    if (meta[kFormatKey] != "1") {
-      return Status::Unsupported("safetensors: rckpt.format '" + Printable(meta[kFormatKey]) +
-                                 "' is newer than this reader (1)");
-    }
-    // The layout is file content: a value the checkpoint refuses (a bad
-    // device, a duplicate or empty name) is a damaged file, not a bad argument.
-    // The message quotes file content: control bytes become \xNN so it stays
-    // one line.
-    Status layout = ImportRckptLayout(meta, tensors, &ck);
-    if (layout.code() == StatusCode::kInvalidArgument) {
-      std::string msg;
-      for (unsigned char c : layout.message()) {
-        if (c < 0x20 || c == 0x7f) {
-          static constexpr char kHex[] = "0123456789abcdef";
-          msg += {'\\', 'x', kHex[c >> 4], kHex[c & 15]};
-        } else {
-          msg += static_cast<char>(c);
-        }
-      }
-      layout = Status::Corruption("safetensors: rckpt metadata: " + msg);
-    }
-    RCKPT_RETURN_IF_ERROR(layout);
+  const bool written_by_rckpt = h.meta.count(kFormatKey) > 0;
+  if (written_by_rckpt) {
+    RCKPT_RETURN_IF_ERROR(ImportWithLayout(h.meta, tensors, ck));
   } else {
-    std::vector<Value::Entry> tree;
-    for (size_t i : order) {
-      const Entry& e = entries[i];
-      Tensor& t = tensors[e.name];
-      std::vector<std::string> path = SplitName(e.name);
-      std::optional<RngGuess> rng;
-      if (t.dtype() == DType::kU8 && t.shape().size() == 1) {
-        rng = DetectRng(path, t.nbytes(), options, &warnings);
-      }
-      if (rng && ck.AddRng(e.name, rng->kind, t.host_bytes(), rng->origin).ok()) {
-        tree.emplace_back(Value(e.name), Value::RngRef(e.name));
-        continue;
-      }
-      // A flat name is its own top-level key; overrides match the full name
-      // or its first dotted component.
-      std::string section = "model";
-      if (auto it = options.section_overrides.find(e.name); it != options.section_overrides.end()) {
-        section = it->second;
-      } else if (auto it2 = options.section_overrides.find(path[0]);
-                 it2 != options.section_overrides.end()) {
-        section = it2->second;
-      }
-      RCKPT_RETURN_IF_ERROR(ck.AddTensor(section, e.name, std::move(t)));
-      tree.emplace_back(Value(e.name), Value::TensorRef(e.name));
-    }
-    ck.Tree() = Value::Map(std::move(tree));
-    ck.Metadata() = meta;
+    RCKPT_RETURN_IF_ERROR(ImportPlain(h, tensors, options, ck, &warnings));
   }
   if (report != nullptr) {
     report->format = "safetensors";
     report->warnings.insert(report->warnings.end(), warnings.begin(), warnings.end());
-    if (!meta.count(kFormatKey)) {
+    if (!written_by_rckpt) {
       // A plain file records tensors and string metadata only.
       report->recorded.sections = false;
       report->recorded.origins = false;

@@ -1,5 +1,6 @@
 # Format conversion: PyTorch (.pt zip + restricted unpickler) and safetensors.
 target_sources(rckpt PRIVATE
+  ${RCKPT_SRC}/convert/bytes.cc
   ${RCKPT_SRC}/convert/crc32.cc
   ${RCKPT_SRC}/convert/zip.cc
   ${RCKPT_SRC}/convert/pickle_reader.cc

@@ -1,5 +1,6 @@
 #include "convert/tree_json.h"
 
+#include "util/hex.h"
 #include "util/json_writer.h"
 #include "util/utf8.h"
 
@@ -50,17 +51,6 @@ Result<std::vector<Value>> Items(const Json& j) {
 
 }  // namespace
 
-std::string HexEncode(std::string_view b) {
-  static const char* hex = "0123456789abcdef";
-  std::string s;
-  s.reserve(b.size() * 2);
-  for (char c : b) {
-    s.push_back(hex[static_cast<unsigned char>(c) >> 4]);
-    s.push_back(hex[static_cast<unsigned char>(c) & 15]);
-  }
-  return s;
-}
-
 Result<std::string> HexDecode(std::string_view h) {
   if (h.size() % 2) return Bad("odd-length hex string");
   auto nib = [](char c) -> int {
@@ -89,9 +79,7 @@ void AppendTreeJson(std::string* out, const Value& v) {
       if (!std::isfinite(d)) {
         uint64_t bits;
         std::memcpy(&bits, &d, 8);
-        char buf[20];
-        std::snprintf(buf, sizeof buf, "\"%016llx\"", static_cast<unsigned long long>(bits));
-        Tagged(out, "$float", buf);
+        Tagged(out, "$float", "\"" + HexDigits(bits, 16) + "\"");
         return;
       }
       char buf[40];

@@ -24,7 +24,6 @@ namespace rckpt::convert {
 void AppendTreeJson(std::string* out, const Value& v);
 Result<Value> TreeFromJson(const Json& j);
 
-std::string HexEncode(std::string_view bytes);
 Result<std::string> HexDecode(std::string_view hex);
 
 }  // namespace rckpt::convert

@@ -166,23 +166,6 @@ Result<EndRecord> ReadEnd(const RandomAccessFile& f) {
 
 }  // namespace
 
-std::string Printable(std::string_view s) {
-  std::string out;
-  static const char* hex = "0123456789abcdef";
-  for (size_t i = 0; i < s.size() && i < 80; ++i) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c < 0x7f && c != '\\') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out += "\\x";
-      out.push_back(hex[c >> 4]);
-      out.push_back(hex[c & 15]);
-    }
-  }
-  if (s.size() > 80) out += "...";
-  return out;
-}
-
 const ZipEntry* ZipDirectory::Find(std::string_view name) const {
   for (const ZipEntry& e : entries) {
     if (e.name == name) return &e;

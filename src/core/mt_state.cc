@@ -1,6 +1,7 @@
 #include "core/mt_state.h"
 
 #include "core/rng_layout.h"
+#include "util/hex.h"
 
 #include <array>
 #include <cstdint>
@@ -150,11 +151,10 @@ struct Mt {
       std::string got;
       for (size_t i = 0; i < kMagicBytes; ++i) {
         const auto c = static_cast<unsigned char>(bytes[i]);
-        static constexpr char kHex[] = "0123456789abcdef";
         if (c >= 0x20 && c < 0x7f && c != '\'' && c != '\\') {
           got += static_cast<char>(c);
         } else {
-          got += std::string("\\x") + kHex[c >> 4] + kHex[c & 15];
+          AppendEscapedByte(got, c);
         }
       }
       return Status::Corruption(

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "util/hex.h"
 #include "util/utf8.h"
 
 namespace rckpt {
@@ -39,9 +40,7 @@ std::string OneLine(std::string message) {
     const auto u = static_cast<unsigned char>(message[i]);
     const size_t n = Utf8SequenceAt(message, i);
     if (n == 0 || (n == 1 && is_control(u))) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", u);
-      out += buf;
+      AppendEscapedByte(out, u);
       ++i;
     } else {
       out.append(message, i, n);

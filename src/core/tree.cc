@@ -1,5 +1,7 @@
 #include "rckpt/tree.h"
 
+#include "util/hex.h"
+
 #include <utility>
 
 #include <charconv>
@@ -164,9 +166,7 @@ void AppendQuoted(std::string& out, const std::string& s) {
   for (char c : s) {
     if (c == '\'' || c == '\\') out += '\\';
     if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned char>(c));
-      out += buf;
+      AppendEscapedByte(out, static_cast<unsigned char>(c));
     } else {
       out += c;
     }
@@ -244,6 +244,16 @@ std::string Value::DebugString(size_t max_chars) const {
     out += "...";
   }
   return out;
+}
+
+std::string KeyComponent(const Value& key) {
+  switch (key.kind()) {
+    case ValueKind::kString: return key.as_string();
+    case ValueKind::kInt: return std::to_string(key.as_int());
+    case ValueKind::kBool: return key.as_bool() ? "True" : "False";
+    case ValueKind::kNull: return "None";
+    default: return key.DebugString(128);
+  }
 }
 
 }  // namespace rckpt

@@ -10,6 +10,7 @@
 #include "engine/block_read.h"
 #include "engine/caller_streams.h"
 #include "engine/device_alloc.h"
+#include "engine/pipeline.h"
 #include "engine/placement.h"
 #include "format/file_reader.h"
 #include "rckpt/distributed.h"

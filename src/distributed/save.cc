@@ -17,6 +17,7 @@
 #include "distributed/collective.h"
 #include "distributed/rank_names.h"
 #include "distributed/save_steps.h"
+#include "engine/save_options.h"
 #include "format/layout.h"
 #include "format/manifest.h"
 #include "io/atomic_write.h"

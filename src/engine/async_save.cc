@@ -236,6 +236,140 @@ int CopyThreads(int requested) {
   return std::min(requested > 0 ? requested : cores, kMaxCopyThreads);
 }
 
+// Where every tensor of a checkpoint goes in its snapshot: host ones into
+// the arena, device ones into pinned memory.
+struct SnapshotPlan {
+  std::vector<Item> items;  // its tensors, then its shard blocks, in order
+  uint64_t host_bytes = 0;
+  uint64_t device_bytes = 0;
+  Device first_device;  // of the first device tensor (whose context pins)
+};
+
+SnapshotPlan PlanSnapshot(const Checkpoint& ck) {
+  SnapshotPlan plan;
+  auto place = [&](const Tensor& t) {
+    const bool device = !t.device().is_cpu();
+    if (device && plan.device_bytes == 0) plan.first_device = t.device();
+    uint64_t& end = device ? plan.device_bytes : plan.host_bytes;
+    plan.items.push_back(Item{&t, device, end});
+    end = AlignUp(end + t.nbytes(), kTensorAlign);
+  };
+  for (const TensorEntry& e : ck.tensors()) place(e.tensor);
+  for (const ShardedTensorEntry& e : ck.sharded_tensors()) {
+    for (const TensorShard& s : e.shards) place(s.block);
+  }
+  return plan;
+}
+
+// Enqueues the copy of every device tensor into `staging`'s pinned memory
+// (held for plan.device_bytes), each device's after the caller's work on it
+// so far, then one event per device after its last copy; the caller's
+// stream waits for that event, so its later writes to the tensors wait for
+// the copies without the host waiting. The events go to `*fence_out`.
+Status CopyDeviceTensors(const SnapshotPlan& plan, DeviceRuntime& runtime,
+                         const SaveOptions& options, DeviceStaging& staging,
+                         std::shared_ptr<SnapshotFence>* fence_out) {
+  CallerStreams caller(runtime, options.caller_stream);
+  std::map<Device, Stream> used;
+  std::vector<Event> events;
+  Status s;
+  for (const Item& it : plan.items) {
+    if (!it.device || it.source->nbytes() == 0) continue;
+    const Device d = it.source->device();
+    Result<Stream> stream = staging.StreamFor(d);
+    if (!stream.ok()) {
+      s = stream.status();
+      break;
+    }
+    if (used.emplace(d, *stream).second) {
+      s = caller.WaitForCaller(d, *stream);
+      if (!s.ok()) break;
+    }
+    s = runtime.CopyToHostAsync(d, *stream, staging.pinned() + it.offset, it.source->data(),
+                                it.source->nbytes());
+    if (!s.ok()) break;
+  }
+  for (const auto& [d, stream] : used) {
+    Result<Event> e = runtime.RecordEvent(d, stream);
+    if (e.ok()) {
+      events.push_back(*e);
+    } else if (s.ok()) {
+      s = e.status();
+    }
+    if (s.ok()) s = caller.CallerWaitsFor(d, stream);
+  }
+  if (!s.ok()) {
+    // Copies already enqueued write into the pinned buffer: let them end,
+    // and when that cannot be waited for, keep it from the next save.
+    Status waited;
+    for (const auto& [d, stream] : used) {
+      Status w = runtime.Synchronize(d, stream);
+      if (waited.ok()) waited = w;
+    }
+    for (Event e : events) runtime.DestroyEvent(e);
+    if (!waited.ok()) {
+      staging.Abandon(plan.first_device);
+      s = Status(waited.code(), s.message() + "; waiting for the copies: " + waited.message());
+    }
+    return s.WithContext("asynchronous save: copying device tensors to the snapshot");
+  }
+  std::vector<Tensor> sources;
+  for (const Item& it : plan.items) {
+    if (it.device && it.source->nbytes() != 0) sources.push_back(*it.source);
+  }
+  *fence_out = std::make_shared<SnapshotFence>(&runtime, std::move(events), plan.first_device,
+                                               std::move(sources));
+  return Status::Ok();
+}
+
+// Copies every host tensor into `arena` on up to `threads` threads; returns
+// the bytes copied.
+uint64_t CopyHostTensors(const SnapshotPlan& plan, std::byte* arena, int threads) {
+  std::vector<Segment> segments;
+  for (const Item& it : plan.items) {
+    if (it.device || it.source->nbytes() == 0) continue;
+    segments.push_back(Segment{arena + it.offset, static_cast<const std::byte*>(it.source->data()),
+                               it.source->nbytes()});
+  }
+  uint64_t copied = 0;
+  for (const Segment& s : segments) copied += s.bytes;
+  ParallelCopy(segments, copied, threads);
+  return copied;
+}
+
+// The same checkpoint over the snapshot: every tensor a host view of
+// `arena` or `pinned` that records the original device as its origin.
+Result<Checkpoint> SnapshotView(const Checkpoint& ck, const SnapshotPlan& plan,
+                                std::byte* arena, std::byte* pinned) {
+  size_t next = 0;
+  auto view_of = [&](const Tensor& t) {
+    const Item& it = plan.items[next++];
+    std::byte* base = it.device ? pinned : arena;
+    return Tensor::Borrow(TensorView{base + it.offset, t.dtype(), t.shape(), Device::Cpu()});
+  };
+  Checkpoint snap;
+  for (const SectionInfo& s : ck.sections()) {
+    RCKPT_RETURN_IF_ERROR(snap.AddSection(s.name, s.role));
+  }
+  for (const TensorEntry& e : ck.tensors()) {
+    RCKPT_RETURN_IF_ERROR(snap.AddTensor(e.section, e.name, view_of(e.tensor), e.role));
+    snap.mutable_tensors().back().origin = e.Origin();
+  }
+  for (const ShardedTensorEntry& e : ck.sharded_tensors()) {
+    std::vector<TensorShard> shards;
+    shards.reserve(e.shards.size());
+    for (const TensorShard& s : e.shards) {
+      shards.push_back(TensorShard{s.rank, s.offsets, view_of(s.block), s.Origin()});
+    }
+    RCKPT_RETURN_IF_ERROR(
+        snap.AddShardedTensor(e.section, e.name, e.dtype, e.shape, std::move(shards), e.role));
+  }
+  snap.mutable_rng() = ck.rng();
+  snap.Tree() = ck.Tree();
+  snap.Metadata() = ck.Metadata();
+  return snap;
+}
+
 }  // namespace
 
 struct AsyncSaver::Impl {
@@ -268,24 +402,8 @@ struct AsyncSaver::Impl {
 
 Result<Checkpoint> AsyncSaver::Impl::Snapshot(const Checkpoint& ck, const SaveOptions& options,
                                               std::shared_ptr<SnapshotFence>* fence_out) {
-  // Where every tensor goes: host ones into the arena, device ones into
-  // pinned memory.
-  std::vector<Item> items;
-  uint64_t host_bytes = 0, device_bytes = 0;
-  Device first_device;
-  auto place = [&](const Tensor& t) {
-    const bool device = !t.device().is_cpu();
-    if (device && device_bytes == 0) first_device = t.device();
-    uint64_t& end = device ? device_bytes : host_bytes;
-    items.push_back(Item{&t, device, end});
-    end = AlignUp(end + t.nbytes(), kTensorAlign);
-  };
-  for (const TensorEntry& e : ck.tensors()) place(e.tensor);
-  for (const ShardedTensorEntry& e : ck.sharded_tensors()) {
-    for (const TensorShard& s : e.shards) place(s.block);
-  }
-
-  RCKPT_RETURN_IF_ERROR(host.Reserve(host_bytes));
+  const SnapshotPlan plan = PlanSnapshot(ck);
+  RCKPT_RETURN_IF_ERROR(host.Reserve(plan.host_bytes));
   {
     // The last snapshot's copies that could not be waited for keep their
     // pinned memory: this one pins anew.
@@ -293,114 +411,23 @@ Result<Checkpoint> AsyncSaver::Impl::Snapshot(const Checkpoint& ck, const SaveOp
     if (fence != nullptr && fence->unsettled()) staging.Abandon(fence->device());
   }
   DeviceRuntime* runtime = options.runtime;
-  if (runtime == nullptr && (device_bytes > 0 || staging.runtime() != nullptr)) {
+  if (runtime == nullptr && (plan.device_bytes > 0 || staging.runtime() != nullptr)) {
     runtime = &DefaultRuntime();
   }
   // Pinned memory of another runtime goes now: that runtime need not outlive
   // this save.
   if (staging.runtime() != nullptr && staging.runtime() != runtime) {
-    RCKPT_RETURN_IF_ERROR(staging.Reserve(runtime, first_device, 0));
+    RCKPT_RETURN_IF_ERROR(staging.Reserve(runtime, plan.first_device, 0));
   }
-  std::vector<Event> events;
-  if (device_bytes > 0) {
-    RCKPT_RETURN_IF_ERROR(staging.Reserve(runtime, first_device, device_bytes));
-    // Enqueue every copy first, each device's after the caller's work on it
-    // so far, then one event per device after its last copy; the caller's
-    // stream waits for that event, so its later writes to the tensors wait
-    // for the copies without the host waiting.
-    CallerStreams caller(*runtime, options.caller_stream);
-    std::map<Device, Stream> used;
-    Status s;
-    for (const Item& it : items) {
-      if (!it.device || it.source->nbytes() == 0) continue;
-      const Device d = it.source->device();
-      Result<Stream> stream = staging.StreamFor(d);
-      if (!stream.ok()) {
-        s = stream.status();
-        break;
-      }
-      if (used.emplace(d, *stream).second) {
-        s = caller.WaitForCaller(d, *stream);
-        if (!s.ok()) break;
-      }
-      s = runtime->CopyToHostAsync(d, *stream, staging.pinned() + it.offset, it.source->data(),
-                                   it.source->nbytes());
-      if (!s.ok()) break;
-    }
-    for (const auto& [d, stream] : used) {
-      Result<Event> e = runtime->RecordEvent(d, stream);
-      if (e.ok()) {
-        events.push_back(*e);
-      } else if (s.ok()) {
-        s = e.status();
-      }
-      if (s.ok()) s = caller.CallerWaitsFor(d, stream);
-    }
-    if (!s.ok()) {
-      // Copies already enqueued write into the pinned buffer: let them end,
-      // and when that cannot be waited for, keep it from the next save.
-      Status waited;
-      for (const auto& [d, stream] : used) {
-        Status w = runtime->Synchronize(d, stream);
-        if (waited.ok()) waited = w;
-      }
-      for (Event e : events) runtime->DestroyEvent(e);
-      if (!waited.ok()) {
-        staging.Abandon(first_device);
-        s = Status(waited.code(), s.message() + "; waiting for the copies: " + waited.message());
-      }
-      return s.WithContext("asynchronous save: copying device tensors to the snapshot");
-    }
-    std::vector<Tensor> sources;
-    for (const Item& it : items) {
-      if (it.device && it.source->nbytes() != 0) sources.push_back(*it.source);
-    }
-    *fence_out = std::make_shared<SnapshotFence>(runtime, std::move(events), first_device,
-                                                 std::move(sources));
+  if (plan.device_bytes > 0) {
+    RCKPT_RETURN_IF_ERROR(staging.Reserve(runtime, plan.first_device, plan.device_bytes));
+    RCKPT_RETURN_IF_ERROR(CopyDeviceTensors(plan, *runtime, options, staging, fence_out));
   }
-
-  std::vector<Segment> segments;
-  for (const Item& it : items) {
-    if (it.device || it.source->nbytes() == 0) continue;
-    segments.push_back(Segment{host.data.get() + it.offset,
-                               static_cast<const std::byte*>(it.source->data()),
-                               it.source->nbytes()});
-  }
-  uint64_t copied = 0;
-  for (const Segment& s : segments) copied += s.bytes;
-  ParallelCopy(segments, copied, CopyThreads(options.threads));
-
-  // The same checkpoint over the snapshot: every tensor a host view that
-  // records the original device as its origin.
-  size_t next = 0;
-  auto view_of = [&](const Tensor& t) {
-    const Item& it = items[next++];
-    std::byte* base = it.device ? staging.pinned() : host.data.get();
-    return Tensor::Borrow(TensorView{base + it.offset, t.dtype(), t.shape(), Device::Cpu()});
-  };
-  Checkpoint snap;
-  for (const SectionInfo& s : ck.sections()) {
-    RCKPT_RETURN_IF_ERROR(snap.AddSection(s.name, s.role));
-  }
-  for (const TensorEntry& e : ck.tensors()) {
-    RCKPT_RETURN_IF_ERROR(snap.AddTensor(e.section, e.name, view_of(e.tensor), e.role));
-    snap.mutable_tensors().back().origin = e.Origin();
-  }
-  for (const ShardedTensorEntry& e : ck.sharded_tensors()) {
-    std::vector<TensorShard> shards;
-    shards.reserve(e.shards.size());
-    for (const TensorShard& s : e.shards) {
-      shards.push_back(TensorShard{s.rank, s.offsets, view_of(s.block), s.Origin()});
-    }
-    RCKPT_RETURN_IF_ERROR(
-        snap.AddShardedTensor(e.section, e.name, e.dtype, e.shape, std::move(shards), e.role));
-  }
-  snap.mutable_rng() = ck.rng();
-  snap.Tree() = ck.Tree();
-  snap.Metadata() = ck.Metadata();
-
+  const uint64_t copied = CopyHostTensors(plan, host.data.get(), CopyThreads(options.threads));
+  RCKPT_ASSIGN_OR_RETURN(Checkpoint snap,
+                         SnapshotView(ck, plan, host.data.get(), staging.pinned()));
   std::lock_guard<std::mutex> lock(stats_mu);
-  stats.snapshot_bytes = copied + device_bytes;
+  stats.snapshot_bytes = copied + plan.device_bytes;
   stats.snapshot_capacity = host.capacity + staging.capacity();
   return snap;
 }

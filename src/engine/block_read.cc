@@ -5,8 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "engine/caller_streams.h"
-#include "runtime/device_pool.h"
+#include "format/chunk_codec.h"
 
 namespace rckpt {
 namespace {
@@ -115,23 +114,11 @@ void PlanPieces(const BlockRead& r, const StoredBlock& sb, const Block& region,
 
 // Where the piece's chunks lie raw and in order in the mapped file, or null.
 const std::byte* MappedSource(const Piece& p, const std::byte* mapped_file) {
-  if (mapped_file == nullptr || p.chunks.chunks.empty()) return nullptr;
-  const uint64_t first = p.chunks.chunks.front().offset;
-  for (const ChunkMeta& c : p.chunks.chunks) {
-    if (c.codec != Codec::kNone || c.shuffle_elem != 0 || c.offset != first + c.tensor_offset) {
-      return nullptr;
-    }
-  }
-  return mapped_file + first;
+  if (mapped_file == nullptr || !StoredRawInOrder(p.chunks.chunks)) return nullptr;
+  return mapped_file + p.chunks.chunks.front().offset;
 }
 
 }  // namespace
-
-std::shared_ptr<std::byte> MapForLoad(const FileReader& reader, const LoadOptions& o) {
-  if (!o.map_file) return nullptr;
-  Result<std::shared_ptr<std::byte>> m = reader.file().MapPrivate();
-  return m.ok() ? *m : nullptr;
-}
 
 Status ReadBlocks(const FileReader& reader, const std::vector<BlockRead>& reads,
                   const PipelineOptions& options, PipelineStats* stats) {
@@ -171,39 +158,6 @@ Status ReadBlocks(const FileReader& reader, const std::vector<BlockRead>& reads,
                DTypeSize(p.read->tensor->dtype));
   }
   return Status::Ok();
-}
-
-PipelineOptions PipelineOptionsOf(const LoadOptions& o, DeviceRuntime& rt,
-                                  const std::byte* mapped_file, CallerStreams* caller) {
-  PipelineOptions p;
-  p.mapped_file = mapped_file;
-  p.caller = caller;
-  p.device_unshuffle = o.device_unshuffle;
-  p.runtime = &rt;
-  p.verify_checksums = o.verify_checksums;
-  p.threads = o.threads;
-  p.staging_bytes = o.staging_bytes;
-  p.progress = o.progress;
-  p.device_allocator = o.device_allocator;
-  return p;
-}
-
-Status UploadToDevice(DeviceRuntime& runtime, CallerStreams* caller, Device device, void* dst,
-                      const std::byte* src, uint64_t n, std::shared_ptr<void> keep,
-                      bool forever) {
-  PoolFor pool(runtime);
-  RCKPT_ASSIGN_OR_RETURN(DevicePool::Lease lease, pool->LeaseStream(device));
-  const Stream stream = lease.stream();
-  Status s = caller != nullptr ? caller->WaitForCaller(device, stream) : Status::Ok();
-  if (s.ok()) s = runtime.CopyToDeviceAsync(device, stream, dst, src, n);
-  // Waits for the copy even after a failure: the stream goes back idle.
-  Status done = runtime.Synchronize(device, stream);
-  if (!done.ok()) {
-    // The copy may still use both ends: they and the stream are retired.
-    pool->Retire(device, std::move(keep), n, forever);
-    pool->Retire(std::move(lease));
-  }
-  return s.ok() ? done : s;
 }
 
 }  // namespace rckpt

@@ -7,7 +7,6 @@
 #define RCKPT_SRC_ENGINE_BLOCK_READ_H_
 
 #include <cstddef>
-#include <memory>
 #include <vector>
 
 #include "engine/pipeline.h"
@@ -34,27 +33,6 @@ struct BlockRead {
 // Errors as RunLoadPipeline.
 Status ReadBlocks(const FileReader& reader, const std::vector<BlockRead>& reads,
                   const PipelineOptions& options, PipelineStats* stats);
-
-// The file mapped for a load with `o.map_file` (RandomAccessFile::MapPrivate),
-// or null: not asked for, or the file cannot be mapped (the load then reads
-// as usual).
-std::shared_ptr<std::byte> MapForLoad(const FileReader& reader, const LoadOptions& o);
-
-// The pipeline settings a load with `o` uses (`mapped_file`: the file mapped
-// for LoadOptions::map_file, or null; `caller`: the call's caller streams, or
-// null).
-PipelineOptions PipelineOptionsOf(const LoadOptions& o, DeviceRuntime& rt,
-                                  const std::byte* mapped_file = nullptr,
-                                  CallerStreams* caller = nullptr);
-
-// Copies `n` host bytes at `src` to `dst` on `device`, after the caller's
-// work on that device (when `caller` is not null), and waits for the copy.
-// `keep` owns `src` and `dst`: when the copy cannot be waited for, it is
-// retired in the runtime's pool (DevicePool::Retire; `forever` as there),
-// so neither is freed while the copy may still use them.
-Status UploadToDevice(DeviceRuntime& runtime, CallerStreams* caller, Device device, void* dst,
-                      const std::byte* src, uint64_t n, std::shared_ptr<void> keep,
-                      bool forever);
 
 }  // namespace rckpt
 

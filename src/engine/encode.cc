@@ -1,7 +1,8 @@
 // The save engine's encoder: tensors are cut into chunks, batches of chunks
 // are encoded on worker threads (device bytes staged through pinned memory,
-// zstd with the optional byte shuffle, checksums), and the stored bytes are
-// handed in file order to the format's ChunkWriter.
+// each chunk by format/chunk_codec.h's EncodeChunk, whose mirror is the
+// reader's DecodeChunk), and the stored bytes are handed in file order to
+// the format's ChunkWriter.
 
 #include "engine/encode.h"
 
@@ -17,6 +18,7 @@
 
 #include "codec/codec.h"
 #include "engine/caller_streams.h"
+#include "format/chunk_codec.h"
 #include "format/writer.h"
 #include "rckpt/runtime.h"
 #include "runtime/device_pool.h"
@@ -65,49 +67,8 @@ struct Slot {
   bool unsettled = false;
 };
 
-}  // namespace
-
-Status ValidateSaveOptions(const SaveOptions& o) {
-  if (!IsPowerOfTwo(o.alignment) || o.alignment < kMinAlignment || o.alignment > kMaxAlignment) {
-    return Status::InvalidArgument("SaveOptions.alignment is " + std::to_string(o.alignment) +
-                                   ": expected a power of two in [64, 2^30]");
-  }
-  if (o.chunk_bytes == 0 || o.chunk_bytes > (1ull << 30)) {
-    return Status::InvalidArgument("SaveOptions.chunk_bytes is " + std::to_string(o.chunk_bytes) +
-                                   ": expected 1 byte to 1 GiB");
-  }
-  if (o.codec != Codec::kNone && o.codec != Codec::kZstd) {
-    return Status::InvalidArgument("SaveOptions.codec has unknown value " +
-                                   std::to_string(static_cast<int>(o.codec)));
-  }
-  if (o.codec == Codec::kZstd && (o.level < -7 || o.level > 22)) {
-    return Status::InvalidArgument("SaveOptions.level is " + std::to_string(o.level) +
-                                   ": zstd levels run from -7 to 22");
-  }
-  if (o.threads < 0) {
-    return Status::InvalidArgument("SaveOptions.threads is " + std::to_string(o.threads) +
-                                   ": expected 0 (all cores) or more");
-  }
-  return Status::Ok();
-}
-
-namespace {
-
 Status WorkBufferOom(uint64_t bytes) {
   return Status::OutOfMemory("save work buffer of " + std::to_string(bytes) + " bytes");
-}
-
-// Element size used by the shuffle filter for a dtype (complex numbers
-// shuffle as their real components), 0 when shuffling cannot help.
-uint32_t ShuffleElem(DType dtype) {
-  switch (dtype) {
-    case DType::kC64: return 4;
-    case DType::kC128: return 8;
-    default: {
-      size_t s = DTypeSize(dtype);
-      return s >= 2 ? static_cast<uint32_t>(s) : 0;
-    }
-  }
 }
 
 class RegionEncoder {
@@ -181,12 +142,6 @@ class RegionEncoder {
     return Status::Ok();
   }
 
-  uint32_t ShuffleFor(DType dtype) const {
-    if (o_.codec != Codec::kZstd || o_.shuffle == Shuffle::kOff) return 0;
-    if (o_.shuffle == Shuffle::kAuto && !IsFloatingDType(dtype)) return 0;
-    return ShuffleElem(dtype);
-  }
-
   // Runs on a worker: produce the stored bytes of one batch's chunks.
   void Encode(const Batch& batch, Slot& slot, DeviceRuntime* runtime) {
     slot.chunks.clear();
@@ -257,42 +212,28 @@ class RegionEncoder {
         raw = {slot.staging + pos, job.raw_size};
       }
       EncodedChunk& out = slot.chunks.emplace_back();
-      out.meta.raw_size = job.raw_size;
       out.meta.tensor_offset = job.tensor_offset;
-      out.stored = raw;
-      if (zstd) {
-        std::span<const std::byte> input = raw;
-        if (uint32_t elem = ShuffleFor(t.dtype())) {
-          if (scratch == nullptr) scratch = shuffle_buffers_.Take();
-          if (!scratch->Reserve(max_chunk_)) {
-            status = WorkBufferOom(max_chunk_);
-            break;
-          }
-          std::span<std::byte> shuffled(scratch->data(), raw.size());
-          ShuffleBytes(raw, shuffled, elem);
-          input = shuffled;
-          out.meta.shuffle_elem = elem;
-        }
-        // A full ZstdBound for every frame: with less room zstd may give up
-        // on a small input it would have compressed (a 768-byte chunk at
-        // level 3), and the file would differ.
-        std::span<std::byte> frame(slot.compressed.data() + frame_pos, ZstdBound(raw.size()));
-        frame_pos += frame.size();
-        auto n = ZstdCompress(input, frame, o_.level);
-        if (!n.ok()) {
-          status = n.status().WithContext("tensor '" + std::string(source.name) + "'");
+      const uint32_t elem = ShuffleElemFor(t.dtype(), o_.codec, o_.shuffle);
+      std::span<std::byte> shuffled;
+      if (elem != 0) {
+        if (scratch == nullptr) scratch = shuffle_buffers_.Take();
+        if (!scratch->Reserve(max_chunk_)) {
+          status = WorkBufferOom(max_chunk_);
           break;
         }
-        // Incompressible chunks are kept raw: decoding them is then a plain read.
-        if (*n < raw.size()) {
-          out.stored = frame.first(*n);
-          out.meta.codec = Codec::kZstd;
-        } else {
-          out.meta.shuffle_elem = 0;
-        }
+        shuffled = {scratch->data(), raw.size()};
       }
-      out.meta.stored_size = out.stored.size();
-      out.meta.checksum = Checksum(out.stored);
+      std::span<std::byte> frame;
+      if (zstd) {
+        frame = {slot.compressed.data() + frame_pos, EncodedBound(o_.codec, raw.size())};
+        frame_pos += frame.size();
+      }
+      auto stored = EncodeChunk(raw, o_.codec, o_.level, elem, shuffled, frame, &out.meta);
+      if (!stored.ok()) {
+        status = stored.status().WithContext("tensor '" + std::string(source.name) + "'");
+        break;
+      }
+      out.stored = *stored;
       pos += job.raw_size;
     }
     if (scratch != nullptr) shuffle_buffers_.Give(std::move(scratch));

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "format/file_reader.h"
+#include "format/meta.h"
 #include "rckpt/checkpoint.h"
 #include "rckpt/file.h"
 #include "rckpt/options.h"
@@ -36,9 +36,6 @@ struct EncodedRegion {
   std::vector<uint64_t> first_chunk;
   uint64_t end = 0;
 };
-
-// InvalidArgument naming the field for options a save cannot use.
-Status ValidateSaveOptions(const SaveOptions& options);
 
 // Appends the chunks of `sources` to `file`, whose next byte is at file
 // offset `start_offset`: each chunk aligned as FORMAT.md section 4 requires,

@@ -12,6 +12,7 @@
 #include "engine/device_alloc.h"
 #include "engine/pipeline.h"
 #include "engine/placement.h"
+#include "format/chunk_codec.h"
 #include "format/collective_layout.h"
 #include "format/file_reader.h"
 #include "format/skeleton.h"
@@ -88,13 +89,7 @@ bool CanAliasFile(const TensorMeta& t) {
   if (t.nbytes == 0 || t.sharded() || t.chunks.empty() || t.chunks[0].offset % 64 != 0) {
     return false;
   }
-  for (const ChunkMeta& c : t.chunks) {
-    if (c.codec != Codec::kNone || c.shuffle_elem != 0 ||
-        c.offset != t.chunks[0].offset + c.tensor_offset) {
-      return false;
-    }
-  }
-  return true;
+  return StoredRawInOrder(t.chunks);
 }
 
 // A sharded tensor (format 1.1) to be assembled at `data` on `device`.

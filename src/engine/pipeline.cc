@@ -587,4 +587,43 @@ Status RunLoadPipeline(const FileReader& reader,
   return LoadRun(reader, options).Run(dests, stats);
 }
 
+std::shared_ptr<std::byte> MapForLoad(const FileReader& reader, const LoadOptions& o) {
+  if (!o.map_file) return nullptr;
+  Result<std::shared_ptr<std::byte>> m = reader.file().MapPrivate();
+  return m.ok() ? *m : nullptr;
+}
+
+PipelineOptions PipelineOptionsOf(const LoadOptions& o, DeviceRuntime& rt,
+                                  const std::byte* mapped_file, CallerStreams* caller) {
+  PipelineOptions p;
+  p.mapped_file = mapped_file;
+  p.caller = caller;
+  p.device_unshuffle = o.device_unshuffle;
+  p.runtime = &rt;
+  p.verify_checksums = o.verify_checksums;
+  p.threads = o.threads;
+  p.staging_bytes = o.staging_bytes;
+  p.progress = o.progress;
+  p.device_allocator = o.device_allocator;
+  return p;
+}
+
+Status UploadToDevice(DeviceRuntime& runtime, CallerStreams* caller, Device device, void* dst,
+                      const std::byte* src, uint64_t n, std::shared_ptr<void> keep,
+                      bool forever) {
+  PoolFor pool(runtime);
+  RCKPT_ASSIGN_OR_RETURN(DevicePool::Lease lease, pool->LeaseStream(device));
+  const Stream stream = lease.stream();
+  Status s = caller != nullptr ? caller->WaitForCaller(device, stream) : Status::Ok();
+  if (s.ok()) s = runtime.CopyToDeviceAsync(device, stream, dst, src, n);
+  // Waits for the copy even after a failure: the stream goes back idle.
+  Status done = runtime.Synchronize(device, stream);
+  if (!done.ok()) {
+    // The copy may still use both ends: they and the stream are retired.
+    pool->Retire(device, std::move(keep), n, forever);
+    pool->Retire(std::move(lease));
+  }
+  return s.ok() ? done : s;
+}
+
 }  // namespace rckpt

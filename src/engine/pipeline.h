@@ -34,6 +34,7 @@
 #define RCKPT_SRC_ENGINE_PIPELINE_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -104,6 +105,27 @@ struct PipelineStats {
 Status RunLoadPipeline(const FileReader& reader,
                        const std::vector<TensorDest>& dests,
                        const PipelineOptions& options, PipelineStats* stats);
+
+// The file mapped for a load with `o.map_file` (RandomAccessFile::MapPrivate),
+// or null: not asked for, or the file cannot be mapped (the load then reads
+// as usual).
+std::shared_ptr<std::byte> MapForLoad(const FileReader& reader, const LoadOptions& o);
+
+// The pipeline settings a load with `o` uses (`mapped_file`: the file mapped
+// for LoadOptions::map_file, or null; `caller`: the call's caller streams, or
+// null).
+PipelineOptions PipelineOptionsOf(const LoadOptions& o, DeviceRuntime& rt,
+                                  const std::byte* mapped_file = nullptr,
+                                  CallerStreams* caller = nullptr);
+
+// Copies `n` host bytes at `src` to `dst` on `device`, after the caller's
+// work on that device (when `caller` is not null), and waits for the copy.
+// `keep` owns `src` and `dst`: when the copy cannot be waited for, it is
+// retired in the runtime's pool (DevicePool::Retire; `forever` as there),
+// so neither is freed while the copy may still use them.
+Status UploadToDevice(DeviceRuntime& runtime, CallerStreams* caller, Device device, void* dst,
+                      const std::byte* src, uint64_t n, std::shared_ptr<void> keep,
+                      bool forever);
 
 }  // namespace rckpt
 

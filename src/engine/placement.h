@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "format/file_reader.h"
+#include "format/meta.h"
 #include "rckpt/io.h"
 #include "rckpt/options.h"
 #include "rckpt/runtime.h"

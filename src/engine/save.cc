@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/encode.h"
+#include "engine/save_options.h"
 #include "format/layout.h"
 #include "format/manifest.h"
 #include "format/tree_codec.h"

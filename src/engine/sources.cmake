@@ -13,4 +13,5 @@ target_sources(rckpt PRIVATE
   ${RCKPT_SRC}/engine/pipeline.cc
   ${RCKPT_SRC}/engine/placement.cc
   ${RCKPT_SRC}/engine/save.cc
+  ${RCKPT_SRC}/engine/save_options.cc
   ${RCKPT_SRC}/engine/staging_ring.cc)

@@ -7,10 +7,12 @@
 #include <string_view>
 
 #include "codec/codec.h"
+#include "format/chunk_codec.h"
 #include "format/layout.h"
 #include "format/manifest.h"
 #include "format/padding.h"
 #include "util/free_list.h"
+#include "util/hex.h"
 #include "util/thread_pool.h"
 
 namespace rckpt {
@@ -29,12 +31,6 @@ std::string Sniff(std::span<const std::byte> head) {
     return " (it looks like a safetensors file: use 'rckpt convert')";
   }
   return "";
-}
-
-std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(v));
-  return buf;
 }
 
 }  // namespace
@@ -99,7 +95,7 @@ Result<std::unique_ptr<FileReader>> FileReader::Open(std::unique_ptr<RandomAcces
   uint64_t sum = Checksum(std::as_bytes(std::span<const uint8_t>(manifest)));
   if (sum != footer.manifest_checksum) {
     return fail(Status::Corruption("manifest: checksum mismatch (stored " +
-                                   Hex(footer.manifest_checksum) + ", computed " + Hex(sum) + ")"));
+                                   Hex64(footer.manifest_checksum) + ", computed " + Hex64(sum) + ")"));
   }
   FileBounds bounds{size, kHeaderSize, footer.data_end, header->alignment};
   auto parsed = ParseManifest(manifest, bounds);
@@ -126,7 +122,7 @@ Status FileReader::CheckChecksum(const TensorMeta& tensor, size_t chunk_index,
   const uint64_t stored = tensor.chunks[chunk_index].checksum;
   if (computed == stored) return Status::Ok();
   return Status::Corruption(ChunkWhere(tensor, chunk_index) + ": checksum mismatch (stored " +
-                            Hex(stored) + ", computed " + Hex(computed) + ")");
+                            Hex64(stored) + ", computed " + Hex64(computed) + ")");
 }
 
 Status FileReader::ReadVerified(const TensorMeta& tensor, size_t chunk_index,
@@ -165,24 +161,8 @@ Status FileReader::DecodeChunk(const TensorMeta& tensor, size_t chunk_index,
   const ChunkMeta& c = tensor.chunks[chunk_index];
   auto where = [&] { return ChunkWhere(tensor, chunk_index); };
   if (verify) RCKPT_RETURN_IF_ERROR(CheckChecksum(tensor, chunk_index, Checksum(stored)));
-  const bool unshuffle = c.shuffle_elem != 0 && !keep_shuffled;
-  if (c.codec == Codec::kNone) {
-    if (unshuffle) {
-      UnshuffleBytes(stored, dst, c.shuffle_elem);
-    } else if (stored.data() != dst.data()) {
-      std::memcpy(dst.data(), stored.data(), c.raw_size);
-    }
-    return Status::Ok();
-  }
-  if (!unshuffle) {
-    Status s = ZstdDecompressExact(stored, dst);
-    return s.ok() ? s : Status::Corruption(where() + ": " + s.message());
-  }
-  std::span<std::byte> shuffled = scratch.Get(c.raw_size);
-  Status s = ZstdDecompressExact(stored, shuffled);
-  if (!s.ok()) return Status::Corruption(where() + ": " + s.message());
-  UnshuffleBytes(shuffled, dst, c.shuffle_elem);
-  return Status::Ok();
+  Status s = rckpt::DecodeChunk(c, stored, dst, scratch, keep_shuffled);
+  return s.ok() ? s : Status::Corruption(where() + ": " + s.message());
 }
 
 Status FileReader::ReadTensorToHost(const TensorMeta& tensor, std::span<std::byte> dst,
@@ -192,7 +172,7 @@ Status FileReader::ReadTensorToHost(const TensorMeta& tensor, std::span<std::byt
   for (size_t i = 0; i < tensor.chunks.size(); ++i) {
     const ChunkMeta& c = tensor.chunks[i];
     std::span<std::byte> out = dst.subspan(c.tensor_offset, c.raw_size);
-    if (c.codec == Codec::kNone && c.shuffle_elem == 0) {
+    if (StoredRaw(c)) {
       // Raw chunks are read straight into place.
       RCKPT_RETURN_IF_ERROR(ReadStored(c, out));
       RCKPT_RETURN_IF_ERROR(DecodeChunk(tensor, i, out, out, scratch, verify));

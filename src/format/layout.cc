@@ -4,6 +4,7 @@
 #include <string>
 
 #include "codec/codec.h"
+#include "util/hex.h"
 
 namespace rckpt {
 namespace {
@@ -14,12 +15,6 @@ void Put64(std::byte* p, uint64_t v) { std::memcpy(p, &v, 8); }
 uint16_t Get16(const std::byte* p) { uint16_t v; std::memcpy(&v, p, 2); return v; }
 uint32_t Get32(const std::byte* p) { uint32_t v; std::memcpy(&v, p, 4); return v; }
 uint64_t Get64(const std::byte* p) { uint64_t v; std::memcpy(&v, p, 8); return v; }
-
-std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 Status CheckVersion(const char* where, uint16_t major, uint16_t minor) {
   if (major > kFormatMajor) {
@@ -62,8 +57,8 @@ Result<Header> DecodeHeader(std::span<const std::byte> b) {
   uint64_t want = Get64(&b[56]);
   uint64_t got = Checksum(b.subspan(0, 56));
   if (want != got) {
-    return Status::Corruption("header: checksum mismatch (stored " + Hex(want) +
-                              ", computed " + Hex(got) + ")");
+    return Status::Corruption("header: checksum mismatch (stored " + Hex64(want) +
+                              ", computed " + Hex64(got) + ")");
   }
   Header h;
   h.version_major = Get16(&b[8]);
@@ -112,8 +107,8 @@ Result<Footer> DecodeFooter(std::span<const std::byte> b) {
   uint64_t want = Get64(&b[48]);
   uint64_t got = Checksum(b.subspan(0, 48));
   if (want != got) {
-    return Status::Corruption("footer: checksum mismatch (stored " + Hex(want) +
-                              ", computed " + Hex(got) + ")");
+    return Status::Corruption("footer: checksum mismatch (stored " + Hex64(want) +
+                              ", computed " + Hex64(got) + ")");
   }
   Footer f;
   f.manifest_offset = Get64(&b[0]);

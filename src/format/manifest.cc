@@ -312,8 +312,222 @@ Status ParseShards(const std::string& where, const fb::Tensor& t, const Manifest
   return CheckShardTiling(where, tm->shape, blocks);
 }
 
+// The manifest's scalar fields, each checked against the file's header and
+// footer.
+Status ParseFileFields(const fb::Manifest& m, const FileBounds& bounds, Manifest* out) {
+  out->version_major = m.version_major();
+  out->version_minor = m.version_minor();
+  if (out->version_major > kFormatMajor) {
+    return Status::Unsupported("manifest: format version " + std::to_string(out->version_major) +
+                               "." + std::to_string(out->version_minor) +
+                               " is newer than this reader; upgrade rckpt");
+  }
+  out->writer = Str(m.writer());
+  out->created_unix_ms = m.created_unix_ms();
+  out->alignment = m.alignment();
+  if (out->alignment != bounds.alignment) {
+    return Status::Corruption("manifest: alignment " + std::to_string(out->alignment) +
+                              " differs from the header's " + std::to_string(bounds.alignment));
+  }
+  out->data_begin = m.data_begin();
+  out->data_end = m.data_end();
+  if (out->data_begin != bounds.data_begin || out->data_end != bounds.data_end) {
+    return Status::Corruption("manifest: data region [" + std::to_string(out->data_begin) + ", " +
+                              std::to_string(out->data_end) + ") differs from the file's [" +
+                              std::to_string(bounds.data_begin) + ", " +
+                              std::to_string(bounds.data_end) + ")");
+  }
+  return Status::Ok();
+}
+
+Status ParseMetadata(const fb::Manifest& m, Manifest* out) {
+  if (!m.metadata()) return Status::Ok();
+  for (flatbuffers::uoffset_t i = 0; i < m.metadata()->size(); ++i) {
+    const fb::KeyValue* kv = m.metadata()->Get(i);
+    std::string key = Str(kv->key());
+    if (!out->metadata.emplace(key, Str(kv->value())).second) {
+      return Status::Corruption("manifest: metadata key '" + key + "' appears twice");
+    }
+  }
+  return Status::Ok();
+}
+
+Status ParseSections(const fb::Manifest& m, Manifest* out) {
+  if (!m.sections()) return Status::Ok();
+  std::set<std::string, std::less<>> names;
+  for (flatbuffers::uoffset_t i = 0; i < m.sections()->size(); ++i) {
+    const fb::Section* s = m.sections()->Get(i);
+    std::string where = "section " + std::to_string(i);
+    RCKPT_RETURN_IF_ERROR(CheckName(where, s->name()));
+    if (!IsValidRole(s->role())) {
+      return Status::Corruption(where + " '" + s->name()->str() + "': unknown role " +
+                                std::to_string(s->role()));
+    }
+    if (!names.insert(s->name()->str()).second) {
+      return Status::Corruption(where + ": section '" + s->name()->str() + "' appears twice");
+    }
+    out->sections.push_back(SectionInfo{s->name()->str(), static_cast<Role>(s->role())});
+  }
+  return Status::Ok();
+}
+
+// Tensor `i`'s header (name, section, role, dtype, shape, size, origin),
+// not its chunks. `*where` becomes the tensor's name for later messages.
+Status ParseTensorHeader(const fb::Tensor& t, flatbuffers::uoffset_t i, const Manifest& m,
+                         std::string* where, TensorMeta* tm) {
+  *where = "tensor " + std::to_string(i);
+  RCKPT_RETURN_IF_ERROR(CheckName(*where, t.name()));
+  tm->name = t.name()->str();
+  *where = "tensor '" + tm->name + "'";
+  if (t.section() >= m.sections.size()) {
+    return Status::Corruption(*where + ": section index " + std::to_string(t.section()) +
+                              " is out of range (" + std::to_string(m.sections.size()) +
+                              " sections)");
+  }
+  tm->section = m.sections[t.section()].name;
+  if (!IsValidRole(t.role())) {
+    return Status::Corruption(*where + ": unknown role " + std::to_string(t.role()));
+  }
+  tm->role = static_cast<Role>(t.role());
+  if (!IsValidDType(t.dtype())) {
+    return Status::Corruption(*where + ": unknown dtype " + std::to_string(t.dtype()));
+  }
+  tm->dtype = static_cast<DType>(t.dtype());
+  if (t.shape()) {
+    if (t.shape()->size() > kMaxRank) {
+      return Status::Corruption(*where + ": rank " + std::to_string(t.shape()->size()) +
+                                " exceeds " + std::to_string(kMaxRank));
+    }
+    tm->shape.assign(t.shape()->begin(), t.shape()->end());
+  }
+  auto nbytes = ShapeBytes(tm->shape, tm->dtype);
+  if (!nbytes.ok()) return Status::Corruption(*where + ": " + nbytes.status().message());
+  if (*nbytes != t.nbytes()) {
+    return Status::Corruption(*where + ": nbytes is " + std::to_string(t.nbytes()) + ", shape " +
+                              ShapeToString(tm->shape) + " of " +
+                              std::string(DTypeName(tm->dtype)) + " needs " +
+                              std::to_string(*nbytes));
+  }
+  tm->nbytes = *nbytes;
+  RCKPT_ASSIGN_OR_RETURN(tm->origin, DecodeDevice(*where, t.origin_type(), t.origin_index()));
+  return Status::Ok();
+}
+
+// Every tensor, with its chunks (or its shards' chunks), which must take the
+// manifest's chunks in order, each exactly once; then the names' uniqueness.
+Status ParseTensors(const fb::Manifest& m, const FileBounds& bounds, ShardCoverage coverage,
+                    Manifest* out) {
+  // Tensor names are checked for duplicates after the loop, by sorting views
+  // of them: a set of copies cost an allocation and a node per tensor, which
+  // showed in the per-tensor cost of a load (docs/PERFORMANCE.md).
+  std::vector<std::string_view> tensor_names;
+  const auto* chunks = m.chunks();
+  const uint64_t num_chunks = chunks ? chunks->size() : 0;
+  uint64_t next_chunk = 0;
+  if (m.tensors()) {
+    out->tensors.reserve(m.tensors()->size());
+    tensor_names.reserve(m.tensors()->size());
+    for (flatbuffers::uoffset_t i = 0; i < m.tensors()->size(); ++i) {
+      const fb::Tensor* t = m.tensors()->Get(i);
+      std::string where;
+      TensorMeta tm;
+      RCKPT_RETURN_IF_ERROR(ParseTensorHeader(*t, i, *out, &where, &tm));
+      tensor_names.push_back(t->name()->string_view());
+      if (t->shards() != nullptr && t->shards()->size() > 0) {
+        RCKPT_RETURN_IF_ERROR(
+            ParseShards(where, *t, *out, chunks, bounds, coverage, &next_chunk, &tm));
+        out->tensors.push_back(std::move(tm));
+        continue;
+      }
+      if (t->first_chunk() != next_chunk || t->num_chunks() > num_chunks - next_chunk) {
+        return Status::Corruption(where + ": chunks [" + std::to_string(t->first_chunk()) + ", +" +
+                                  std::to_string(t->num_chunks()) + ") expected to start at " +
+                                  std::to_string(next_chunk) + " within " +
+                                  std::to_string(num_chunks) + " chunks");
+      }
+      RCKPT_RETURN_IF_ERROR(ReadChunkRun(where, "tensor", chunks, next_chunk, t->num_chunks(),
+                                         tm.nbytes, bounds, out->alignment, &tm.chunks));
+      next_chunk += t->num_chunks();
+      out->tensors.push_back(std::move(tm));
+    }
+  }
+  std::sort(tensor_names.begin(), tensor_names.end());
+  if (auto twice = std::adjacent_find(tensor_names.begin(), tensor_names.end());
+      twice != tensor_names.end()) {
+    return Status::Corruption("tensor '" + std::string(*twice) + "': name appears twice");
+  }
+  if (next_chunk != num_chunks) {
+    return Status::Corruption("manifest: " + std::to_string(num_chunks - next_chunk) +
+                              " chunks belong to no tensor");
+  }
+  return Status::Ok();
+}
+
+// Chunk extents must not overlap: sorted by offset, neighbours compared.
+Status CheckExtentsDisjoint(const Manifest& m) {
+  size_t count = 0;
+  for (const auto& t : m.tensors) count += t.chunks.size();
+  std::vector<std::pair<uint64_t, uint64_t>> extents;
+  extents.reserve(count);
+  for (const auto& t : m.tensors) {
+    for (const auto& c : t.chunks) extents.emplace_back(c.offset, c.stored_size);
+  }
+  std::sort(extents.begin(), extents.end());
+  for (size_t i = 1; i < extents.size(); ++i) {
+    if (extents[i - 1].first + extents[i - 1].second > extents[i].first) {
+      return Status::Corruption("manifest: chunk extents [" + std::to_string(extents[i - 1].first) +
+                                ", +" + std::to_string(extents[i - 1].second) + ") and [" +
+                                std::to_string(extents[i].first) + ", +" +
+                                std::to_string(extents[i].second) + ") overlap");
+    }
+  }
+  return Status::Ok();
+}
+
+Status ParseRng(const fb::Manifest& m, Manifest* out) {
+  if (!m.rng()) return Status::Ok();
+  std::set<std::string, std::less<>> names;
+  for (flatbuffers::uoffset_t i = 0; i < m.rng()->size(); ++i) {
+    const fb::Rng* r = m.rng()->Get(i);
+    std::string where = "RNG record " + std::to_string(i);
+    RCKPT_RETURN_IF_ERROR(CheckName(where, r->name()));
+    RngRecord rec;
+    rec.name = r->name()->str();
+    where = "RNG record '" + rec.name + "'";
+    if (!names.insert(rec.name).second) return Status::Corruption(where + ": name appears twice");
+    if (!IsValidRngKind(r->kind())) {
+      return Status::Corruption(where + ": unknown kind " + std::to_string(r->kind()));
+    }
+    rec.kind = static_cast<RngKind>(r->kind());
+    RCKPT_ASSIGN_OR_RETURN(rec.origin, DecodeDevice(where, r->origin_type(), r->origin_index()));
+    if (r->state()) {
+      const auto* p = reinterpret_cast<const std::byte*>(r->state()->data());
+      rec.bytes.assign(p, p + r->state()->size());
+    }
+    Status v = ValidateRngState(rec.kind, rec.bytes);
+    if (!v.ok()) return Status::Corruption(where + ": " + v.message());
+    out->rng.push_back(std::move(rec));
+  }
+  return Status::Ok();
+}
+
+Result<Value> ParseTree(const fb::Manifest& m) {
+  std::vector<FlatNode> nodes;
+  if (m.tree_nodes()) {
+    nodes.reserve(m.tree_nodes()->size());
+    for (const fb::Node* n : *m.tree_nodes()) {
+      nodes.push_back(FlatNode{n->first(), n->str_off(), n->str_len(), n->count(), n->kind()});
+    }
+  }
+  std::span<const uint8_t> tree_bytes;
+  if (m.tree_bytes()) tree_bytes = {m.tree_bytes()->data(), m.tree_bytes()->size()};
+  return DecodeTree(nodes, tree_bytes);
+}
+
 }  // namespace
 
+// The mirror of BuildManifestFromMeta, section by section, each validated
+// before the next is read.
 Result<Manifest> ParseManifest(std::span<const uint8_t> bytes, const FileBounds& bounds,
                                ShardCoverage coverage) {
   if (bytes.size() > kMaxManifestBytes) {
@@ -330,182 +544,15 @@ Result<Manifest> ParseManifest(std::span<const uint8_t> bytes, const FileBounds&
   if (!fb::VerifyManifestBuffer(verifier)) {
     return Status::Corruption("manifest: FlatBuffers verification failed (malformed offsets)");
   }
-  const fb::Manifest* m = fb::GetManifest(bytes.data());
+  const fb::Manifest& m = *fb::GetManifest(bytes.data());
   Manifest out;
-  out.version_major = m->version_major();
-  out.version_minor = m->version_minor();
-  if (out.version_major > kFormatMajor) {
-    return Status::Unsupported("manifest: format version " + std::to_string(out.version_major) +
-                               "." + std::to_string(out.version_minor) +
-                               " is newer than this reader; upgrade rckpt");
-  }
-  out.writer = Str(m->writer());
-  out.created_unix_ms = m->created_unix_ms();
-  out.alignment = m->alignment();
-  if (out.alignment != bounds.alignment) {
-    return Status::Corruption("manifest: alignment " + std::to_string(out.alignment) +
-                              " differs from the header's " + std::to_string(bounds.alignment));
-  }
-  out.data_begin = m->data_begin();
-  out.data_end = m->data_end();
-  if (out.data_begin != bounds.data_begin || out.data_end != bounds.data_end) {
-    return Status::Corruption("manifest: data region [" + std::to_string(out.data_begin) + ", " +
-                              std::to_string(out.data_end) + ") differs from the file's [" +
-                              std::to_string(bounds.data_begin) + ", " +
-                              std::to_string(bounds.data_end) + ")");
-  }
-  if (m->metadata()) {
-    for (flatbuffers::uoffset_t i = 0; i < m->metadata()->size(); ++i) {
-      const fb::KeyValue* kv = m->metadata()->Get(i);
-      std::string key = Str(kv->key());
-      if (!out.metadata.emplace(key, Str(kv->value())).second) {
-        return Status::Corruption("manifest: metadata key '" + key + "' appears twice");
-      }
-    }
-  }
-  std::set<std::string, std::less<>> names;
-  if (m->sections()) {
-    for (flatbuffers::uoffset_t i = 0; i < m->sections()->size(); ++i) {
-      const fb::Section* s = m->sections()->Get(i);
-      std::string where = "section " + std::to_string(i);
-      RCKPT_RETURN_IF_ERROR(CheckName(where, s->name()));
-      if (!IsValidRole(s->role())) {
-        return Status::Corruption(where + " '" + s->name()->str() + "': unknown role " +
-                                  std::to_string(s->role()));
-      }
-      if (!names.insert(s->name()->str()).second) {
-        return Status::Corruption(where + ": section '" + s->name()->str() + "' appears twice");
-      }
-      out.sections.push_back(SectionInfo{s->name()->str(), static_cast<Role>(s->role())});
-    }
-  }
-  names.clear();
-  // Tensor names are checked for duplicates after the loop, by sorting views
-  // of them: a set of copies cost an allocation and a node per tensor, which
-  // showed in the per-tensor cost of a load (docs/PERFORMANCE.md).
-  std::vector<std::string_view> tensor_names;
-  const auto* chunks = m->chunks();
-  const uint64_t num_chunks = chunks ? chunks->size() : 0;
-  uint64_t next_chunk = 0;
-  if (m->tensors()) {
-    out.tensors.reserve(m->tensors()->size());
-    tensor_names.reserve(m->tensors()->size());
-    for (flatbuffers::uoffset_t i = 0; i < m->tensors()->size(); ++i) {
-      const fb::Tensor* t = m->tensors()->Get(i);
-      std::string where = "tensor " + std::to_string(i);
-      RCKPT_RETURN_IF_ERROR(CheckName(where, t->name()));
-      TensorMeta tm;
-      tm.name = t->name()->str();
-      where = "tensor '" + tm.name + "'";
-      tensor_names.push_back(t->name()->string_view());
-      if (t->section() >= out.sections.size()) {
-        return Status::Corruption(where + ": section index " + std::to_string(t->section()) +
-                                  " is out of range (" + std::to_string(out.sections.size()) +
-                                  " sections)");
-      }
-      tm.section = out.sections[t->section()].name;
-      if (!IsValidRole(t->role())) {
-        return Status::Corruption(where + ": unknown role " + std::to_string(t->role()));
-      }
-      tm.role = static_cast<Role>(t->role());
-      if (!IsValidDType(t->dtype())) {
-        return Status::Corruption(where + ": unknown dtype " + std::to_string(t->dtype()));
-      }
-      tm.dtype = static_cast<DType>(t->dtype());
-      if (t->shape()) {
-        if (t->shape()->size() > kMaxRank) {
-          return Status::Corruption(where + ": rank " + std::to_string(t->shape()->size()) +
-                                    " exceeds " + std::to_string(kMaxRank));
-        }
-        tm.shape.assign(t->shape()->begin(), t->shape()->end());
-      }
-      auto nbytes = ShapeBytes(tm.shape, tm.dtype);
-      if (!nbytes.ok()) return Status::Corruption(where + ": " + nbytes.status().message());
-      if (*nbytes != t->nbytes()) {
-        return Status::Corruption(where + ": nbytes is " + std::to_string(t->nbytes()) +
-                                  ", shape " + ShapeToString(tm.shape) + " of " +
-                                  std::string(DTypeName(tm.dtype)) + " needs " +
-                                  std::to_string(*nbytes));
-      }
-      tm.nbytes = *nbytes;
-      RCKPT_ASSIGN_OR_RETURN(tm.origin, DecodeDevice(where, t->origin_type(), t->origin_index()));
-      if (t->shards() != nullptr && t->shards()->size() > 0) {
-        RCKPT_RETURN_IF_ERROR(ParseShards(where, *t, out, chunks, bounds, coverage, &next_chunk, &tm));
-        out.tensors.push_back(std::move(tm));
-        continue;
-      }
-      if (t->first_chunk() != next_chunk || t->num_chunks() > num_chunks - next_chunk) {
-        return Status::Corruption(where + ": chunks [" + std::to_string(t->first_chunk()) + ", +" +
-                                  std::to_string(t->num_chunks()) + ") expected to start at " +
-                                  std::to_string(next_chunk) + " within " +
-                                  std::to_string(num_chunks) + " chunks");
-      }
-      RCKPT_RETURN_IF_ERROR(ReadChunkRun(where, "tensor", chunks, next_chunk, t->num_chunks(), tm.nbytes,
-                                         bounds, out.alignment, &tm.chunks));
-      next_chunk += t->num_chunks();
-      out.tensors.push_back(std::move(tm));
-    }
-  }
-  std::sort(tensor_names.begin(), tensor_names.end());
-  if (auto twice = std::adjacent_find(tensor_names.begin(), tensor_names.end());
-      twice != tensor_names.end()) {
-    return Status::Corruption("tensor '" + std::string(*twice) + "': name appears twice");
-  }
-  if (next_chunk != num_chunks) {
-    return Status::Corruption("manifest: " + std::to_string(num_chunks - next_chunk) +
-                              " chunks belong to no tensor");
-  }
-  // Extents must not overlap: sort by offset and compare neighbours.
-  {
-    std::vector<std::pair<uint64_t, uint64_t>> extents;
-    extents.reserve(num_chunks);
-    for (const auto& t : out.tensors) {
-      for (const auto& c : t.chunks) extents.emplace_back(c.offset, c.stored_size);
-    }
-    std::sort(extents.begin(), extents.end());
-    for (size_t i = 1; i < extents.size(); ++i) {
-      if (extents[i - 1].first + extents[i - 1].second > extents[i].first) {
-        return Status::Corruption("manifest: chunk extents [" + std::to_string(extents[i - 1].first) +
-                                  ", +" + std::to_string(extents[i - 1].second) + ") and [" +
-                                  std::to_string(extents[i].first) + ", +" +
-                                  std::to_string(extents[i].second) + ") overlap");
-      }
-    }
-  }
-  names.clear();
-  if (m->rng()) {
-    for (flatbuffers::uoffset_t i = 0; i < m->rng()->size(); ++i) {
-      const fb::Rng* r = m->rng()->Get(i);
-      std::string where = "RNG record " + std::to_string(i);
-      RCKPT_RETURN_IF_ERROR(CheckName(where, r->name()));
-      RngRecord rec;
-      rec.name = r->name()->str();
-      where = "RNG record '" + rec.name + "'";
-      if (!names.insert(rec.name).second) return Status::Corruption(where + ": name appears twice");
-      if (!IsValidRngKind(r->kind())) {
-        return Status::Corruption(where + ": unknown kind " + std::to_string(r->kind()));
-      }
-      rec.kind = static_cast<RngKind>(r->kind());
-      RCKPT_ASSIGN_OR_RETURN(rec.origin, DecodeDevice(where, r->origin_type(), r->origin_index()));
-      if (r->state()) {
-        const auto* p = reinterpret_cast<const std::byte*>(r->state()->data());
-        rec.bytes.assign(p, p + r->state()->size());
-      }
-      Status v = ValidateRngState(rec.kind, rec.bytes);
-      if (!v.ok()) return Status::Corruption(where + ": " + v.message());
-      out.rng.push_back(std::move(rec));
-    }
-  }
-  std::vector<FlatNode> nodes;
-  if (m->tree_nodes()) {
-    nodes.reserve(m->tree_nodes()->size());
-    for (const fb::Node* n : *m->tree_nodes()) {
-      nodes.push_back(FlatNode{n->first(), n->str_off(), n->str_len(), n->count(), n->kind()});
-    }
-  }
-  std::span<const uint8_t> tree_bytes;
-  if (m->tree_bytes()) tree_bytes = {m->tree_bytes()->data(), m->tree_bytes()->size()};
-  RCKPT_ASSIGN_OR_RETURN(out.tree, DecodeTree(nodes, tree_bytes));
+  RCKPT_RETURN_IF_ERROR(ParseFileFields(m, bounds, &out));
+  RCKPT_RETURN_IF_ERROR(ParseMetadata(m, &out));
+  RCKPT_RETURN_IF_ERROR(ParseSections(m, &out));
+  RCKPT_RETURN_IF_ERROR(ParseTensors(m, bounds, coverage, &out));
+  RCKPT_RETURN_IF_ERROR(CheckExtentsDisjoint(out));
+  RCKPT_RETURN_IF_ERROR(ParseRng(m, &out));
+  RCKPT_ASSIGN_OR_RETURN(out.tree, ParseTree(m));
   return out;
 }
 

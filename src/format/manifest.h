@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "format/file_reader.h"
+#include "format/meta.h"
 #include "format/tree_codec.h"
 #include "rckpt/checkpoint.h"
 

@@ -1,5 +1,7 @@
 #include "format/padding.h"
 
+#include "util/hex.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <utility>
@@ -76,8 +78,7 @@ Status VerifyZeroPadding(const RandomAccessFile& file, const Manifest& manifest,
       for (const Gap& g : PaddingGaps(manifest)) {
         if (g.begin <= offset && offset < g.end) gap = g;
       }
-      char value[8];
-      std::snprintf(value, sizeof value, "0x%02x", static_cast<unsigned>(*bad));
+      const std::string value = "0x" + HexDigits(static_cast<unsigned>(*bad), 2);
       return Status::Corruption(
           "'" + path + "': padding byte at offset " + std::to_string(offset) + " is " + value +
           ", expected 0 (padding [" + std::to_string(gap.begin) + ", " + std::to_string(gap.end) +

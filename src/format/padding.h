@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "format/file_reader.h"
+#include "format/meta.h"
 #include "rckpt/file.h"
 
 namespace rckpt {

@@ -2,7 +2,7 @@
 #ifndef RCKPT_SRC_FORMAT_SKELETON_H_
 #define RCKPT_SRC_FORMAT_SKELETON_H_
 
-#include "format/file_reader.h"
+#include "format/meta.h"
 #include "rckpt/checkpoint.h"
 
 namespace rckpt {

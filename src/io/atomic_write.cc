@@ -12,6 +12,8 @@
 #include <limits>
 #include <random>
 
+#include "util/hex.h"
+
 namespace rckpt {
 namespace {
 
@@ -95,11 +97,8 @@ Status NamingThePath(const Status& s, const std::string& temp, const std::string
 }  // namespace
 
 std::string TempPathFor(const std::string& path) {
-  char suffix[64];
-  std::snprintf(suffix, sizeof suffix, ".tmp-%lld-%016llx",
-                static_cast<long long>(::getpid()),
-                static_cast<unsigned long long>(RandomSuffix()));
-  return path + suffix;
+  return path + ".tmp-" + std::to_string(static_cast<long long>(::getpid())) + "-" +
+         HexDigits(RandomSuffix(), 16);
 }
 
 void RemoveStaleTemps(FileSystem& fs, const std::string& path) {

@@ -11,6 +11,7 @@
 
 #include "s3/xml.h"
 #include "util/crc32c.h"
+#include "util/hex.h"
 #include "util/thread_pool.h"
 
 namespace rckpt::s3 {
@@ -436,12 +437,8 @@ int PartsInFlight(const S3Options& options, uint64_t part_bytes) {
 std::string NewUploadMarker() {
   // The system's entropy: markers of writes anywhere never meet.
   std::random_device random;
-  static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
-  for (int i = 0; i < 4; ++i) {
-    const uint32_t bits = random();
-    for (int shift = 28; shift >= 0; shift -= 4) out.push_back(kHex[(bits >> shift) & 15]);
-  }
+  for (int i = 0; i < 4; ++i) out += HexDigits(random(), 8);
   return out;
 }
 

@@ -9,21 +9,12 @@
 #include <cctype>
 
 #include "s3/url.h"
+#include "util/hex.h"
 
 namespace rckpt::s3 {
 namespace {
 
 using Digest = std::array<unsigned char, 32>;
-
-std::string Hex(const unsigned char* p, size_t n) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out(n * 2, '\0');
-  for (size_t i = 0; i < n; ++i) {
-    out[2 * i] = kHex[p[i] >> 4];
-    out[2 * i + 1] = kHex[p[i] & 15];
-  }
-  return out;
-}
 
 Digest Hmac(std::span<const unsigned char> key, std::string_view data) {
   Digest out{};
@@ -60,7 +51,7 @@ std::string TrimValue(std::string_view v) {
 std::string Sha256Hex(std::span<const std::byte> data) {
   Digest d{};
   SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), d.data());
-  return Hex(d.data(), d.size());
+  return HexEncode(std::span<const unsigned char>(d));
 }
 
 std::string Sha256Hex(std::string_view data) {
@@ -132,7 +123,7 @@ std::string Signature(std::string_view secret, std::string_view amz_date, std::s
   const Digest k_service = Hmac(k_region, service);
   const Digest k_signing = Hmac(k_service, "aws4_request");
   const Digest sig = Hmac(k_signing, string_to_sign);
-  return Hex(sig.data(), sig.size());
+  return HexEncode(std::span<const unsigned char>(sig));
 }
 
 std::string Authorization(std::string_view access_key_id, std::string_view secret,

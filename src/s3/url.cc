@@ -1,6 +1,7 @@
 #include "s3/url.h"
 
 #include "io/url_file_system.h"
+#include "util/hex.h"
 
 namespace rckpt::s3 {
 namespace {
@@ -60,7 +61,6 @@ Result<S3Url> ParseS3Url(std::string_view url, UrlKind kind) {
 }
 
 std::string UriEncode(std::string_view s, bool encode_slash) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
   std::string out;
   out.reserve(s.size() * 3);
   for (const char ch : s) {
@@ -69,8 +69,7 @@ std::string UriEncode(std::string_view s, bool encode_slash) {
       out.push_back(ch);
     } else {
       out.push_back('%');
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 15]);
+      AppendHexByte(out, c, HexCase::kUpper);
     }
   }
   return out;

@@ -1,5 +1,6 @@
 #include "util/json_writer.h"
 
+#include "util/hex.h"
 #include "util/utf8.h"
 
 #include <charconv>
@@ -22,9 +23,7 @@ void AppendJsonString(std::string& out, std::string_view s) {
         case '\t': out += "\\t"; break;
         default:
           if (c < 0x20) {
-            char buf[8];
-            std::snprintf(buf, sizeof buf, "\\u%04x", c);
-            out += buf;
+            out += "\\u" + HexDigits(c, 4);
           } else {
             out += static_cast<char>(c);
           }

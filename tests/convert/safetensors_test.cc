@@ -13,6 +13,8 @@ namespace {
 using ::rckpt::testing::Fixture;
 using ::rckpt::testing::Make;
 using ::rckpt::testing::ToBytes;
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 Checkpoint Rich() {
   Checkpoint ck;
@@ -261,17 +263,48 @@ TEST(SafetensorsValidationTest, AcceptsPaddingZeroSizeAndScalars) {
   EXPECT_EQ(ck.FindTensor("e")->tensor.nbytes(), 0u);
 }
 
-TEST(SafetensorsValidationTest, RejectsTamperedRckptMetadata) {
+// Rich() exported to safetensors, and where in it rckpt.tensors names
+// "model.e" (the 'e' is at + 9), or npos.
+std::string ExportedRich(size_t* at) {
   MemFileSystem fs;
   ExportOptions eo;
   eo.fs = &fs;
-  ASSERT_OK(ExportSafetensors(Rich(), "/s/a.safetensors", eo));
+  *at = std::string::npos;
+  Status exported = ExportSafetensors(Rich(), "/s/a.safetensors", eo);
+  EXPECT_OK(exported);
+  if (!exported.ok()) return "";
   std::string s = ::rckpt::testing::ToString(*fs.GetFile("/s/a.safetensors"));
-  size_t at = s.find("[\\\"model.e\\\"");
+  *at = s.find("[\\\"model.e\\\"");
+  return s;
+}
+
+TEST(SafetensorsValidationTest, RejectsTamperedRckptMetadata) {
+  size_t at = 0;
+  std::string s = ExportedRich(&at);
   ASSERT_NE(at, std::string::npos);
   s[at + 9] = 'X';  // rckpt.tensors now names "model.X"
   EXPECT_THAT(ImportSafetensorsFromBytes(ToBytes(s)),
               StatusIs(StatusCode::kCorruption, "rckpt metadata"));
+}
+
+// A control byte in the tampered layout is quoted once as \x01, keeping the
+// message one line.
+TEST(SafetensorsValidationTest, RckptMetadataMessageQuotesAControlByteOnce) {
+  size_t at = 0;
+  std::string s = ExportedRich(&at);
+  ASSERT_NE(at, std::string::npos);
+  // The header's JSON string holds the layout's JSON: \\u0001 there is a
+  // U+0001 in the name. The header grows by 6 bytes.
+  s.replace(at + 9, 1, "\\\\u0001");
+  uint64_t header = 0;
+  std::memcpy(&header, s.data(), 8);
+  header += 6;
+  std::memcpy(s.data(), &header, 8);
+  Result<Checkpoint> r = ImportSafetensorsFromBytes(ToBytes(s));
+  ASSERT_EQ(r.status().code(), StatusCode::kCorruption) << r.status().ToString();
+  EXPECT_THAT(r.status().message(), HasSubstr("rckpt metadata"));
+  EXPECT_THAT(r.status().message(), HasSubstr("model.\\x01"));
+  EXPECT_THAT(r.status().message(), Not(HasSubstr("\\x5c")));
 }
 
 TEST(SafetensorsValidationTest, EveryTruncationIsRejected) {

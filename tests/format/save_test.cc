@@ -84,6 +84,37 @@ TEST(SaveTest, ProgressReachesTheTotal) {
   EXPECT_EQ(last_total, last_done);
 }
 
+// The zstd levels a save takes are the ones options.h documents, named in
+// one message; a raw save does not use the level.
+TEST(SaveTest, ZstdLevelRangeIsTheDocumentedOne) {
+  EXPECT_EQ(kMinZstdLevel, -7);
+  EXPECT_EQ(kMaxZstdLevel, 22);
+  MemFileSystem fs;
+  SaveOptions o;
+  o.fs = &fs;
+  o.codec = Codec::kZstd;
+  for (int level : {kMinZstdLevel, kMaxZstdLevel}) {
+    SCOPED_TRACE(level);
+    o.level = level;
+    ASSERT_OK(Save("/ck.rckpt", Sample(1), o));
+    LoadOptions lo;
+    lo.fs = &fs;
+    ASSERT_OK(Load("/ck.rckpt", lo).status());
+  }
+  o.level = kMaxZstdLevel + 1;
+  EXPECT_THAT(Save("/x.rckpt", Sample(1), o),
+              StatusIs(StatusCode::kInvalidArgument,
+                       "SaveOptions.level is 23: zstd levels run from -7 to 22"));
+  o.level = kMinZstdLevel - 1;
+  EXPECT_THAT(Save("/x.rckpt", Sample(1), o),
+              StatusIs(StatusCode::kInvalidArgument,
+                       "SaveOptions.level is -8: zstd levels run from -7 to 22"));
+  EXPECT_FALSE(fs.Exists("/x.rckpt"));
+  o.codec = Codec::kNone;
+  o.level = 99;
+  EXPECT_OK(Save("/x.rckpt", Sample(1), o));
+}
+
 TEST(SaveTest, RejectsBadOptionsBeforeWriting) {
   MemFileSystem fs;
   SaveOptions o;

@@ -112,6 +112,17 @@ def test_save_names_the_bad_option(tmp, option, value, error, message):
     assert not os.path.exists(tmp / "x.rckpt")
 
 
+def test_zstd_level_range_is_the_librarys_with_its_message(tmp):
+    state = {"model": {"w": torch.ones(4)}}
+    for level in (-7, 22):
+        rckpt.save(tmp / "ok.rckpt", state, codec="zstd", level=level)
+    for level in (-8, 23):
+        with pytest.raises(rckpt.InvalidArgumentError,
+                           match=rf"SaveOptions\.level is {level}: zstd levels run from -7 to 22"):
+            rckpt.save(tmp / "x.rckpt", state, codec="zstd", level=level)
+    assert not os.path.exists(tmp / "x.rckpt")
+
+
 def test_save_async_names_the_bad_option(tmp):
     with pytest.raises(TypeError, match=r"rckpt\.save_async: level must be an int"):
         rckpt.save_async(tmp / "x.rckpt", {"c": {}}, level="x")
