@@ -133,7 +133,8 @@ void SetPlacement(nb::handle map_location, std::optional<std::string> model_devi
     // {"cuda:1": "cuda:0"} is the tag map "cuda:1=cuda:0", one grammar.
     std::string spec;
     for (auto [k, v] : nb::borrow<nb::dict>(map_location)) {
-      spec += (spec.empty() ? "" : ",") + nb::cast<std::string>(k) + "=" + nb::cast<std::string>(v);
+      if (!spec.empty()) spec += ',';  // appended: GCC 12's -O3 -Wrestrict on "," + a temporary
+      spec.append(nb::cast<std::string>(k)).append("=").append(nb::cast<std::string>(v));
     }
     o->map_location = spec.empty() ? MapLocation::Map({}) : ValueOrThrow(MapLocation::Parse(spec));
   } else {

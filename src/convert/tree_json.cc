@@ -79,7 +79,9 @@ void AppendTreeJson(std::string* out, const Value& v) {
       if (!std::isfinite(d)) {
         uint64_t bits;
         std::memcpy(&bits, &d, 8);
-        Tagged(out, "$float", "\"" + HexDigits(bits, 16) + "\"");
+        std::string quoted = "\"";  // appended, not "\"" + a temporary: GCC 12's -O3 -Wrestrict
+        quoted.append(HexDigits(bits, 16)).push_back('"');
+        Tagged(out, "$float", quoted);
         return;
       }
       char buf[40];
