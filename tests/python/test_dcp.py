@@ -349,7 +349,7 @@ def test_the_reader_finds_a_files_sections_as_rckpt_load_does(tmp):
     rckpt.save(tmp / "f.rckpt", {"common": {"w": torch.arange(3.0)}, "extra": {"epoch": 2}},
                metadata={"rckpt.world_size": "none"})
     assert rckpt.load(tmp / "f.rckpt")["extra"] == {"epoch": 2}
-    state = {"common": {"w": torch.zeros(3)}, "extra": {"epoch": 0}}
+    state: dict[str, Any] = {"common": {"w": torch.zeros(3)}, "extra": {"epoch": 0}}
     dcp.load(state, storage_reader=rckpt.dcp.Reader(tmp / "f.rckpt"))
     assert state["extra"] == {"epoch": 2}
     assert_same(state["common"]["w"], torch.arange(3.0))
