@@ -138,6 +138,16 @@ class DeviceStaging {
   std::map<Device, Stream> streams_;
 };
 
+// Source tensors that copies which could not be waited for may still read:
+// never handed back, and held from a global list so that they stay reachable
+// (a leak checker sees them kept, not lost).
+void KeepForever(std::vector<Tensor> sources) {
+  static std::mutex mu;
+  static auto* kept = new std::vector<Tensor>();  // never freed, on purpose
+  std::lock_guard<std::mutex> lock(mu);
+  for (Tensor& t : sources) kept->push_back(std::move(t));
+}
+
 // The events of one snapshot's device copies; waited for once, by the
 // caller (WaitSnapshot) or the persist, whichever comes first.
 // The device-to-host copies of a snapshot: their events, and the source
@@ -154,7 +164,7 @@ class SnapshotFence {
     (void)Wait();
     // Copies that could not be waited for may still read the sources: their
     // memory is never handed back, as the snapshot's pinned memory is not.
-    if (unsettled_) new std::vector<Tensor>(std::move(sources_));  // NOLINT: kept on purpose
+    if (unsettled_) KeepForever(std::move(sources_));
   }
 
   Status Wait() {
